@@ -1,0 +1,217 @@
+#include "thdpack/topology.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "thdpack/errors.hpp"
+
+namespace thdpack {
+namespace {
+
+std::array<Dim, 4> parse_order(const std::string& order) {
+  std::array<Dim, 4> dims{};
+  int count = 0;
+  std::array<bool, 4> seen{};
+  std::stringstream in(order);
+  std::string token;
+  while (std::getline(in, token, '-')) {
+    if (token == "ep") continue;  // ep has size 1 in the dense decomposition
+    Dim d;
+    if (token == "tp") {
+      d = Dim::kTp;
+    } else if (token == "cp") {
+      d = Dim::kCp;
+    } else if (token == "dp") {
+      d = Dim::kDp;
+    } else if (token == "pp") {
+      d = Dim::kPp;
+    } else {
+      throw InvalidArgument("rank order '" + order + "': unknown dimension '" + token +
+                            "'; use a permutation of tp, cp, ep, dp, pp such as tp-cp-ep-dp-pp");
+    }
+    auto i = static_cast<size_t>(d);
+    if (seen[i] || count == 4) {
+      throw InvalidArgument("rank order '" + order + "' names '" + token + "' twice");
+    }
+    seen[i] = true;
+    dims[static_cast<size_t>(count++)] = d;
+  }
+  if (count != 4) {
+    throw InvalidArgument("rank order '" + order +
+                          "' must name each of tp, cp, dp, pp once (ep optional), e.g. "
+                          "tp-cp-ep-dp-pp");
+  }
+  return dims;
+}
+
+void require_positive(int value, const char* name) {
+  if (value < 1) {
+    throw InvalidArgument(std::string(name) + " must be >= 1, got " + std::to_string(value));
+  }
+}
+
+}  // namespace
+
+Topology::Topology(const TopologyConfig& config) : config_(config) {
+  require_positive(config.tp, "tp");
+  require_positive(config.cp, "cp");
+  require_positive(config.dp, "dp");
+  require_positive(config.pp, "pp");
+  require_positive(config.ep, "ep");
+  require_positive(config.vpp, "vpp");
+  if (config.vpp_group < 0) {
+    throw InvalidArgument("vpp_group must be >= 0 (0 means pp), got " +
+                          std::to_string(config.vpp_group));
+  }
+  if ((config.dp * config.cp) % config.ep != 0) {
+    throw InvalidArgument("ep=" + std::to_string(config.ep) + " must divide dp*cp=" +
+                          std::to_string(config.dp * config.cp));
+  }
+  order_ = parse_order(config.order);
+  int stride = 1;
+  for (Dim d : order_) {
+    stride_of_[static_cast<size_t>(d)] = stride;
+    stride *= size_of(d);
+  }
+}
+
+int Topology::microbatch_multiple() const {
+  if (config_.vpp <= 1) return 1;
+  return config_.vpp_group > 0 ? config_.vpp_group : config_.pp;
+}
+
+int Topology::size_of(Dim d) const {
+  switch (d) {
+    case Dim::kTp:
+      return config_.tp;
+    case Dim::kCp:
+      return config_.cp;
+    case Dim::kDp:
+      return config_.dp;
+    case Dim::kPp:
+      return config_.pp;
+  }
+  return 1;
+}
+
+int Topology::coordinate(const Coordinates& c, Dim d) const {
+  switch (d) {
+    case Dim::kTp:
+      return c.tp;
+    case Dim::kCp:
+      return c.cp;
+    case Dim::kDp:
+      return c.dp;
+    case Dim::kPp:
+      return c.pp;
+  }
+  return 0;
+}
+
+Coordinates Topology::coordinates(int rank) const {
+  if (rank < 0 || rank >= world_size()) {
+    throw InvalidArgument("rank " + std::to_string(rank) + " is outside the world of size " +
+                          std::to_string(world_size()) + " (" + describe() + ")");
+  }
+  Coordinates c;
+  int rest = rank;
+  for (Dim d : order_) {
+    int v = rest % size_of(d);
+    rest /= size_of(d);
+    switch (d) {
+      case Dim::kTp:
+        c.tp = v;
+        break;
+      case Dim::kCp:
+        c.cp = v;
+        break;
+      case Dim::kDp:
+        c.dp = v;
+        break;
+      case Dim::kPp:
+        c.pp = v;
+        break;
+    }
+  }
+  return c;
+}
+
+int Topology::rank_of(const Coordinates& c) const {
+  int rank = 0;
+  for (Dim d : order_) {
+    int v = coordinate(c, d);
+    if (v < 0 || v >= size_of(d)) {
+      throw InvalidArgument("coordinate out of range in " + describe());
+    }
+    rank += v * stride_of_[static_cast<size_t>(d)];
+  }
+  return rank;
+}
+
+std::vector<int> Topology::group_ranks(GroupKind kind, int rank) const {
+  const Coordinates me = coordinates(rank);
+  std::vector<int> ranks;
+  auto with = [&](auto&& mutate, int count) {
+    for (int i = 0; i < count; ++i) {
+      Coordinates c = me;
+      mutate(c, i);
+      ranks.push_back(rank_of(c));
+    }
+  };
+  switch (kind) {
+    case GroupKind::kTp:
+      with([](Coordinates& c, int i) { c.tp = i; }, config_.tp);
+      break;
+    case GroupKind::kCp:
+      with([](Coordinates& c, int i) { c.cp = i; }, config_.cp);
+      break;
+    case GroupKind::kDp:
+      with([](Coordinates& c, int i) { c.dp = i; }, config_.dp);
+      break;
+    case GroupKind::kPp:
+      with([](Coordinates& c, int i) { c.pp = i; }, config_.pp);
+      break;
+    case GroupKind::kDpCp: {
+      const int cp = config_.cp;
+      with([cp](Coordinates& c, int i) { c.cp = i % cp, c.dp = i / cp; }, config_.dp * cp);
+      break;
+    }
+    case GroupKind::kEp: {
+      const int cp = config_.cp;
+      const int base = (me.cp + cp * me.dp) / config_.ep * config_.ep;
+      with([cp, base](Coordinates& c, int i) { c.cp = (base + i) % cp, c.dp = (base + i) / cp; },
+           config_.ep);
+      break;
+    }
+  }
+  return ranks;
+}
+
+int Topology::group_rank(GroupKind kind, int rank) const {
+  const auto ranks = group_ranks(kind, rank);
+  return static_cast<int>(std::find(ranks.begin(), ranks.end(), rank) - ranks.begin());
+}
+
+std::vector<std::vector<int>> Topology::all_groups(GroupKind kind) const {
+  std::vector<std::vector<int>> groups;
+  std::vector<bool> covered(static_cast<size_t>(world_size()), false);
+  for (int r = 0; r < world_size(); ++r) {
+    if (covered[static_cast<size_t>(r)]) continue;
+    auto g = group_ranks(kind, r);
+    for (int m : g) covered[static_cast<size_t>(m)] = true;
+    groups.push_back(std::move(g));
+  }
+  return groups;
+}
+
+std::string Topology::describe() const {
+  std::ostringstream out;
+  out << "tp=" << config_.tp << " cp=" << config_.cp << " dp=" << config_.dp
+      << " pp=" << config_.pp;
+  if (config_.ep > 1) out << " ep=" << config_.ep;
+  if (config_.vpp > 1) out << " vpp=" << config_.vpp << " vpp_group=" << microbatch_multiple();
+  out << " (order " << config_.order << ")";
+  return out.str();
+}
+
+}  // namespace thdpack
