@@ -1,0 +1,39 @@
+// thdpack: packed-sequence (THD) planning, packing and distribution for LLM training.
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <vector>
+
+#include "commands.hpp"
+#include "thdpack/errors.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"thdpack: packed-sequence (THD) data layer for distributed LLM training"};
+  app.set_version_flag("--version", "thdpack 0.1.0");
+  app.require_subcommand(1);
+  const std::vector<thdpack::cli::Command> commands = {
+      thdpack::cli::add_plan_command(app),
+      thdpack::cli::add_list_command(app),
+  };
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    for (const auto& command : commands) {
+      if (command.parser->parsed()) return command.action();
+    }
+  } catch (const thdpack::InvalidArgument& e) {
+    std::cerr << "thdpack: error: " << e.what() << '\n';
+    return 2;
+  } catch (const thdpack::Error& e) {
+    std::cerr << "thdpack: " << e.what() << '\n';
+    return 3;
+  } catch (const std::exception& e) {
+    std::cerr << "thdpack: unexpected error: " << e.what() << '\n';
+    return 4;
+  }
+  return 1;
+}

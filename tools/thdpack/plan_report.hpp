@@ -1,0 +1,74 @@
+#pragma once
+// What `thdpack plan` prints: per-scheduler summaries over steps as a table or JSON, and the plans
+// themselves as a JSON file anyone can check.
+
+#include <cstdint>
+#include <fstream>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "thdpack/global_batch.hpp"
+#include "thdpack/plan_stats.hpp"
+#include "thdpack/scheduler.hpp"
+
+namespace thdpack::cli {
+
+struct PlanRunInfo {
+  std::string workload;
+  std::string workload_description;
+  std::string topology;
+  int dp = 1;
+  int cp = 1;
+  int64_t max_seqlen_per_dp_cp_rank = 0;
+  int64_t capacity = 0;
+  int64_t divisor = 1;
+  int64_t global_batch = 0;
+  int64_t steps = 0;
+  std::string model;  ///< preset name, or "" for direct coefficients
+  double gpu_tflops = 0;
+  CostModel cost;
+};
+
+struct StepRecord {
+  PlanStats stats;
+  double plan_seconds = 0;
+  double tflops = 0;  ///< model training TFLOPs of the step's real tokens (0 without a model)
+};
+
+struct SchedulerSummary {
+  std::string name;
+  std::vector<StepRecord> steps;
+  std::string error;  ///< set when the scheduler failed; steps then holds the ones before
+};
+
+/// Header lines and one row per scheduler.
+void print_plan_table(std::ostream& out, const PlanRunInfo& info,
+                      const std::vector<SchedulerSummary>& summaries);
+
+/// The same figures as JSON (means over steps, plus every step's figures).
+nlohmann::json plan_json(const PlanRunInfo& info, const std::vector<SchedulerSummary>& summaries);
+
+/// Streams plans to a JSON file: {"format":"thdpack-plans-v1", "dp":..., "capacity":...,
+/// "steps":[{"step":s, "ids":[...], "padded_lengths":[...], "plans":{"<scheduler>":
+/// [[ids of replica 0, ids of replica 1, ...] for each micro-batch]}}]}.
+class PlanWriter {
+ public:
+  PlanWriter(const std::string& path, const PlanRunInfo& info);
+  ~PlanWriter();
+  void begin_step(int64_t step, const GlobalBatch& batch);
+  void add_plan(const std::string& scheduler, const Plan& plan);
+  void end_step();
+  void close();
+
+ private:
+  std::ofstream out_;
+  std::string path_;
+  bool first_step_ = true;
+  bool first_plan_ = true;
+  bool closed_ = false;
+};
+
+}  // namespace thdpack::cli

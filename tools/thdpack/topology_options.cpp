@@ -1,0 +1,34 @@
+#include "topology_options.hpp"
+
+namespace thdpack::cli {
+
+void TopologyFlags::add_to(CLI::App& command) {
+  command.add_option("--tp", tp, "tensor-parallel size")->capture_default_str();
+  command.add_option("--cp", cp, "context-parallel size (default: the workload's, else 1)");
+  command.add_option("--dp", dp, "data-parallel size")->capture_default_str();
+  command.add_option("--pp", pp, "pipeline-parallel size")->capture_default_str();
+  command.add_option("--ep", ep, "expert-parallel size (divides dp*cp)")->capture_default_str();
+  command.add_option("--vpp", vpp, "virtual pipeline stages per PP rank")->capture_default_str();
+  command.add_option("--vpp-group", vpp_group,
+                     "micro-batch group size per virtual stage (0 = pp); with --vpp > 1 the "
+                     "micro-batch count is a multiple of it")
+      ->capture_default_str();
+  command.add_option("--order", order, "rank order, fastest first")->capture_default_str();
+  command.add_flag("--sequence-parallel", sequence_parallel,
+                   "sequence parallelism: the padding divisor is multiplied by tp");
+}
+
+Topology TopologyFlags::resolve(int default_cp) const {
+  TopologyConfig c;
+  c.tp = tp;
+  c.cp = cp.value_or(default_cp);
+  c.dp = dp;
+  c.pp = pp;
+  c.ep = ep;
+  c.vpp = vpp;
+  c.vpp_group = vpp_group;
+  c.order = order;
+  return Topology(c);
+}
+
+}  // namespace thdpack::cli

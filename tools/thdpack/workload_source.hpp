@@ -1,0 +1,41 @@
+#pragma once
+// The --workload / --dataset-config / --lengths / --jsonl / --seq-length flags shared by the
+// subcommands that read a dataset, and what they resolve to.
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "thdpack/dataset.hpp"
+
+namespace thdpack::cli {
+
+struct WorkloadFlags {
+  std::string workload;
+  std::string dataset_config;  // inline JSON or a file holding it
+  std::string lengths_file;
+  std::string jsonl_file;
+  int64_t seq_length = 0;
+  bool jsonl_ignore_unknown_keys = false;
+
+  /// Registers the flags on `command`.
+  void add_to(CLI::App& command);
+};
+
+/// A dataset plus the defaults its source implies.
+struct ResolvedWorkload {
+  std::string name;         ///< workload name, or a short description of the source
+  std::string description;
+  std::unique_ptr<Dataset> dataset;
+  std::optional<int64_t> max_seqlen_per_dp_cp_rank;  ///< named workloads and --seq-length
+  std::optional<int> cp;                             ///< named workloads
+  std::optional<std::string> workload_name;          ///< for default_global_batch
+};
+
+/// Resolves the flags; the default (none given) is the sft-8k workload. Throws InvalidArgument when
+/// more than one source is given or a source is bad.
+ResolvedWorkload resolve_workload(const WorkloadFlags& flags);
+
+}  // namespace thdpack::cli
