@@ -1,0 +1,55 @@
+#pragma once
+// Helpers shared by the unit tests.
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "thdpack/scheduler.hpp"
+
+namespace thdpack::testing {
+
+/// Runs `body` and expects an exception of type E whose message contains `needle`.
+template <typename E, typename F>
+void expect_error(F&& body, const std::string& needle) {
+  try {
+    body();
+    ADD_FAILURE() << "expected an exception mentioning '" << needle << "'";
+  } catch (const E& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
+        << "message '" << e.what() << "' does not mention '" << needle << "'";
+  }
+}
+
+/// Ids 0..n-1 with the given lengths, split equally over dp ranks.
+struct OwnedInput {
+  std::vector<int64_t> ids;
+  std::vector<int64_t> lengths;
+  std::vector<int64_t> samples_per_rank;
+  std::vector<int64_t> group_ids;
+
+  ScheduleInput view() const { return {ids, lengths, samples_per_rank, group_ids}; }
+};
+
+inline OwnedInput make_input(std::vector<int64_t> lengths, int dp) {
+  OwnedInput in;
+  in.lengths = std::move(lengths);
+  for (size_t i = 0; i < in.lengths.size(); ++i) in.ids.push_back(static_cast<int64_t>(i));
+  in.samples_per_rank.assign(static_cast<size_t>(dp), static_cast<int64_t>(in.lengths.size()) / dp);
+  return in;
+}
+
+/// Lognormal-ish random lengths in [lo, hi].
+inline std::vector<int64_t> random_lengths(std::mt19937_64& rng, size_t n, int64_t lo, int64_t hi) {
+  std::lognormal_distribution<double> dist(std::log(static_cast<double>(lo + hi) / 4), 1.0);
+  std::vector<int64_t> out(n);
+  for (auto& v : out) {
+    v = std::clamp<int64_t>(static_cast<int64_t>(dist(rng)), lo, hi);
+  }
+  return out;
+}
+
+}  // namespace thdpack::testing
