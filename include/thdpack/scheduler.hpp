@@ -63,6 +63,9 @@ class Plan {
   /// `packs` are in micro-batch-major order: pack index k·dp + r. Their count must be a multiple
   /// of dp.
   Plan(int dp, const std::vector<std::vector<int64_t>>& packs);
+  /// The same from flat arrays: pack p holds ids[offsets[p] .. offsets[p+1]); offsets starts at 0,
+  /// is non-decreasing and ends at ids.size(); offsets.size()-1 is a multiple of dp.
+  Plan(int dp, std::vector<int64_t> offsets, std::vector<int64_t> ids);
 
   int dp() const { return dp_; }
   /// Micro-batches per replica, K.

@@ -2,14 +2,62 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
-#include <queue>
+#include <numeric>
 
 namespace thdpack::detail {
 namespace {
 
 // Relative size below which a load difference is treated as noise (keeps refinement finite).
 constexpr double kRelativeEpsilon = 1e-12;
+
+// A binary min-heap of replicas keyed by (load, index), with an in-place fix of the top after its
+// load grew: the common step of longest-processing-time costs one sift-down.
+class ReplicaHeap {
+  // Heap order for the std heap algorithms: "a after b" when b is smaller.
+  struct After {
+    const ReplicaHeap* heap;
+    bool operator()(int a, int b) const { return heap->less(b, a); }
+  };
+
+ public:
+  ReplicaHeap(const std::vector<double>& load, int dp) : load_(load) {
+    heap_.resize(static_cast<size_t>(dp));
+    std::iota(heap_.begin(), heap_.end(), 0);
+    std::make_heap(heap_.begin(), heap_.end(), After{this});
+  }
+  bool empty() const { return heap_.empty(); }
+  int top() const { return heap_.front(); }
+  void pop() {
+    std::pop_heap(heap_.begin(), heap_.end(), After{this});
+    heap_.pop_back();
+  }
+  void push(int r) {
+    heap_.push_back(r);
+    std::push_heap(heap_.begin(), heap_.end(), After{this});
+  }
+  void fix_top() {
+    size_t i = 0;
+    const size_t n = heap_.size();
+    while (true) {
+      size_t smallest = i;
+      for (size_t c = 2 * i + 1; c <= 2 * i + 2 && c < n; ++c) {
+        if (less(heap_[c], heap_[smallest])) smallest = c;
+      }
+      if (smallest == i) return;
+      std::swap(heap_[i], heap_[smallest]);
+      i = smallest;
+    }
+  }
+
+ private:
+  bool less(int a, int b) const {
+    const double la = load_[static_cast<size_t>(a)], lb = load_[static_cast<size_t>(b)];
+    return la < lb || (la == lb && a < b);
+  }
+
+  const std::vector<double>& load_;
+  std::vector<int> heap_;
+};
 
 }  // namespace
 
@@ -19,24 +67,21 @@ BalancedAssignment::BalancedAssignment(const ScheduleItems& items, int dp, int64
       cheaper_{&items},
       dp_(dp),
       k_(k),
-      capacity_(capacity),
       room_(static_cast<size_t>(dp * k), capacity),
       bin_cost_(static_cast<size_t>(dp * k), 0.0),
-      bin_items_(static_cast<size_t>(dp * k)),
+      bin_count_(static_cast<size_t>(dp * k), 0),
       load_(static_cast<size_t>(dp), 0.0),
       bin_of_(static_cast<size_t>(items.size()), -1) {}
 
 int64_t BalancedAssignment::choose_bin(int replica, int64_t length, Fit fit) const {
   int64_t chosen = -1;
-  for (int64_t k = 0; k < k_; ++k) {
-    const int64_t b = bin_index(replica, k);
+  int64_t chosen_room = 0;
+  for (int64_t b = bin_index(replica, 0), end = b + k_; b < end; ++b) {
     const int64_t room = room_[static_cast<size_t>(b)];
     if (room < length) continue;
-    if (chosen < 0) {
+    if (chosen < 0 || (fit == Fit::kWorst ? room > chosen_room : room < chosen_room)) {
       chosen = b;
-    } else if (fit == Fit::kWorst ? room > room_[static_cast<size_t>(chosen)]
-                                  : room < room_[static_cast<size_t>(chosen)]) {
-      chosen = b;
+      chosen_room = room;
     }
   }
   return chosen;
@@ -47,7 +92,7 @@ void BalancedAssignment::put(int64_t item, int64_t bin) {
   const auto b = static_cast<size_t>(bin);
   room_[b] -= items_.lengths[i];
   bin_cost_[b] += items_.costs[i];
-  bin_items_[b].push_back(item);
+  ++bin_count_[b];
   load_[static_cast<size_t>(replica_of_bin(bin))] += items_.costs[i];
   bin_of_[i] = bin;
   if (!by_cost_.empty()) {
@@ -62,8 +107,7 @@ void BalancedAssignment::take_out(int64_t item) {
   const auto b = static_cast<size_t>(bin);
   room_[b] += items_.lengths[i];
   bin_cost_[b] -= items_.costs[i];
-  auto& list = bin_items_[b];
-  list.erase(std::find(list.begin(), list.end(), item));
+  --bin_count_[b];
   load_[static_cast<size_t>(replica_of_bin(bin))] -= items_.costs[i];
   bin_of_[i] = -1;
   if (!by_cost_.empty()) {
@@ -72,24 +116,33 @@ void BalancedAssignment::take_out(int64_t item) {
   }
 }
 
+void BalancedAssignment::move(int64_t item, int64_t bin) {
+  take_out(item);
+  put(item, bin);
+}
+
 bool BalancedAssignment::place_longest_first(std::span<const int64_t> order, Fit fit) {
-  using Entry = std::pair<double, int>;  // (load, replica): least loaded, then lowest index
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
-  for (int r = 0; r < dp_; ++r) heap.push({0.0, r});
-  std::vector<int> popped;
+  ReplicaHeap heap(load_, dp_);
+  std::vector<int> full;  // replicas set aside because the current item does not fit them
   for (int64_t item : order) {
     const int64_t length = items_.lengths[static_cast<size_t>(item)];
-    popped.clear();
-    int64_t bin = -1;
-    while (!heap.empty() && bin < 0) {
-      const int r = heap.top().second;
+    bool placed = false;
+    while (!heap.empty()) {
+      const int r = heap.top();
+      const int64_t bin = choose_bin(r, length, fit);
+      if (bin >= 0) {
+        put(item, bin);
+        heap.fix_top();
+        placed = true;
+        break;
+      }
       heap.pop();
-      popped.push_back(r);
-      bin = choose_bin(r, length, fit);
+      full.push_back(r);
     }
-    if (bin >= 0) put(item, bin);
-    for (int r : popped) heap.push({load_[static_cast<size_t>(r)], r});
-    if (bin < 0) return false;
+    // Items come longest first, so a replica that could not take this one may take shorter ones.
+    for (int r : full) heap.push(r);
+    full.clear();
+    if (!placed) return false;
   }
   return true;
 }
@@ -101,7 +154,7 @@ bool BalancedAssignment::place_packs(const Bins& packs) {
     for (int64_t item : packs.bin(p)) cost[static_cast<size_t>(p)] += items_.costs[static_cast<size_t>(item)];
   }
   std::vector<int64_t> order(static_cast<size_t>(packs.count()));
-  for (size_t p = 0; p < order.size(); ++p) order[p] = static_cast<int64_t>(p);
+  std::iota(order.begin(), order.end(), int64_t{0});
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
     return cost[static_cast<size_t>(a)] > cost[static_cast<size_t>(b)];
   });
@@ -118,36 +171,26 @@ bool BalancedAssignment::place_packs(const Bins& packs) {
   return true;
 }
 
-int64_t BalancedAssignment::item_count(int replica) const {
-  int64_t count = 0;
-  for (int64_t k = 0; k < k_; ++k) count += static_cast<int64_t>(bin_items_[static_cast<size_t>(bin_index(replica, k))].size());
-  return count;
-}
-
 bool BalancedAssignment::fill_empty_packs() {
+  if (std::find(bin_count_.begin(), bin_count_.end(), 0) == bin_count_.end()) return true;
   if (items_.size() < dp_ * k_) return false;
-  std::vector<int64_t> counts(static_cast<size_t>(dp_));
-  for (int r = 0; r < dp_; ++r) counts[static_cast<size_t>(r)] = item_count(r);
 
-  // The cheapest item of `replica` that sits in a pack with at least two items.
-  auto cheapest_movable = [&](int replica) {
+  std::vector<int64_t> counts(static_cast<size_t>(dp_), 0);  // items per replica
+  for (int64_t bin = 0; bin < dp_ * k_; ++bin) counts[static_cast<size_t>(replica_of_bin(bin))] += bin_count_[static_cast<size_t>(bin)];
+  // The cheapest item of `replica` (optionally of one bin) that shares its pack with another.
+  auto cheapest_movable = [&](int replica, int64_t only_bin) {
     int64_t best = -1;
-    for (int64_t k = 0; k < k_; ++k) {
-      const auto& list = bin_items_[static_cast<size_t>(bin_index(replica, k))];
-      if (list.size() < 2) continue;
-      for (int64_t item : list) {
-        if (best < 0 || items_.costs[static_cast<size_t>(item)] < items_.costs[static_cast<size_t>(best)] ||
-            (items_.costs[static_cast<size_t>(item)] == items_.costs[static_cast<size_t>(best)] && item < best)) {
-          best = item;
-        }
-      }
+    for (int64_t item = 0; item < items_.size(); ++item) {
+      const int64_t bin = bin_of_[static_cast<size_t>(item)];
+      if (replica_of_bin(bin) != replica || bin_count_[static_cast<size_t>(bin)] < 2) continue;
+      if (only_bin >= 0 && bin != only_bin) continue;
+      if (best < 0 || cheaper_(item, best)) best = item;
     }
     return best;
   };
   auto first_empty = [&](int replica) {
-    for (int64_t k = 0; k < k_; ++k) {
-      const int64_t b = bin_index(replica, k);
-      if (bin_items_[static_cast<size_t>(b)].empty()) return b;
+    for (int64_t b = bin_index(replica, 0), end = b + k_; b < end; ++b) {
+      if (bin_count_[static_cast<size_t>(b)] == 0) return b;
     }
     return int64_t{-1};
   };
@@ -160,9 +203,7 @@ bool BalancedAssignment::fill_empty_packs() {
         if (donor < 0 || load_[static_cast<size_t>(s)] > load_[static_cast<size_t>(donor)]) donor = s;
       }
       if (donor < 0) return false;
-      const int64_t item = cheapest_movable(donor);
-      take_out(item);
-      put(item, first_empty(r));
+      move(cheapest_movable(donor, -1), first_empty(r));
       --counts[static_cast<size_t>(donor)];
       ++counts[static_cast<size_t>(r)];
     }
@@ -170,16 +211,12 @@ bool BalancedAssignment::fill_empty_packs() {
   for (int r = 0; r < dp_; ++r) {
     for (int64_t empty = first_empty(r); empty >= 0; empty = first_empty(r)) {
       int64_t source = -1;
-      for (int64_t k = 0; k < k_; ++k) {
-        const int64_t b = bin_index(r, k);
-        const auto size = bin_items_[static_cast<size_t>(b)].size();
-        if (size >= 2 && (source < 0 || size > bin_items_[static_cast<size_t>(source)].size())) source = b;
+      for (int64_t b = bin_index(r, 0), end = b + k_; b < end; ++b) {
+        const int64_t count = bin_count_[static_cast<size_t>(b)];
+        if (count >= 2 && (source < 0 || count > bin_count_[static_cast<size_t>(source)])) source = b;
       }
       if (source < 0) return false;
-      const auto& list = bin_items_[static_cast<size_t>(source)];
-      const int64_t item = *std::min_element(list.begin(), list.end(), cheaper_);
-      take_out(item);
-      put(item, empty);
+      move(cheapest_movable(r, source), empty);
     }
   }
   return true;
@@ -198,8 +235,7 @@ BalancedAssignment::Transfer BalancedAssignment::find_transfer(int heavy, int li
 
   // The light replica's pack with the most room, for moves.
   int64_t roomiest = bin_index(light, 0);
-  for (int64_t k = 1; k < k_; ++k) {
-    const int64_t b = bin_index(light, k);
+  for (int64_t b = roomiest + 1, end = roomiest + k_; b < end; ++b) {
     if (room_[static_cast<size_t>(b)] > room_[static_cast<size_t>(roomiest)]) roomiest = b;
   }
   const int64_t light_room = room_[static_cast<size_t>(roomiest)];
@@ -211,35 +247,32 @@ BalancedAssignment::Transfer BalancedAssignment::find_transfer(int heavy, int li
     const int64_t x_bin = bin_of_[xi];
     const int64_t x_len = items_.lengths[xi];
     const double x_cost = items_.costs[xi];
-    if (bin_items_[static_cast<size_t>(x_bin)].size() >= 2 && x_len <= light_room) {
+    if (bin_count_[static_cast<size_t>(x_bin)] >= 2 && x_len <= light_room) {
       consider(x_cost, x, -1, roomiest);
     }
     // Swap partners: costs near x_cost - gap/2, scanning outward while they could still win.
     const double want = x_cost - half;
-    auto mid = std::lower_bound(light_items.begin(), light_items.end(), want,
-                                [&](int64_t y, double value) { return items_.costs[static_cast<size_t>(y)] < value; });
+    const auto mid = std::lower_bound(
+        light_items.begin(), light_items.end(), want,
+        [&](int64_t y, double value) { return items_.costs[static_cast<size_t>(y)] < value; });
     const int64_t x_room = room_[static_cast<size_t>(x_bin)] + x_len;
-    auto try_swap = [&](int64_t y) {
+    auto fits = [&](int64_t y) {
       const auto yi = static_cast<size_t>(y);
-      const int64_t y_bin = bin_of_[yi];
       const int64_t y_len = items_.lengths[yi];
-      if (y_len <= x_room && x_len <= room_[static_cast<size_t>(y_bin)] + y_len) {
-        consider(x_cost - items_.costs[yi], x, y, y_bin);
-        return true;
-      }
-      return false;
+      return y_len <= x_room && x_len <= room_[static_cast<size_t>(bin_of_[yi])] + y_len;
     };
-    for (auto it = mid; it != light_items.end(); ++it) {
-      const double score = std::abs(x_cost - items_.costs[static_cast<size_t>(*it)] - half);
-      if (best.score >= 0 && score >= best.score) break;
-      if (try_swap(*it)) break;
-    }
-    for (auto it = mid; it != light_items.begin();) {
-      --it;
-      const double score = std::abs(x_cost - items_.costs[static_cast<size_t>(*it)] - half);
-      if (best.score >= 0 && score >= best.score) break;
-      if (try_swap(*it)) break;
-    }
+    auto scan = [&](auto it, auto end, auto step) {
+      for (; it != end; step(it)) {
+        const double delta = x_cost - items_.costs[static_cast<size_t>(*it)];
+        if (best.score >= 0 && std::abs(delta - half) >= best.score) return;
+        if (fits(*it)) {
+          consider(delta, x, *it, bin_of_[static_cast<size_t>(*it)]);
+          return;
+        }
+      }
+    };
+    scan(mid, light_items.end(), [](auto& it) { ++it; });
+    scan(std::make_reverse_iterator(mid), light_items.rend(), [](auto& it) { ++it; });
   }
   return best;
 }
@@ -247,26 +280,22 @@ BalancedAssignment::Transfer BalancedAssignment::find_transfer(int heavy, int li
 void BalancedAssignment::apply(const Transfer& t) {
   const int64_t from_bin = bin_of_[static_cast<size_t>(t.give)];
   take_out(t.give);
-  if (t.take >= 0) {
-    take_out(t.take);
-    put(t.take, from_bin);
-  }
+  if (t.take >= 0) move(t.take, from_bin);
   put(t.give, t.to_bin);
 }
 
-void BalancedAssignment::refine(double target, int64_t max_steps) {
+void BalancedAssignment::refine(std::span<const int64_t> order, double target, int64_t max_steps) {
+  // Walking the global order backwards fills each replica's list already sorted by Cheaper.
   by_cost_.assign(static_cast<size_t>(dp_), {});
-  for (int64_t item = 0; item < items_.size(); ++item) {
-    by_cost_[static_cast<size_t>(replica_of_bin(bin_of_[static_cast<size_t>(item)]))].push_back(item);
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    by_cost_[static_cast<size_t>(replica_of_bin(bin_of_[static_cast<size_t>(*it)]))].push_back(*it);
   }
-  for (auto& list : by_cost_) std::sort(list.begin(), list.end(), cheaper_);
-
   std::vector<int> ascending(static_cast<size_t>(dp_));
   for (int64_t step = 0; step < max_steps; ++step) {
     const int heavy = static_cast<int>(std::max_element(load_.begin(), load_.end()) - load_.begin());
     const double top = load_[static_cast<size_t>(heavy)];
     if (top <= target) break;
-    for (int r = 0; r < dp_; ++r) ascending[static_cast<size_t>(r)] = r;
+    std::iota(ascending.begin(), ascending.end(), 0);
     std::sort(ascending.begin(), ascending.end(), [&](int a, int b) {
       return load_[static_cast<size_t>(a)] < load_[static_cast<size_t>(b)] ||
              (load_[static_cast<size_t>(a)] == load_[static_cast<size_t>(b)] && a < b);
@@ -291,22 +320,35 @@ double BalancedAssignment::step_cost(int pp) const {
   double worst = 0;
   const double bubble = pp > 1 ? static_cast<double>(pp - 1) / pp : 0.0;
   for (int r = 0; r < dp_; ++r) {
-    double largest = 0;
-    for (int64_t k = 0; k < k_; ++k) largest = std::max(largest, bin_cost_[static_cast<size_t>(bin_index(r, k))]);
+    const auto first = bin_cost_.begin() + bin_index(r, 0);
+    const double largest = *std::max_element(first, first + k_);
     worst = std::max(worst, load_[static_cast<size_t>(r)] + bubble * largest);
   }
   return worst;
 }
 
-std::vector<std::vector<std::vector<int64_t>>> BalancedAssignment::bins() const {
-  std::vector<std::vector<std::vector<int64_t>>> out(static_cast<size_t>(dp_));
+PackLists BalancedAssignment::packs() const {
+  // Slot of each bin in its replica: micro-batches by decreasing cost, ties by bin index.
+  std::vector<int64_t> pack_of_bin(static_cast<size_t>(dp_ * k_));
+  std::vector<int64_t> bins(static_cast<size_t>(k_));
   for (int r = 0; r < dp_; ++r) {
-    std::vector<int64_t> order(static_cast<size_t>(k_));
-    for (int64_t k = 0; k < k_; ++k) order[static_cast<size_t>(k)] = bin_index(r, k);
-    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    std::iota(bins.begin(), bins.end(), bin_index(r, 0));
+    std::stable_sort(bins.begin(), bins.end(), [&](int64_t a, int64_t b) {
       return bin_cost_[static_cast<size_t>(a)] > bin_cost_[static_cast<size_t>(b)];
     });
-    for (int64_t b : order) out[static_cast<size_t>(r)].push_back(bin_items_[static_cast<size_t>(b)]);
+    for (int64_t slot = 0; slot < k_; ++slot) {
+      pack_of_bin[static_cast<size_t>(bins[static_cast<size_t>(slot)])] = slot * dp_ + r;
+    }
+  }
+  PackLists out;
+  out.offsets.assign(static_cast<size_t>(dp_ * k_) + 1, 0);
+  for (int64_t bin : bin_of_) ++out.offsets[static_cast<size_t>(pack_of_bin[static_cast<size_t>(bin)]) + 1];
+  std::partial_sum(out.offsets.begin(), out.offsets.end(), out.offsets.begin());
+  std::vector<int64_t> cursor(out.offsets.begin(), out.offsets.end() - 1);
+  out.items.resize(bin_of_.size());
+  for (size_t item = 0; item < bin_of_.size(); ++item) {
+    const auto pack = static_cast<size_t>(pack_of_bin[static_cast<size_t>(bin_of_[item])]);
+    out.items[static_cast<size_t>(cursor[pack]++)] = static_cast<int64_t>(item);
   }
   return out;
 }

@@ -1,6 +1,6 @@
 #pragma once
 // The state behind the "balanced" scheduler: items placed into K packs on each of dp replicas,
-// with per-pack room and cost and per-replica load, and the moves that improve it.
+// with per-pack room, cost and item count and per-replica load, and the moves that improve it.
 
 #include <cstdint>
 #include <span>
@@ -31,20 +31,21 @@ class BalancedAssignment {
   bool place_packs(const Bins& packs);
 
   /// Makes every pack non-empty: replicas with fewer than K items take the cheapest movable item of
-  /// the most loaded replica with a surplus; then a replica's empty packs take an item from its own
-  /// fullest pack. False if there are fewer than dp·K items.
+  /// the most loaded replica with a surplus; then a replica's empty packs take the cheapest item of
+  /// its own fullest pack. False if there are fewer than dp·K items.
   bool fill_empty_packs();
 
   /// Moves and swaps items between the most loaded replica and lighter ones while that lowers the
   /// maximum load, never breaking capacity or leaving a pack empty. Stops at `target` load or after
-  /// `max_steps` improvements.
-  void refine(double target, int64_t max_steps);
+  /// `max_steps` improvements. `order` lists all items by decreasing cost, ties by index.
+  void refine(std::span<const int64_t> order, double target, int64_t max_steps);
 
   /// Modeled step cost in replica units: max over replicas of load + (pp-1)/pp · largest pack.
   double step_cost(int pp) const;
 
-  /// bins[r][k]: items of micro-batch k on replica r; micro-batches by decreasing cost.
-  std::vector<std::vector<std::vector<int64_t>>> bins() const;
+  /// The packs in plan order (pack k·dp + r is micro-batch k of replica r); each replica's
+  /// micro-batches by decreasing cost, items in a pack by increasing index.
+  PackLists packs() const;
 
  private:
   struct Transfer {
@@ -54,36 +55,35 @@ class BalancedAssignment {
     int64_t to_bin = -1;
   };
 
-  int64_t bin_index(int replica, int64_t k) const { return static_cast<int64_t>(replica) * k_ + k; }
-  int replica_of_bin(int64_t bin) const { return static_cast<int>(bin / k_); }
-  int64_t choose_bin(int replica, int64_t length, Fit fit) const;
-  void put(int64_t item, int64_t bin);
-  void take_out(int64_t item);
-  Transfer find_transfer(int heavy, int light, double gap) const;
-  void apply(const Transfer& t);
-  int64_t item_count(int replica) const;
-
-  // Orders items by (cost, index).
+  // Orders items by increasing cost, ties by decreasing index: the reverse of the placement order.
   struct Cheaper {
     const ScheduleItems* items;
     bool operator()(int64_t a, int64_t b) const {
       const double ca = items->costs[static_cast<size_t>(a)];
       const double cb = items->costs[static_cast<size_t>(b)];
-      return ca < cb || (ca == cb && a < b);
+      return ca < cb || (ca == cb && a > b);
     }
   };
+
+  int64_t bin_index(int replica, int64_t k) const { return static_cast<int64_t>(replica) * k_ + k; }
+  int replica_of_bin(int64_t bin) const { return static_cast<int>(bin / k_); }
+  int64_t choose_bin(int replica, int64_t length, Fit fit) const;
+  void put(int64_t item, int64_t bin);
+  void take_out(int64_t item);
+  void move(int64_t item, int64_t bin);
+  Transfer find_transfer(int heavy, int light, double gap) const;
+  void apply(const Transfer& t);
 
   const ScheduleItems& items_;
   Cheaper cheaper_;
   int dp_;
   int64_t k_;
-  int64_t capacity_;
-  std::vector<int64_t> room_;                    // per bin
-  std::vector<double> bin_cost_;                 // per bin
-  std::vector<std::vector<int64_t>> bin_items_;  // per bin
-  std::vector<double> load_;                     // per replica
-  std::vector<int64_t> bin_of_;                  // per item, -1 unplaced
-  std::vector<std::vector<int64_t>> by_cost_;    // per replica: items sorted by (cost, index)
+  std::vector<int64_t> room_;                  // per bin
+  std::vector<double> bin_cost_;               // per bin
+  std::vector<int64_t> bin_count_;             // per bin: items in it
+  std::vector<double> load_;                   // per replica
+  std::vector<int64_t> bin_of_;                // per item, -1 unplaced
+  std::vector<std::vector<int64_t>> by_cost_;  // per replica, sorted by Cheaper (refine only)
 };
 
 }  // namespace thdpack::detail

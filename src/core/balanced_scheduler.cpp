@@ -22,6 +22,7 @@
 
 #include "balanced_assignment.hpp"
 #include "schedule_items.hpp"
+#include "sorted_items.hpp"
 #include "step_bounds.hpp"
 #include "thdpack/bin_packing.hpp"
 #include "thdpack/errors.hpp"
@@ -31,12 +32,14 @@ namespace {
 
 // Accept the first feasible K when its cost is this close to the lower bound.
 constexpr double kGoodEnough = 1.002;
+// Refinement stops this close to the lower bound: closer is below any modeling accuracy.
+constexpr double kRefineTarget = 1.0001;
 // Refinement steps per replica.
 constexpr int64_t kRefineStepsPerReplica = 64;
 
 struct Candidate {
   double cost = 0;
-  std::vector<std::vector<std::vector<int64_t>>> bins;
+  PackLists packs;
 };
 
 std::optional<Candidate> try_k(const ScheduleItems& items, std::span<const int64_t> order,
@@ -45,8 +48,8 @@ std::optional<Candidate> try_k(const ScheduleItems& items, std::span<const int64
   const int64_t capacity = options.capacity();
   auto finish = [&](BalancedAssignment& a) -> std::optional<Candidate> {
     if (!a.fill_empty_packs()) return std::nullopt;
-    a.refine(bound, kRefineStepsPerReplica * options.dp);
-    return Candidate{a.step_cost(options.pp), a.bins()};
+    a.refine(order, bound * kRefineTarget, kRefineStepsPerReplica * options.dp);
+    return Candidate{a.step_cost(options.pp), a.packs()};
   };
   for (Fit fit : {Fit::kWorst, Fit::kBest}) {
     BalancedAssignment a(items, options.dp, k, capacity);
@@ -72,22 +75,25 @@ Plan BalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptio
   const int dp = options.dp;
 
   // Decreasing cost, ties by index. Without groups cost is non-decreasing in length, so the
-  // counting sort by length gives the same order.
+  // counting sort by length gives the same order (and the L2 bound for free).
   std::vector<int64_t> order;
+  int64_t l2 = 0;
   if (items.grouped) {
     order.resize(static_cast<size_t>(items.size()));
     std::iota(order.begin(), order.end(), int64_t{0});
     std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
       return items.costs[static_cast<size_t>(a)] > items.costs[static_cast<size_t>(b)];
     });
+    l2 = bins_lower_bound_l2(items.lengths, capacity);
   } else {
-    order = order_by_decreasing_length(items.lengths, capacity);
+    SortedItems sorted = sort_decreasing(items.lengths, capacity);
+    l2 = l2_bound_of_descending(sorted.lengths, capacity);
+    order = std::move(sorted.order);
   }
   std::vector<double> descending(order.size());
   for (size_t i = 0; i < order.size(); ++i) descending[i] = items.costs[static_cast<size_t>(order[i])];
   const double bound = tight_bound_of_sorted(descending, dp);
 
-  const int64_t l2 = bins_lower_bound_l2(items.lengths, capacity);
   const int64_t k_low = std::max(round_up_to((l2 + dp - 1) / dp, multiple), multiple);
   const int64_t k_high = items.size() / dp / multiple * multiple;
   if (k_low > k_high) {
@@ -113,7 +119,7 @@ Plan BalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptio
                           " items over dp=" + std::to_string(dp) + " with capacity " +
                           std::to_string(capacity) + "; use a larger global batch");
   }
-  return plan_from_bins(best->bins, items, input);
+  return plan_from_packs(dp, best->packs, items, input);
 }
 
 }  // namespace thdpack::detail

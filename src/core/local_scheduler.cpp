@@ -78,7 +78,15 @@ Plan LocalScheduler::schedule(const ScheduleInput& input, const ScheduleOptions&
   }
   k = round_up_to(std::max<int64_t>(k, 1), options.microbatch_multiple);
   for (int r = 0; r < dp; ++r) split_to(bins[static_cast<size_t>(r)], k, items, r);
-  return plan_from_bins(bins, items, input);
+  PackLists packs;
+  for (int64_t step = 0; step < k; ++step) {
+    for (int r = 0; r < dp; ++r) {
+      const auto& pack = bins[static_cast<size_t>(r)][static_cast<size_t>(step)];
+      packs.items.insert(packs.items.end(), pack.begin(), pack.end());
+      packs.offsets.push_back(static_cast<int64_t>(packs.items.size()));
+    }
+  }
+  return plan_from_packs(dp, packs, items, input);
 }
 
 }  // namespace thdpack::detail

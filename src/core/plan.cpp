@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <string>
 
 #include "thdpack/errors.hpp"
@@ -18,6 +19,20 @@ Plan::Plan(int dp, const std::vector<std::vector<int64_t>>& packs) : dp_(dp) {
   for (const auto& p : packs) {
     ids_.insert(ids_.end(), p.begin(), p.end());
     offsets_.push_back(static_cast<int64_t>(ids_.size()));
+  }
+}
+
+Plan::Plan(int dp, std::vector<int64_t> offsets, std::vector<int64_t> ids)
+    : dp_(dp), offsets_(std::move(offsets)), ids_(std::move(ids)) {
+  if (dp < 1) throw InvalidArgument("plan: dp must be >= 1");
+  if (offsets_.empty() || offsets_.front() != 0 ||
+      offsets_.back() != static_cast<int64_t>(ids_.size()) ||
+      !std::is_sorted(offsets_.begin(), offsets_.end())) {
+    throw InternalError("plan: pack offsets must run from 0 to the number of ids, non-decreasing");
+  }
+  if ((offsets_.size() - 1) % static_cast<size_t>(dp) != 0) {
+    throw InternalError("plan: " + std::to_string(offsets_.size() - 1) +
+                        " packs are not a multiple of dp=" + std::to_string(dp));
   }
 }
 

@@ -1,11 +1,41 @@
-#include <numeric>
+#include <algorithm>
+#include <cstdint>
 #include <string>
-#include <unordered_set>
+#include <vector>
 
 #include "thdpack/errors.hpp"
 #include "thdpack/scheduler.hpp"
 
 namespace thdpack {
+namespace {
+
+[[noreturn]] void duplicate_id(int64_t id) {
+  throw InvalidArgument("schedule input: sample id " + std::to_string(id) + " appears twice");
+}
+
+// Ids are usually a dense range (dataset indices of one global batch): a bitmap over the range
+// checks them in O(n); sparse ids fall back to sorting a copy.
+void check_unique_ids(std::span<const int64_t> ids) {
+  if (ids.empty()) return;
+  const auto [lo, hi] = std::minmax_element(ids.begin(), ids.end());
+  const auto n = static_cast<uint64_t>(ids.size());
+  const auto range = static_cast<uint64_t>(*hi) - static_cast<uint64_t>(*lo) + 1;
+  if (range <= 8 * n) {
+    std::vector<uint8_t> seen(range, 0);
+    for (int64_t id : ids) {
+      uint8_t& slot = seen[static_cast<uint64_t>(id) - static_cast<uint64_t>(*lo)];
+      if (slot) duplicate_id(id);
+      slot = 1;
+    }
+    return;
+  }
+  std::vector<int64_t> sorted(ids.begin(), ids.end());
+  std::sort(sorted.begin(), sorted.end());
+  const auto dup = std::adjacent_find(sorted.begin(), sorted.end());
+  if (dup != sorted.end()) duplicate_id(*dup);
+}
+
+}  // namespace
 
 ScheduleOptions ScheduleOptions::from_topology(const Topology& topology,
                                                int64_t max_seqlen_per_dp_cp_rank,
@@ -61,13 +91,7 @@ void validate_schedule_input(const ScheduleInput& in, const ScheduleOptions& o) 
                             std::to_string(in.padded_lengths[i]) + "; lengths must be >= 1");
     }
   }
-  std::unordered_set<int64_t> seen;
-  seen.reserve(in.ids.size() * 2);
-  for (int64_t id : in.ids) {
-    if (!seen.insert(id).second) {
-      throw InvalidArgument("schedule input: sample id " + std::to_string(id) + " appears twice");
-    }
-  }
+  check_unique_ids(in.ids);
   const int64_t needed = static_cast<int64_t>(o.dp) * o.microbatch_multiple;
   if (static_cast<int64_t>(in.ids.size()) < needed) {
     throw InvalidArgument("global batch of " + std::to_string(in.ids.size()) +

@@ -76,29 +76,26 @@ ScheduleItems build_items(const ScheduleInput& input, const ScheduleOptions& opt
   return items;
 }
 
-Plan plan_from_bins(const std::vector<std::vector<std::vector<int64_t>>>& bins,
-                    const ScheduleItems& items, const ScheduleInput& input) {
-  const auto dp = static_cast<int>(bins.size());
-  const size_t k_count = bins.empty() ? 0 : bins[0].size();
-  std::vector<std::vector<int64_t>> packs;
-  packs.reserve(k_count * bins.size());
-  std::vector<int64_t> positions;
-  for (size_t k = 0; k < k_count; ++k) {
-    for (int r = 0; r < dp; ++r) {
-      positions.clear();
-      for (int64_t item : bins[static_cast<size_t>(r)][k]) {
-        const auto i = static_cast<size_t>(item);
-        positions.insert(positions.end(), items.positions.begin() + items.offsets[i],
-                         items.positions.begin() + items.offsets[i + 1]);
-      }
-      std::sort(positions.begin(), positions.end());
-      std::vector<int64_t> ids;
-      ids.reserve(positions.size());
-      for (int64_t p : positions) ids.push_back(input.ids[static_cast<size_t>(p)]);
-      packs.push_back(std::move(ids));
+Plan plan_from_packs(int dp, const PackLists& packs, const ScheduleItems& items,
+                     const ScheduleInput& input) {
+  std::vector<int64_t> offsets;
+  offsets.reserve(packs.offsets.size());
+  offsets.push_back(0);
+  std::vector<int64_t> ids;
+  ids.reserve(input.ids.size());
+  for (size_t p = 0; p + 1 < packs.offsets.size(); ++p) {
+    // Collect the pack's input positions, sort them, then map them to ids in place.
+    const auto begin = ids.size();
+    for (int64_t at = packs.offsets[p]; at < packs.offsets[p + 1]; ++at) {
+      const auto i = static_cast<size_t>(packs.items[static_cast<size_t>(at)]);
+      ids.insert(ids.end(), items.positions.begin() + items.offsets[i],
+                 items.positions.begin() + items.offsets[i + 1]);
     }
+    std::sort(ids.begin() + static_cast<std::ptrdiff_t>(begin), ids.end());
+    for (size_t j = begin; j < ids.size(); ++j) ids[j] = input.ids[static_cast<size_t>(ids[j])];
+    offsets.push_back(static_cast<int64_t>(ids.size()));
   }
-  return Plan(dp, packs);
+  return Plan(dp, std::move(offsets), std::move(ids));
 }
 
 }  // namespace thdpack::detail

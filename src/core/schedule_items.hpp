@@ -32,10 +32,16 @@ ScheduleItems build_items(const ScheduleInput& input, const ScheduleOptions& opt
 /// First input position of each DP rank's samples (size dp+1).
 std::vector<int64_t> rank_starts(const ScheduleInput& input, int dp);
 
-/// A plan from packs of items: bins[r][k] lists the items of micro-batch k on replica r; each pack
-/// lists its samples by increasing input position.
-Plan plan_from_bins(const std::vector<std::vector<std::vector<int64_t>>>& bins,
-                    const ScheduleItems& items, const ScheduleInput& input);
+/// Packs of items in plan order: pack p holds items[offsets[p] .. offsets[p+1]).
+struct PackLists {
+  std::vector<int64_t> offsets{0};
+  std::vector<int64_t> items;
+};
+
+/// The plan whose pack p holds the samples of the items of packs pack p, each pack listing its
+/// samples by increasing input position.
+Plan plan_from_packs(int dp, const PackLists& packs, const ScheduleItems& items,
+                     const ScheduleInput& input);
 
 /// The smallest multiple of `multiple` that is >= value.
 inline int64_t round_up_to(int64_t value, int64_t multiple) {

@@ -1,0 +1,33 @@
+#pragma once
+// Inputs shared by the benchmarks: lengths of the named workloads, global batches as scheduler
+// inputs, and the cost model of BENCHMARKS.md (a Llama-3-8B-like dense model).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "thdpack/cost_model.hpp"
+#include "thdpack/global_batch.hpp"
+#include "thdpack/scheduler.hpp"
+#include "thdpack/workloads.hpp"
+
+namespace thdpack::bench {
+
+/// The first `n` lengths of workload `name` (padded for its CP size).
+std::vector<int64_t> workload_lengths(const std::string& name, int64_t n);
+
+/// One global batch of a workload at `dp`, with its schedule options.
+struct BenchBatch {
+  GlobalBatch batch;
+  ScheduleOptions options;
+  ScheduleInput input() const {
+    return {batch.ids, batch.padded_lengths, batch.samples_per_rank, {}};
+  }
+};
+
+BenchBatch workload_batch(const std::string& name, int dp, int64_t global_batch, int64_t step);
+
+/// The cost model every benchmark uses.
+CostModel bench_cost();
+
+}  // namespace thdpack::bench
