@@ -69,7 +69,7 @@ struct MockConfig {
 };
 
 /// Megatron's default mock config for sequence length `seq_length`: lognormal with min S/2, max S,
-/// mean S//4*3, sigma 1.1. Throws InvalidArgument when seq_length < 2.
+/// mean S//4*3, sigma 1.1. Throws InvalidArgument when seq_length < 4 (the mean S//4*3 would be 0).
 MockConfig default_mock_config(int64_t seq_length);
 
 /// Parses a config JSON (Megatron's keys: mode, type, min_seq_len, max_seq_len, mean_seq_len,
@@ -111,8 +111,9 @@ struct JsonlOptions {
 };
 
 /// Loads a pre-tokenized JSONL file into memory: one JSON object per line with "input_ids" (list of
-/// non-negative integers, at least one) and optionally "loss_mask" (0/1 list) or "labels" (integer
-/// list, -100 ignored), each as long as input_ids. Blank lines are skipped. Any other content
+/// non-negative integers, at least one) and optionally "loss_mask" (0/1 list) or "labels" (list of
+/// non-negative token ids or -100 for ignored positions), each exactly as long as input_ids (an
+/// empty list is a mismatch too). Blank lines are skipped. Any other content
 /// throws InvalidArgument naming the file, line and key.
 std::unique_ptr<Dataset> load_jsonl_dataset(const std::string& path, const JsonlOptions& options = {});
 

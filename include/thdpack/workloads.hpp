@@ -26,7 +26,8 @@ std::vector<std::string> workload_names();
 Workload workload(const std::string& name);
 
 /// The global batch for `dp`: the reference batch for that dp if there is one, else the first
-/// reference's samples per replica times dp.
+/// reference's samples per replica times dp. Throws InvalidArgument when dp < 1 or the workload has
+/// no reference batch.
 int64_t default_global_batch(const Workload& w, int dp);
 
 }  // namespace thdpack

@@ -1,5 +1,8 @@
 #include "thdpack/flops.hpp"
 
+#include <string>
+#include <utility>
+
 #include "thdpack/errors.hpp"
 
 namespace thdpack {
@@ -36,9 +39,14 @@ ModelSpec model_preset(const std::string& name) {
 }
 
 FlopsCoefficients training_flops_coefficients(const ModelSpec& m) {
-  if (m.hidden <= 0 || m.layers <= 0 || m.heads <= 0 || m.kv_heads <= 0 || m.head_dim <= 0 ||
-      m.ffn <= 0 || m.vocab <= 0 || m.moe_topk <= 0) {
-    throw InvalidArgument("model '" + m.name + "': every size must be > 0");
+  const std::pair<const char*, int64_t> sizes[] = {
+      {"hidden", m.hidden},     {"layers", m.layers}, {"heads", m.heads}, {"kv_heads", m.kv_heads},
+      {"head_dim", m.head_dim}, {"ffn", m.ffn},       {"vocab", m.vocab}, {"moe_topk", m.moe_topk}};
+  for (const auto& [field, value] : sizes) {
+    if (value <= 0) {
+      throw InvalidArgument("model '" + m.name + "': " + field + " must be > 0, got " +
+                            std::to_string(value) + " (every size must be > 0)");
+    }
   }
   const double h = static_cast<double>(m.hidden);
   const double layers = static_cast<double>(m.layers);

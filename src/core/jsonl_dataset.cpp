@@ -11,6 +11,8 @@ namespace {
 
 using nlohmann::json;
 
+constexpr int64_t kIgnoreLabel = -100;  // Hugging Face / PyTorch ignore_index
+
 class JsonlDataset final : public Dataset {
  public:
   JsonlDataset(std::string path, std::vector<Sample> samples)
@@ -55,15 +57,17 @@ class LineParser {
     Sample s;
     s.id = id;
     s.labels_shifted = options_.labels_shifted;
-    bool has_ids = false;
+    bool has_ids = false, has_labels = false, has_mask = false;
     for (const auto& [key, value] : object.items()) {
       if (key == "input_ids") {
         s.input_ids = integers(key, value, 0);
         has_ids = true;
       } else if (key == "labels") {
-        s.labels = integers(key, value, -100);
+        s.labels = integers(key, value, 0, kIgnoreLabel);
+        has_labels = true;
       } else if (key == "loss_mask") {
         s.loss_mask = mask(key, value);
+        has_mask = true;
       } else if (!options_.ignore_unknown_keys) {
         fail("unknown key \"" + key +
              "\" (expected input_ids, loss_mask, labels; pass ignore_unknown_keys to skip others)");
@@ -71,11 +75,10 @@ class LineParser {
     }
     if (!has_ids) fail("missing \"input_ids\"");
     if (s.input_ids.empty()) fail("\"input_ids\" is empty: a sample needs at least one token");
-    if (!s.labels.empty() && !s.loss_mask.empty()) {
-      fail("give either \"loss_mask\" or \"labels\", not both");
-    }
-    check_length("labels", s.labels.size(), s.input_ids.size());
-    check_length("loss_mask", s.loss_mask.size(), s.input_ids.size());
+    if (has_labels && has_mask) fail("give either \"loss_mask\" or \"labels\", not both");
+    // Presence, not emptiness, decides: an empty list is as wrong as any other length mismatch.
+    if (has_labels) check_length("labels", s.labels.size(), s.input_ids.size());
+    if (has_mask) check_length("loss_mask", s.loss_mask.size(), s.input_ids.size());
     return s;
   }
 
@@ -84,7 +87,9 @@ class LineParser {
     throw InvalidArgument(where_ + ": " + what);
   }
 
-  std::vector<int64_t> integers(const std::string& key, const json& value, int64_t min_value) {
+  // Integers >= min_value; `also_allowed` (if not 0) is one extra value below it (the ignore id).
+  std::vector<int64_t> integers(const std::string& key, const json& value, int64_t min_value,
+                                int64_t also_allowed = 0) {
     if (!value.is_array()) fail("\"" + key + "\" must be a list of integers");
     std::vector<int64_t> out;
     out.reserve(value.size());
@@ -94,9 +99,14 @@ class LineParser {
         fail("\"" + key + "\"[" + std::to_string(i) + "] must be an integer, got " + v.dump());
       }
       const int64_t x = v.get<int64_t>();
-      if (x < min_value) {
-        fail("\"" + key + "\"[" + std::to_string(i) + "] = " + std::to_string(x) +
-             " is below the smallest allowed value " + std::to_string(min_value));
+      if (x < min_value && !(also_allowed != 0 && x == also_allowed)) {
+        std::string why = "\"" + key + "\"[" + std::to_string(i) + "] = " + std::to_string(x) +
+                          " is below the smallest allowed value " + std::to_string(min_value);
+        if (also_allowed != 0) {
+          why += " (the only other value allowed is " + std::to_string(also_allowed) +
+                 ", the ignore id)";
+        }
+        fail(why);
       }
       out.push_back(x);
     }
@@ -117,7 +127,7 @@ class LineParser {
   }
 
   void check_length(const char* key, size_t got, size_t expected) const {
-    if (got != 0 && got != expected) {
+    if (got != expected) {
       fail(std::string("\"") + key + "\" has " + std::to_string(got) +
            " entries but \"input_ids\" has " + std::to_string(expected));
     }

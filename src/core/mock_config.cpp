@@ -85,8 +85,9 @@ void require(bool ok, const std::string& message) {
 }  // namespace
 
 MockConfig default_mock_config(int64_t seq_length) {
-  if (seq_length < 2) {
-    throw InvalidArgument("sequence length for the default mock config must be >= 2, got " +
+  // Below 4 the mean S//4*3 is 0, which no lognormal has.
+  if (seq_length < 4) {
+    throw InvalidArgument("sequence length for the default mock config must be >= 4, got " +
                           std::to_string(seq_length));
   }
   MockConfig c;

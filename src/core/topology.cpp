@@ -12,10 +12,20 @@ std::array<Dim, 4> parse_order(const std::string& order) {
   std::array<Dim, 4> dims{};
   int count = 0;
   std::array<bool, 4> seen{};
+  bool seen_ep = false;
+  if (!order.empty() && order.back() == '-') {
+    throw InvalidArgument("rank order '" + order +
+                          "': empty dimension after the last '-'; use a permutation of tp, cp, "
+                          "ep, dp, pp such as tp-cp-ep-dp-pp");
+  }
   std::stringstream in(order);
   std::string token;
   while (std::getline(in, token, '-')) {
-    if (token == "ep") continue;  // ep has size 1 in the dense decomposition
+    if (token == "ep") {  // ep has size 1 in the dense decomposition
+      if (seen_ep) throw InvalidArgument("rank order '" + order + "' names 'ep' twice");
+      seen_ep = true;
+      continue;
+    }
     Dim d;
     if (token == "tp") {
       d = Dim::kTp;
@@ -141,7 +151,10 @@ int Topology::rank_of(const Coordinates& c) const {
   for (Dim d : order_) {
     int v = coordinate(c, d);
     if (v < 0 || v >= size_of(d)) {
-      throw InvalidArgument("coordinate out of range in " + describe());
+      static constexpr const char* kNames[] = {"tp", "cp", "dp", "pp"};
+      throw InvalidArgument(std::string("coordinate ") + kNames[static_cast<size_t>(d)] + "=" +
+                            std::to_string(v) + " is outside [0, " + std::to_string(size_of(d)) +
+                            ") in " + describe());
     }
     rank += v * stride_of_[static_cast<size_t>(d)];
   }

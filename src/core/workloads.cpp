@@ -1,5 +1,7 @@
 #include "thdpack/workloads.hpp"
 
+#include <string>
+
 #include "thdpack/errors.hpp"
 
 namespace thdpack {
@@ -70,6 +72,11 @@ Workload workload(const std::string& name) {
 }
 
 int64_t default_global_batch(const Workload& w, int dp) {
+  if (dp < 1) throw InvalidArgument("dp must be >= 1, got " + std::to_string(dp));
+  if (w.reference_batches.empty()) {
+    throw InvalidArgument("workload '" + w.name +
+                          "' has no reference batch to scale to dp=" + std::to_string(dp));
+  }
   for (const auto& [ref_dp, batch] : w.reference_batches) {
     if (ref_dp == dp) return batch;
   }
