@@ -18,12 +18,14 @@
 namespace thdpack {
 
 /// The slice of a whole pack (cp_size 1) that CP rank `rank` of `cp` holds. Throws InvalidArgument
-/// when the pack is already sliced, rank is out of range, or the lengths are not divisible
-/// (see ThdLayout::check_cp_divisible).
+/// when the pack is already sliced, rank is out of range, its per-row fields differ in length or
+/// disagree with cu_seqlens_padded, or the lengths are not divisible (see
+/// ThdLayout::check_cp_divisible).
 PackedBatch cp_slice(const PackedBatchView& whole, int cp, int rank, CpMode mode = CpMode::kZigzag);
 
 /// The exact inverse: rebuilds the whole pack from the slices of ranks 0..cp-1 (in rank order).
-/// Throws InvalidArgument when slices are missing, out of order, or disagree on metadata.
+/// Throws InvalidArgument when slices are missing, out of order, disagree on metadata, or a slice's
+/// per-row fields do not all have its expected number of rows.
 PackedBatch cp_unslice(std::span<const PackedBatchView> slices);
 
 /// Global row index of every local row of CP rank `rank` (for tests and debugging).

@@ -122,8 +122,8 @@ struct PackedBatch {
 /// Packs `samples` in the given order. Throws InvalidArgument when a sample is empty, its
 /// loss_mask/labels length differs from its input_ids, the padded total exceeds options.capacity
 /// (for a single sample too: raise the capacity or truncate), T would overflow int32, or the tail
-/// options are inconsistent (tail_multiple not a multiple of the divisor, capacity too small,
-/// more sequences than fixed_cu_seqlens_entries - 1).
+/// options are inconsistent (tail_multiple not a multiple of the divisor, tail alignment past the
+/// capacity, capacity too small, more sequences than fixed_cu_seqlens_entries - 1).
 PackedBatch pack_samples(std::span<const SampleView> samples, const PackOptions& options);
 
 /// Checks every SPEC §3 invariant of a whole (cp_size 1) pack and throws InternalError naming the

@@ -57,9 +57,12 @@ class ThdLayout {
   int64_t cp_local_offset(int64_t i, int cp) const { return padded_offset(i) / cp; }
 
   /// The global rows CP rank `rank` of `cp` owns, in its local order. Throws InvalidArgument when a
-  /// padded length is not a multiple of 2·cp (zigzag) or the total not of cp (contiguous).
+  /// padded length is not a multiple of 2·cp (zigzag) or the total not of cp (contiguous). With
+  /// cp = 1 the one rank owns every row in order, whatever the lengths (packs for cp = 1 use
+  /// padding divisor 1).
   std::vector<RowRange> cp_rows(int cp, int rank, CpMode mode) const;
-  /// Throws InvalidArgument unless the layout can be split over `cp` ranks in `mode`.
+  /// Throws InvalidArgument unless the layout can be split over `cp` ranks in `mode` (always
+  /// possible for cp = 1).
   void check_cp_divisible(int cp, CpMode mode) const;
 
  private:

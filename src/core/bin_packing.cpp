@@ -1,6 +1,7 @@
 #include "thdpack/bin_packing.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <set>
 
@@ -93,24 +94,35 @@ Bins collect(const std::vector<int64_t>& order, const std::vector<int64_t>& bin_
   return out;
 }
 
+// Best fit over a balanced tree of open bins, for capacities too large to index by room. Among bins
+// with equal room it takes the one that reached that room most recently, as the indexed version
+// does, so both give identical packings.
 Bins best_fit_tree(const detail::SortedItems& sorted, int64_t capacity) {
-  std::set<std::pair<int64_t, int64_t>> open;  // (room, bin)
+  struct Open {
+    int64_t room;
+    int64_t recency;  // larger = reached this room later; ordered first among equal rooms
+    int64_t bin;
+    bool operator<(const Open& o) const {
+      return room != o.room ? room < o.room : recency > o.recency;
+    }
+  };
+  std::set<Open> open;
   std::vector<int64_t> bin_seq(sorted.order.size());
   int64_t bins = 0;
   for (size_t i = 0; i < sorted.lengths.size(); ++i) {
     const int64_t len = sorted.lengths[i];
-    auto it = open.lower_bound({len, -1});
+    auto it = open.lower_bound({len, std::numeric_limits<int64_t>::max(), 0});
     int64_t bin, room;
     if (it == open.end()) {
       bin = bins++;
       room = capacity;
     } else {
-      bin = it->second;
-      room = it->first;
+      bin = it->bin;
+      room = it->room;
       open.erase(it);
     }
     bin_seq[i] = bin;
-    open.insert({room - len, bin});
+    open.insert({room - len, static_cast<int64_t>(i), bin});
   }
   return collect(sorted.order, bin_seq, bins);
 }
@@ -141,7 +153,11 @@ std::vector<int64_t> order_by_decreasing_length(std::span<const int64_t> lengths
 Bins best_fit_decreasing(std::span<const int64_t> lengths, int64_t capacity) {
   check_items_fit(lengths, capacity, "item");
   const detail::SortedItems sorted = detail::sort_decreasing(lengths, capacity);
-  if (capacity > kMaxIndexedCapacity) return best_fit_tree(sorted, capacity);
+  // The room index costs O(C) memory and time: worth it only when C is not much larger than n.
+  const auto n = static_cast<int64_t>(lengths.size());
+  if (capacity > kMaxIndexedCapacity || capacity > 16 * n + 65536) {
+    return best_fit_tree(sorted, capacity);
+  }
 
   // Bins with equal room are kept in an intrusive stack per room value; a successor set over room
   // values finds the least room >= the item's length.

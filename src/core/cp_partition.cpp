@@ -37,6 +37,19 @@ void copy_metadata(const PackedBatchView& from, PackedBatch& to) {
   to.sample_ids.assign(from.sample_ids.begin(), from.sample_ids.end());
 }
 
+// Per-row fields must all have num_rows() entries; copying rows trusts that.
+void check_row_fields(const PackedBatchView& p, const std::string& who) {
+  const auto rows = p.tokens.size();
+  if (p.labels.size() != rows || p.loss_mask.size() != rows || p.position_ids.size() != rows ||
+      p.padding_mask.size() != rows) {
+    throw InvalidArgument(who + ": per-row fields differ in length (tokens " +
+                          std::to_string(rows) + ", labels " + std::to_string(p.labels.size()) +
+                          ", loss_mask " + std::to_string(p.loss_mask.size()) +
+                          ", position_ids " + std::to_string(p.position_ids.size()) +
+                          ", padding_mask " + std::to_string(p.padding_mask.size()) + ")");
+  }
+}
+
 bool same_metadata(const PackedBatchView& a, const PackedBatchView& b) {
   return std::ranges::equal(a.cu_seqlens, b.cu_seqlens) &&
          std::ranges::equal(a.cu_seqlens_padded, b.cu_seqlens_padded) &&
@@ -57,6 +70,7 @@ PackedBatch cp_slice(const PackedBatchView& whole, int cp, int rank, CpMode mode
     throw InvalidArgument("cp_slice needs a whole pack; this one is already CP rank " +
                           std::to_string(whole.cp_rank) + " of " + std::to_string(whole.cp_size));
   }
+  check_row_fields(whole, "cp_slice");
   const ThdLayout layout = whole.layout();
   if (layout.total_rows() != whole.num_rows()) {
     throw InvalidArgument("cp_slice: cu_seqlens_padded ends at " +
@@ -99,6 +113,7 @@ PackedBatch cp_unslice(std::span<const PackedBatchView> slices) {
       throw InvalidArgument("cp_unslice: slice " + std::to_string(r) +
                             " is not CP rank " + std::to_string(r) + " of the same pack");
     }
+    check_row_fields(s, "cp_unslice: slice " + std::to_string(r));
     const auto rows = layout.cp_rows(cp, r, first.cp_mode);
     int64_t expected = 0;
     for (const auto& range : rows) expected += range.length;

@@ -20,7 +20,14 @@ void check_pack_invariants(const PackedBatchView& p, const PackOptions& o) {
     broken("per-row fields have different lengths");
   }
   if (p.cp_size != 1) broken("check_pack_invariants needs a whole pack (cp_size 1)");
-  const ThdLayout layout = p.layout();
+  // Malformed cu arrays are a broken invariant here, not bad user input.
+  const ThdLayout layout = [&] {
+    try {
+      return p.layout();
+    } catch (const InvalidArgument& e) {
+      broken(e.what());
+    }
+  }();
   if (layout.total_rows() != static_cast<int64_t>(rows)) {
     broken("cu_seqlens_padded ends at " + std::to_string(layout.total_rows()) + " but the pack has " +
            std::to_string(rows) + " rows");

@@ -158,6 +158,12 @@ PackedBatch pack_samples(std::span<const SampleView> samples, const PackOptions&
                           std::to_string(o.capacity));
   }
   const int64_t total = tail_target(rows, o);
+  if (o.capacity > 0 && total > o.capacity && rows <= o.capacity) {
+    throw InvalidArgument("tail alignment to a multiple of " + std::to_string(o.tail_multiple) +
+                          " takes the pack from " + std::to_string(rows) + " to " +
+                          std::to_string(total) + " rows, over the capacity " +
+                          std::to_string(o.capacity) + "; use a multiple that divides the capacity");
+  }
   if (total < rows) {
     throw InvalidArgument("pack of " + std::to_string(rows) + " rows exceeds the tail alignment " +
                           "target " + std::to_string(total));

@@ -42,6 +42,7 @@ void ThdLayout::check_cp_divisible(int cp, CpMode mode) const {
     }
     return;
   }
+  if (cp == 1) return;  // the single rank owns both chunks of every sequence: all rows, in order
   for (int64_t i = 0; i < num_sequences(); ++i) {
     if (padded_length(i) % (2 * cp) != 0) {
       throw InvalidArgument("zigzag CP split: sequence " + std::to_string(i) + " has padded length " +
@@ -57,7 +58,7 @@ std::vector<RowRange> ThdLayout::cp_rows(int cp, int rank, CpMode mode) const {
     throw InvalidArgument("CP rank " + std::to_string(rank) + " outside [0, " + std::to_string(cp) +
                           ")");
   }
-  if (mode == CpMode::kContiguous) {
+  if (mode == CpMode::kContiguous || cp == 1) {
     const int64_t share = total_rows() / cp;
     return {RowRange{rank * share, share}};
   }

@@ -9,7 +9,6 @@
 namespace thdpack {
 namespace {
 
-using testing::expect_error;
 using testing::make_input;
 
 ScheduleOptions options(int dp, int64_t m, int multiple = 1, int cp = 1) {
@@ -68,7 +67,7 @@ TEST(DpBalanced, TailSplitFailsWithAClearErrorWhenNoPackCanBeSplit) {
   const auto in = make_input({10, 10, 10, 10}, 2);
   auto three = make_input({10, 10, 10}, 1);
   three.samples_per_rank = {2, 1};
-  expect_error<InvalidArgument>(
+  test_util::expect_throw_with<InvalidArgument>(
       [&] { make_scheduler("dp_balanced")->schedule(three.view(), options(2, 10)); },
       "cannot be split");
   // With four samples it works: one per pack.
@@ -79,7 +78,7 @@ TEST(DpBalanced, TailSplitFailsWithAClearErrorWhenNoPackCanBeSplit) {
 TEST(DpBalanced, RejectsASampleLongerThanTheCapacity) {
   // Megatron emits an empty first pack here; we refuse with the fix in the message.
   const auto in = make_input({11, 3}, 1);
-  expect_error<InvalidArgument>(
+  test_util::expect_throw_with<InvalidArgument>(
       [&] { make_scheduler("dp_balanced")->schedule(in.view(), options(1, 10)); },
       "raise --max-seqlen-per-dp-cp-rank");
 }
@@ -94,7 +93,7 @@ TEST(DpBalanced, CapacityIsMTimesCp) {
 TEST(DpBalanced, RejectsGroups) {
   auto in = make_input({1, 2, 3, 4}, 2);
   in.group_ids = {0, 0, 1, 1};
-  expect_error<InvalidArgument>(
+  test_util::expect_throw_with<InvalidArgument>(
       [&] { make_scheduler("dp_balanced")->schedule(in.view(), options(2, 10)); }, "group");
 }
 

@@ -76,7 +76,7 @@ TEST(StepBounds, SimpleAndTightBounds) {
 
 TEST(PlanStats, UnknownIdIsAnError) {
   const auto in = testing::make_input({1, 1}, 1);
-  testing::expect_error<InvalidArgument>(
+  test_util::expect_throw_with<InvalidArgument>(
       [&] { evaluate_plan(Plan(1, {{0, 5}}), in.view(), {}, token_cost_options(1, 10)); }, "5");
 }
 

@@ -116,15 +116,15 @@ TEST(SchedulerContracts, ValidatePlanCatchesBrokenPlans) {
   ScheduleOptions o;
   o.dp = 2;
   o.max_seqlen_per_dp_cp_rank = 10;
-  testing::expect_error<InternalError>(
+  test_util::expect_throw_with<InternalError>(
       [&] { validate_plan(Plan(2, {{0, 1}, {2}}), in.view(), o); }, "missing");
-  testing::expect_error<InternalError>(
+  test_util::expect_throw_with<InternalError>(
       [&] { validate_plan(Plan(2, {{0, 1}, {2, 3, 3}}), in.view(), o); }, "twice");
-  testing::expect_error<InternalError>(
+  test_util::expect_throw_with<InternalError>(
       [&] { validate_plan(Plan(2, {{0, 1, 2}, {3}}), in.view(), o); }, "capacity");
-  testing::expect_error<InternalError>(
+  test_util::expect_throw_with<InternalError>(
       [&] { validate_plan(Plan(2, {{0, 1}, {2, 3}, {}, {}}), in.view(), o); }, "empty");
-  testing::expect_error<InternalError>(
+  test_util::expect_throw_with<InternalError>(
       [&] { validate_plan(Plan(2, {{0, 1}, {2, 7}}), in.view(), o); }, "unknown");
 }
 
@@ -194,7 +194,7 @@ TEST(Local, GroupSpanningRanksIsRejected) {
   ScheduleOptions o;
   o.dp = 2;
   o.max_seqlen_per_dp_cp_rank = 100;
-  testing::expect_error<InvalidArgument>(
+  test_util::expect_throw_with<InvalidArgument>(
       [&] { make_scheduler("local")->schedule(in.view(), o); }, "never moves samples");
 }
 
@@ -206,26 +206,26 @@ TEST(ScheduleInputValidation, RejectsBadInput) {
     SCOPED_TRACE(name);
     const auto s = make_scheduler(name);
     auto zero = testing::make_input({5, 0, 5, 5}, 2);
-    testing::expect_error<InvalidArgument>([&] { s->schedule(zero.view(), o); }, "lengths must be >= 1");
+    test_util::expect_throw_with<InvalidArgument>([&] { s->schedule(zero.view(), o); }, "lengths must be >= 1");
     auto negative = testing::make_input({5, -3, 5, 5}, 2);
-    testing::expect_error<InvalidArgument>([&] { s->schedule(negative.view(), o); }, ">= 1");
+    test_util::expect_throw_with<InvalidArgument>([&] { s->schedule(negative.view(), o); }, ">= 1");
     auto dup = testing::make_input({5, 5, 5, 5}, 2);
     dup.ids[3] = 0;
-    testing::expect_error<InvalidArgument>([&] { s->schedule(dup.view(), o); }, "appears twice");
+    test_util::expect_throw_with<InvalidArgument>([&] { s->schedule(dup.view(), o); }, "appears twice");
     auto few = testing::make_input({5, 5}, 2);
     ScheduleOptions vpp = o;
     vpp.microbatch_multiple = 2;
-    testing::expect_error<InvalidArgument>([&] { s->schedule(few.view(), vpp); }, "dp x vpp group");
+    test_util::expect_throw_with<InvalidArgument>([&] { s->schedule(few.view(), vpp); }, "dp x vpp group");
     auto odd = testing::make_input({5, 5, 5}, 1);
     odd.samples_per_rank = {};
-    testing::expect_error<InvalidArgument>([&] { s->schedule(odd.view(), o); }, "split equally");
+    test_util::expect_throw_with<InvalidArgument>([&] { s->schedule(odd.view(), o); }, "split equally");
     auto big = testing::make_input({5, 500, 5, 5}, 2);
-    testing::expect_error<InvalidArgument>([&] { s->schedule(big.view(), o); }, "max-seqlen-per-dp-cp-rank");
+    test_util::expect_throw_with<InvalidArgument>([&] { s->schedule(big.view(), o); }, "max-seqlen-per-dp-cp-rank");
     auto mismatched = testing::make_input({5, 5, 5, 5}, 2);
     mismatched.lengths.pop_back();
-    testing::expect_error<InvalidArgument>([&] { s->schedule(mismatched.view(), o); }, "lengths");
+    test_util::expect_throw_with<InvalidArgument>([&] { s->schedule(mismatched.view(), o); }, "lengths");
   }
-  testing::expect_error<InvalidArgument>([] { make_scheduler("fastest"); }, "balanced, dp_balanced, local");
+  test_util::expect_throw_with<InvalidArgument>([] { make_scheduler("fastest"); }, "balanced, dp_balanced, local");
 }
 
 }  // namespace

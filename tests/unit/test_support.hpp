@@ -8,21 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "expect_throw.hpp"
 #include "thdpack/scheduler.hpp"
 
 namespace thdpack::testing {
-
-/// Runs `body` and expects an exception of type E whose message contains `needle`.
-template <typename E, typename F>
-void expect_error(F&& body, const std::string& needle) {
-  try {
-    body();
-    ADD_FAILURE() << "expected an exception mentioning '" << needle << "'";
-  } catch (const E& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
-        << "message '" << e.what() << "' does not mention '" << needle << "'";
-  }
-}
 
 /// Ids 0..n-1 with the given lengths, split equally over dp ranks.
 struct OwnedInput {

@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Turns the benchmark JSON files into the README's results section.
+
+usage: report.py --speed speed.json --quality quality.json [--readme README.md]
+
+Prints the markdown; with --readme, replaces the text between the markers
+<!-- results:begin --> and <!-- results:end --> in that file. Standard library only.
+"""
+import argparse
+import json
+import platform
+import re
+import statistics
+import sys
+
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+
+TARGETS_MS = {  # BENCHMARKS.md figures 4 and 5
+    "BM_PackerBestFitDecreasing/10000": 0.5,
+    "BM_PackerBestFitDecreasing/1000000": 50.0,
+    "BM_BalancerBalanced/8192/64": 1.0,
+    "BM_BalancerBalanced/32768/256": 50.0,
+}
+
+
+def medians(speed):
+    """Median time (ms) and bytes/s of every benchmark, from repetitions or aggregates."""
+    runs = {}
+    for b in speed["benchmarks"]:
+        name = b.get("run_name", b["name"])
+        if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
+            continue
+        unit = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[b.get("time_unit", "ns")]
+        runs.setdefault(name, []).append((b["real_time"] * unit, b.get("bytes_per_second")))
+    out = {}
+    for name, values in runs.items():
+        out[name] = (statistics.median(v[0] for v in values),
+                     statistics.median(v[1] or 0 for v in values))
+    return out
+
+
+def speed_table(speed):
+    m = medians(speed)
+    lines = ["| benchmark | median | target | baseline in the same run |", "|---|---|---|---|"]
+    pairs = [
+        ("BM_PackerBestFitDecreasing/10000", "BM_PackerFirstFitDecreasing/10000", "packer, 10k samples (best-fit decreasing)"),
+        ("BM_PackerBestFitDecreasing/1000000", "BM_PackerFirstFitDecreasing/1000000", "packer, 1M samples"),
+        ("BM_BalancerBalanced/8192/64", "BM_BalancerDpBalanced/8192/64", "balancer, 8192 samples into dp 64"),
+        ("BM_BalancerBalanced/32768/256", "BM_BalancerDpBalanced/32768/256", "balancer, 32768 samples into dp 256"),
+    ]
+    for ours, base, label in pairs:
+        if ours not in m:
+            continue
+        t = m[ours][0]
+        target = TARGETS_MS.get(ours)
+        verdict = f"<= {target:g} ms {'(met)' if t <= target else '(missed)'}" if target else "-"
+        base_text = "-"
+        if base in m:
+            base_name = "first-fit decreasing" if "Packer" in base else "dp_balanced"
+            base_text = f"{base_name} {m[base][0]:.3f} ms ({m[base][0] / t:.2f}x of ours)"
+        lines.append(f"| {label} | {t:.3f} ms | {verdict} | {base_text} |")
+    if "BM_PackOneMillionTokens" in m and "BM_MemcpySameBytes" in m:
+        pack_bw, copy_bw = m["BM_PackOneMillionTokens"][1], m["BM_MemcpySameBytes"][1]
+        ratio = pack_bw / copy_bw if copy_bw else 0
+        lines.append(
+            f"| pack 1M tokens (5 fields, 29 B/token) | {m['BM_PackOneMillionTokens'][0]:.2f} ms, "
+            f"{pack_bw / 1e9:.1f} GB/s | >= 0.5 of memcpy {'(met)' if ratio >= 0.5 else '(missed)'} | "
+            f"memcpy of the same bytes {copy_bw / 1e9:.1f} GB/s (ratio {ratio:.2f}) |")
+    return "\n".join(lines)
+
+
+def step_table(quality):
+    rows = quality["step_time"]
+    schedulers = ["balanced", "dp_balanced", "local", "naive_ffd_lpt"]
+    lines = ["| workload | dp | " + " | ".join(schedulers) + " | balanced speedup vs dp_balanced | micro-batches balanced / bound |",
+             "|---|---|" + "---|" * len(schedulers) + "---|---|"]
+    keys = []
+    for r in rows:
+        k = (r["workload"], r["dp"])
+        if k not in keys:
+            keys.append(k)
+    speedups = []
+    for k in keys:
+        by = {r["scheduler"]: r for r in rows if (r["workload"], r["dp"]) == k}
+        cells = [f"{by[s]['ratio_mean']:.4f}x" for s in schedulers]
+        b = by["balanced"]
+        speedups.append(b["speedup_vs_dp_balanced"])
+        lines.append(f"| {k[0]} | {k[1]} | " + " | ".join(cells) +
+                     f" | {b['speedup_vs_dp_balanced']:.3f}x | {b['microbatches_mean']:.2f} / {b['microbatch_bound_mean']:.2f} |")
+    worst = max(r["ratio_max"] for r in rows if r["scheduler"] == "balanced")
+    summary = (f"\n`balanced`: worst step over all workloads and steps {worst:.4f}x of the lower bound "
+               f"(target 1.02x); mean speedup over `dp_balanced` {statistics.mean(speedups):.3f}x "
+               f"(target 1.2x).")
+    return "\n".join(lines) + "\n" + summary
+
+
+def fill_table(quality):
+    lines = ["| workload | n | C | L1 | L2 | FFD packs | BFD packs | BFD fill | BFD over L2 |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in quality["fill"]:
+        lines.append(f"| {r['workload']} | {r['n']:,} | {r['capacity']} | {r['l1']:,} | {r['l2']:,} | "
+                     f"{r['ffd']:,} | {r['bfd']:,} | {100 * r['bfd_fill']:.3f}% | {100 * r['bfd_over_l2']:.3f}% |")
+    return "\n".join(lines)
+
+
+def violation_table(quality):
+    lines = ["| scheduler | random cases | planned | rejected (too few samples) | violations |",
+             "|---|---|---|---|---|"]
+    for r in quality["violations"]:
+        lines.append(f"| {r['scheduler']} | {r['cases']:,} | {r['planned']:,} | {r['rejected']} | {r['violations']} |")
+    return "\n".join(lines)
+
+
+def cp_table(quality):
+    lines = ["| workload | cp | packs | per-sample zigzag (step) | per pack mean / max | whole-pack zigzag (step) | per pack mean / max | padding |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in quality["cp_balance"]:
+        lines.append(f"| {r['workload']} | {r['cp']} | {r['packs']} | {r['zigzag_step']:.4f}x | "
+                     f"{r['zigzag_mean']:.4f} / {r['zigzag_max']:.3f} | {r['whole_pack_step']:.4f}x | "
+                     f"{r['whole_pack_mean']:.3f} / {r['whole_pack_max']:.3f} | {100 * r['padding_overhead']:.3f}% |")
+    return "\n".join(lines)
+
+
+def render(speed, quality):
+    cpu = platform.processor() or platform.machine()
+    return "\n\n".join([
+        f"Measured by `bash scripts/bench.sh` ({cpu}, single thread; medians over repetitions; "
+        f"quality figures over {quality['steps']} seeded steps per workload).",
+        "**Modeled step time / lower bound** (BENCHMARKS.md figure 1; Llama-3-8B-like cost; lower bound "
+        "max(total/dp, largest sample)/cp; mean over steps):\n\n" + step_table(quality),
+        "**Speed** (figures 4, 5, 9):\n\n" + speed_table(speed),
+        "**Offline packing fill** (figure 3):\n\n" + fill_table(quality),
+        "**Hard constraints** (figure 6):\n\n" + violation_table(quality),
+        "**CP balance**, max/mean causal-attention work across CP ranks (figure 7; step = work-weighted "
+        "over all packs):\n\n" + cp_table(quality),
+    ])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--speed", required=True)
+    ap.add_argument("--quality", required=True)
+    ap.add_argument("--readme")
+    args = ap.parse_args()
+    with open(args.speed) as f:
+        speed = json.load(f)
+    with open(args.quality) as f:
+        quality = json.load(f)
+    text = render(speed, quality)
+    print(text)
+    if args.readme:
+        with open(args.readme) as f:
+            readme = f.read()
+        if BEGIN not in readme or END not in readme:
+            sys.exit(f"{args.readme} has no {BEGIN} ... {END} section")
+        readme = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END),
+                        lambda _: BEGIN + "\n" + text + "\n" + END, readme, flags=re.S)
+        with open(args.readme, "w") as f:
+            f.write(readme)
+        print(f"\nupdated {args.readme}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
