@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 namespace thdpack::detail {
@@ -10,53 +11,48 @@ namespace {
 // Relative size below which a load difference is treated as noise (keeps refinement finite).
 constexpr double kRelativeEpsilon = 1e-12;
 
-// A binary min-heap of replicas keyed by (load, index), with an in-place fix of the top after its
-// load grew: the common step of longest-processing-time costs one sift-down.
-class ReplicaHeap {
-  // Heap order for the std heap algorithms: "a after b" when b is smaller.
-  struct After {
-    const ReplicaHeap* heap;
-    bool operator()(int a, int b) const { return heap->less(b, a); }
+// The least loaded replica, as a tournament (winner) tree whose nodes hold the winner's key and
+// index: updating one replica recomputes the log2(dp) matches on its path from the two children
+// alone, with a branch-free select, which beats a heap whose data-dependent branches mispredict at
+// every level. Ties go to the lower index. A replica can be set aside (key +inf) while the current
+// item does not fit it.
+class ReplicaTournament {
+  struct Entry {
+    double key;
+    int64_t replica;
   };
 
  public:
-  ReplicaHeap(const std::vector<double>& load, int dp) : load_(load) {
-    heap_.resize(static_cast<size_t>(dp));
-    std::iota(heap_.begin(), heap_.end(), 0);
-    std::make_heap(heap_.begin(), heap_.end(), After{this});
-  }
-  bool empty() const { return heap_.empty(); }
-  int top() const { return heap_.front(); }
-  void pop() {
-    std::pop_heap(heap_.begin(), heap_.end(), After{this});
-    heap_.pop_back();
-  }
-  void push(int r) {
-    heap_.push_back(r);
-    std::push_heap(heap_.begin(), heap_.end(), After{this});
-  }
-  void fix_top() {
-    size_t i = 0;
-    const size_t n = heap_.size();
-    while (true) {
-      size_t smallest = i;
-      for (size_t c = 2 * i + 1; c <= 2 * i + 2 && c < n; ++c) {
-        if (less(heap_[c], heap_[smallest])) smallest = c;
-      }
-      if (smallest == i) return;
-      std::swap(heap_[i], heap_[smallest]);
-      i = smallest;
+  explicit ReplicaTournament(const std::vector<double>& load) {
+    while (leaves_ < load.size()) leaves_ *= 2;
+    tree_.assign(2 * leaves_, Entry{kNone, 0});
+    for (size_t i = 0; i < leaves_; ++i) {
+      tree_[leaves_ + i] = Entry{i < load.size() ? load[i] : kNone, static_cast<int64_t>(i)};
     }
+    for (size_t node = leaves_ - 1; node >= 1; --node) tree_[node] = match(node);
   }
+  int top() const { return static_cast<int>(tree_[1].replica); }
+  bool exhausted() const { return tree_[1].key == kNone; }
+  void set(int replica, double key) {
+    size_t node = leaves_ + static_cast<size_t>(replica);
+    tree_[node].key = key;
+    for (node /= 2; node >= 1; node /= 2) tree_[node] = match(node);
+  }
+  void set_aside(int replica) { set(replica, kNone); }
 
  private:
-  bool less(int a, int b) const {
-    const double la = load_[static_cast<size_t>(a)], lb = load_[static_cast<size_t>(b)];
-    return la < lb || (la == lb && a < b);
+  static constexpr double kNone = std::numeric_limits<double>::infinity();
+
+  Entry match(size_t node) const {
+    const Entry& a = tree_[2 * node];
+    const Entry& b = tree_[2 * node + 1];
+    // Select without a branch: the outcome is data-dependent and would mispredict half the time.
+    const int64_t b_wins = -static_cast<int64_t>(b.key < a.key);
+    return Entry{b.key < a.key ? b.key : a.key, a.replica ^ ((a.replica ^ b.replica) & b_wins)};
   }
 
-  const std::vector<double>& load_;
-  std::vector<int> heap_;
+  size_t leaves_ = 1;
+  std::vector<Entry> tree_;
 };
 
 }  // namespace
@@ -122,26 +118,26 @@ void BalancedAssignment::move(int64_t item, int64_t bin) {
 }
 
 bool BalancedAssignment::place_longest_first(std::span<const int64_t> order, Fit fit) {
-  ReplicaHeap heap(load_, dp_);
-  std::vector<int> full;  // replicas set aside because the current item does not fit them
+  ReplicaTournament least_loaded(load_);
+  std::vector<int> set_aside;  // replicas the current item does not fit
   for (int64_t item : order) {
     const int64_t length = items_.lengths[static_cast<size_t>(item)];
     bool placed = false;
-    while (!heap.empty()) {
-      const int r = heap.top();
+    while (!least_loaded.exhausted()) {
+      const int r = least_loaded.top();
       const int64_t bin = choose_bin(r, length, fit);
       if (bin >= 0) {
         put(item, bin);
-        heap.fix_top();
+        least_loaded.set(r, load_[static_cast<size_t>(r)]);
         placed = true;
         break;
       }
-      heap.pop();
-      full.push_back(r);
+      least_loaded.set_aside(r);
+      set_aside.push_back(r);
     }
     // Items come longest first, so a replica that could not take this one may take shorter ones.
-    for (int r : full) heap.push(r);
-    full.clear();
+    for (int r : set_aside) least_loaded.set(r, load_[static_cast<size_t>(r)]);
+    set_aside.clear();
     if (!placed) return false;
   }
   return true;

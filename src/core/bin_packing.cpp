@@ -19,7 +19,8 @@ SortedItems sort_decreasing(std::span<const int64_t> lengths, int64_t capacity) 
   sorted.lengths.resize(static_cast<size_t>(n));
   if (capacity <= 16 * n + 65536) {
     // start[c] = number of items longer than c, the first slot of length c in descending order.
-    std::vector<int64_t> start(static_cast<size_t>(capacity) + 2, 0);
+    // (32-bit counters: half the memory traffic; n < 2^31 here since C >= 1.)
+    std::vector<int32_t> start(static_cast<size_t>(capacity) + 2, 0);
     for (int64_t len : lengths) ++start[static_cast<size_t>(capacity - len) + 1];
     std::partial_sum(start.begin(), start.end(), start.begin());
     for (int64_t len = capacity; len >= 1; --len) {
@@ -81,10 +82,11 @@ namespace {
 constexpr int64_t kMaxIndexedCapacity = int64_t{1} << 26;
 
 // Groups items by bin, each bin in placement order; bin_seq[i] is the bin of the i-th placed item.
-Bins collect(const std::vector<int64_t>& order, const std::vector<int64_t>& bin_seq, int64_t bins) {
+template <typename BinIndex>
+Bins collect(const std::vector<int64_t>& order, const std::vector<BinIndex>& bin_seq, int64_t bins) {
   Bins out;
   out.offsets.assign(static_cast<size_t>(bins) + 1, 0);
-  for (int64_t bin : bin_seq) ++out.offsets[static_cast<size_t>(bin) + 1];
+  for (BinIndex bin : bin_seq) ++out.offsets[static_cast<size_t>(bin) + 1];
   std::partial_sum(out.offsets.begin(), out.offsets.end(), out.offsets.begin());
   std::vector<int64_t> cursor(out.offsets.begin(), out.offsets.end() - 1);
   out.items.resize(order.size());
@@ -160,22 +162,23 @@ Bins best_fit_decreasing(std::span<const int64_t> lengths, int64_t capacity) {
   }
 
   // Bins with equal room are kept in an intrusive stack per room value; a successor set over room
-  // values finds the least room >= the item's length.
-  std::vector<int64_t> head(static_cast<size_t>(capacity) + 1, -1);
-  std::vector<int64_t> next_in_room;
-  std::vector<int64_t> room_of;
+  // values finds the least room >= the item's length. Rooms (<= 2^26) and bin numbers (< n) fit
+  // 32 bits, which keeps the room index small enough to stay in cache.
+  std::vector<int32_t> head(static_cast<size_t>(capacity) + 1, -1);
+  std::vector<int32_t> next_in_room;
+  std::vector<int32_t> room_of;
   detail::SuccessorSet rooms(capacity + 1);
-  std::vector<int64_t> bin_seq(lengths.size());
+  std::vector<int32_t> bin_seq(lengths.size());
   next_in_room.reserve(lengths.size() / 2 + 1);
   room_of.reserve(lengths.size() / 2 + 1);
 
   for (size_t i = 0; i < sorted.lengths.size(); ++i) {
-    const int64_t len = sorted.lengths[i];
+    const auto len = static_cast<int32_t>(sorted.lengths[i]);
     const int64_t room = rooms.next(len);
-    int64_t bin;
+    int32_t bin;
     if (room < 0) {
-      bin = static_cast<int64_t>(room_of.size());
-      room_of.push_back(capacity);
+      bin = static_cast<int32_t>(room_of.size());
+      room_of.push_back(static_cast<int32_t>(capacity));
       next_in_room.push_back(-1);
     } else {
       bin = head[static_cast<size_t>(room)];
@@ -183,7 +186,7 @@ Bins best_fit_decreasing(std::span<const int64_t> lengths, int64_t capacity) {
       if (head[static_cast<size_t>(room)] < 0) rooms.erase(room);
     }
     bin_seq[i] = bin;
-    const int64_t left = room_of[static_cast<size_t>(bin)] - len;
+    const int32_t left = room_of[static_cast<size_t>(bin)] - len;
     next_in_room[static_cast<size_t>(bin)] = head[static_cast<size_t>(left)];
     if (head[static_cast<size_t>(left)] < 0) rooms.insert(left);
     head[static_cast<size_t>(left)] = bin;
