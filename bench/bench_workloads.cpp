@@ -4,7 +4,9 @@
 
 namespace thdpack::bench {
 
-CostModel bench_cost() { return CostModel::from_model(model_preset("llama3-8b")); }
+CostModel bench_cost() {
+  return CostModel::from_model(model_preset("llama3-8b"));
+}
 
 std::vector<int64_t> workload_lengths(const std::string& name, int64_t n) {
   Workload w = workload(name);
@@ -12,7 +14,8 @@ std::vector<int64_t> workload_lengths(const std::string& name, int64_t n) {
   const auto dataset = make_mock_dataset(w.dataset);
   const int64_t divisor = padding_divisor({.cp = w.cp});
   std::vector<int64_t> lengths(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) lengths[static_cast<size_t>(i)] = round_up(dataset->length(i), divisor);
+  for (int64_t i = 0; i < n; ++i)
+    lengths[static_cast<size_t>(i)] = round_up(dataset->length(i), divisor);
   return lengths;
 }
 

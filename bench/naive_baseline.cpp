@@ -16,7 +16,8 @@ Plan naive_ffd_lpt(const ScheduleInput& input, const ScheduleOptions& options) {
     packs.emplace_back(b.begin(), b.end());
   }
   const int64_t multiple = static_cast<int64_t>(dp) * options.microbatch_multiple;
-  const auto target = static_cast<size_t>((static_cast<int64_t>(packs.size()) + multiple - 1) / multiple * multiple);
+  const auto target = static_cast<size_t>((static_cast<int64_t>(packs.size()) + multiple - 1) /
+                                          multiple * multiple);
   // Split the packs with the most samples until every replica can get K of them.
   while (packs.size() < target) {
     auto most = std::max_element(packs.begin(), packs.end(),
@@ -28,11 +29,13 @@ Plan naive_ffd_lpt(const ScheduleInput& input, const ScheduleOptions& options) {
   const int64_t k = static_cast<int64_t>(packs.size()) / dp;
   std::vector<double> cost(packs.size(), 0.0);
   for (size_t p = 0; p < packs.size(); ++p) {
-    for (int64_t i : packs[p]) cost[p] += options.cost.cost(input.padded_lengths[static_cast<size_t>(i)]);
+    for (int64_t i : packs[p])
+      cost[p] += options.cost.cost(input.padded_lengths[static_cast<size_t>(i)]);
   }
   std::vector<size_t> order(packs.size());
   std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return cost[a] > cost[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return cost[a] > cost[b]; });
   std::vector<double> load(static_cast<size_t>(dp), 0.0);
   std::vector<std::vector<std::vector<int64_t>>> per_replica(static_cast<size_t>(dp));
   for (size_t p : order) {
@@ -48,7 +51,8 @@ Plan naive_ffd_lpt(const ScheduleInput& input, const ScheduleOptions& options) {
   }
   std::vector<std::vector<int64_t>> plan_packs;
   for (int64_t step = 0; step < k; ++step) {
-    for (int r = 0; r < dp; ++r) plan_packs.push_back(per_replica[static_cast<size_t>(r)][static_cast<size_t>(step)]);
+    for (int r = 0; r < dp; ++r)
+      plan_packs.push_back(per_replica[static_cast<size_t>(r)][static_cast<size_t>(step)]);
   }
   return Plan(dp, plan_packs);
 }

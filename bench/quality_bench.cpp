@@ -64,8 +64,9 @@ json step_time_figures(const Settings& s) {
         const BenchBatch b = workload_batch(name, dp, batch, step);
         const ScheduleInput input = b.input();
         for (auto& ser : series) {
-          const Plan plan = ser.name == "naive_ffd_lpt" ? naive_ffd_lpt(input, b.options)
-                                                        : make_scheduler(ser.name)->schedule(input, b.options);
+          const Plan plan = ser.name == "naive_ffd_lpt"
+                                ? naive_ffd_lpt(input, b.options)
+                                : make_scheduler(ser.name)->schedule(input, b.options);
           validate_plan(plan, input, b.options);
           const PlanStats st = evaluate_plan(plan, input, b.batch.real_lengths, b.options);
           ser.ratio.push_back(st.step_ratio);
@@ -121,8 +122,14 @@ json fill_figures(const Settings& s) {
                   static_cast<long long>(l1), static_cast<long long>(l2),
                   static_cast<long long>(ffd), static_cast<long long>(bfd), 100 * fill,
                   100 * over_l2);
-      rows.push_back({{"workload", name}, {"n", n}, {"capacity", capacity}, {"l1", l1},
-                      {"l2", l2}, {"ffd", ffd}, {"bfd", bfd}, {"bfd_fill", fill},
+      rows.push_back({{"workload", name},
+                      {"n", n},
+                      {"capacity", capacity},
+                      {"l1", l1},
+                      {"l2", l2},
+                      {"ffd", ffd},
+                      {"bfd", bfd},
+                      {"bfd_fill", fill},
                       {"bfd_over_l2", over_l2}});
     }
   }
@@ -132,7 +139,8 @@ json fill_figures(const Settings& s) {
 // Figure 6: contracts of every scheduler over random cases.
 json violation_figures(const Settings& s) {
   json rows = json::array();
-  std::printf("\n[6] hard constraints over %lld random cases\n", static_cast<long long>(s.random_cases));
+  std::printf("\n[6] hard constraints over %lld random cases\n",
+              static_cast<long long>(s.random_cases));
   for (const auto& name : scheduler_names()) {
     const auto scheduler = make_scheduler(name);
     int64_t planned = 0, rejected = 0, violations = 0;
@@ -169,8 +177,11 @@ json violation_figures(const Settings& s) {
     std::printf("%-12s planned %lld, rejected (too few samples) %lld, violations %lld\n",
                 name.c_str(), static_cast<long long>(planned), static_cast<long long>(rejected),
                 static_cast<long long>(violations));
-    rows.push_back({{"scheduler", name}, {"cases", s.random_cases}, {"planned", planned},
-                    {"rejected", rejected}, {"violations", violations}});
+    rows.push_back({{"scheduler", name},
+                    {"cases", s.random_cases},
+                    {"planned", planned},
+                    {"rejected", rejected},
+                    {"violations", violations}});
   }
   return rows;
 }
@@ -179,8 +190,8 @@ json violation_figures(const Settings& s) {
 json cp_figures() {
   json rows = json::array();
   std::printf("\n[7] CP balance on mixed packs (max/mean causal work across CP ranks)\n");
-  std::printf("%-13s %3s %6s %10s %12s %10s %12s %9s\n", "workload", "cp", "packs", "zigzag", "zigzag/pack",
-              "whole", "whole/pack", "padding");
+  std::printf("%-13s %3s %6s %10s %12s %10s %12s %9s\n", "workload", "cp", "packs", "zigzag",
+              "zigzag/pack", "whole", "whole/pack", "padding");
   for (const std::string name : {"longtail-32k", "rl-64k", "uniform-16k"}) {
     for (int cp : {2, 4, 8}) {
       Workload w = workload(name);
@@ -205,7 +216,8 @@ json cp_figures() {
         std::vector<int32_t> cu{0}, cu_padded{0};
         for (int64_t item : packs.bin(p)) {
           cu.push_back(cu.back() + static_cast<int32_t>(real[static_cast<size_t>(item)]));
-          cu_padded.push_back(cu_padded.back() + static_cast<int32_t>(padded[static_cast<size_t>(item)]));
+          cu_padded.push_back(cu_padded.back() +
+                              static_cast<int32_t>(padded[static_cast<size_t>(item)]));
           real_tokens += static_cast<double>(real[static_cast<size_t>(item)]);
           padded_tokens += static_cast<double>(padded[static_cast<size_t>(item)]);
         }
@@ -231,13 +243,19 @@ json cp_figures() {
       }
       const double count = static_cast<double>(packs.count());
       const double padding = (padded_tokens - real_tokens) / real_tokens;
-      std::printf("%-13s %3d %6lld %9.4fx %5.3f/%-5.3f %9.4fx %5.3f/%-5.3f %8.3f%%\n", name.c_str(), cp,
-                  static_cast<long long>(packs.count()), step_zigzag / step_mean, sum_zigzag / count,
-                  worst_zigzag, step_whole / step_mean, sum_whole / count, worst_whole, 100 * padding);
-      rows.push_back({{"workload", name}, {"cp", cp}, {"packs", packs.count()},
-                      {"zigzag_step", step_zigzag / step_mean}, {"whole_pack_step", step_whole / step_mean},
-                      {"zigzag_mean", sum_zigzag / count}, {"zigzag_max", worst_zigzag},
-                      {"whole_pack_mean", sum_whole / count}, {"whole_pack_max", worst_whole},
+      std::printf("%-13s %3d %6lld %9.4fx %5.3f/%-5.3f %9.4fx %5.3f/%-5.3f %8.3f%%\n", name.c_str(),
+                  cp, static_cast<long long>(packs.count()), step_zigzag / step_mean,
+                  sum_zigzag / count, worst_zigzag, step_whole / step_mean, sum_whole / count,
+                  worst_whole, 100 * padding);
+      rows.push_back({{"workload", name},
+                      {"cp", cp},
+                      {"packs", packs.count()},
+                      {"zigzag_step", step_zigzag / step_mean},
+                      {"whole_pack_step", step_whole / step_mean},
+                      {"zigzag_mean", sum_zigzag / count},
+                      {"zigzag_max", worst_zigzag},
+                      {"whole_pack_mean", sum_whole / count},
+                      {"whole_pack_max", worst_whole},
                       {"padding_overhead", padding}});
     }
   }

@@ -1,7 +1,8 @@
 // Speed benchmarks (BENCHMARKS.md figures 4, 5 and 9), single thread, inputs in memory:
 //   packer    best-fit decreasing (ours) vs first-fit decreasing, 10k and 1M lengths
-//   balancer  the balanced scheduler at 8192 samples x dp 64 and 32768 x dp 256 (dp_balanced alongside)
-//   pack      building tokens/labels/loss_mask/position_ids/padding_mask for 1M tokens vs memcpy
+//   balancer  the balanced scheduler at 8192 samples x dp 64 and 32768 x dp 256 (dp_balanced
+//   alongside) pack      building tokens/labels/loss_mask/position_ids/padding_mask for 1M tokens
+//   vs memcpy
 // Run with --benchmark_repetitions and report medians.
 
 #include <benchmark/benchmark.h>
@@ -55,11 +56,18 @@ void run_scheduler(benchmark::State& state, const char* name) {
   }
 }
 
-void BM_BalancerBalanced(benchmark::State& state) { run_scheduler(state, "balanced"); }
+void BM_BalancerBalanced(benchmark::State& state) {
+  run_scheduler(state, "balanced");
+}
 BENCHMARK(BM_BalancerBalanced)->Args({8192, 64})->Args({32768, 256})->Unit(benchmark::kMillisecond);
 
-void BM_BalancerDpBalanced(benchmark::State& state) { run_scheduler(state, "dp_balanced"); }
-BENCHMARK(BM_BalancerDpBalanced)->Args({8192, 64})->Args({32768, 256})->Unit(benchmark::kMillisecond);
+void BM_BalancerDpBalanced(benchmark::State& state) {
+  run_scheduler(state, "dp_balanced");
+}
+BENCHMARK(BM_BalancerDpBalanced)
+    ->Args({8192, 64})
+    ->Args({32768, 256})
+    ->Unit(benchmark::kMillisecond);
 
 // ~1M tokens of sft-8k samples.
 struct PackInput {

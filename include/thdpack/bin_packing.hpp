@@ -33,7 +33,8 @@ Bins best_fit_decreasing(std::span<const int64_t> lengths, int64_t capacity);
 /// O(n log n) with a max-room tree over packs.
 Bins first_fit_decreasing(std::span<const int64_t> lengths, int64_t capacity);
 
-/// Next-fit in input order (Megatron's packer): append while the pack has room, else open a new one.
+/// Next-fit in input order (Megatron's packer): append while the pack has room, else open a new
+/// one.
 Bins next_fit(std::span<const int64_t> lengths, int64_t capacity);
 
 /// L1 bound: ceil(Σ lengths / C).

@@ -37,6 +37,7 @@ std::vector<int64_t> cp_global_rows(const ThdLayout& layout, int cp, int rank,
 double causal_attention_work(const ThdLayout& layout, std::span<const RowRange> rows);
 
 /// Work of each CP rank under `mode` (size cp).
-std::vector<double> cp_attention_work(const ThdLayout& layout, int cp, CpMode mode = CpMode::kZigzag);
+std::vector<double> cp_attention_work(const ThdLayout& layout, int cp,
+                                      CpMode mode = CpMode::kZigzag);
 
 }  // namespace thdpack

@@ -56,16 +56,16 @@ struct MockConfig {
   enum class Mode { kDistribution, kFile };
   Mode mode = Mode::kDistribution;
   LengthDistributionType type = LengthDistributionType::kLognormal;
-  int64_t min_seq_len = 0;   ///< lognormal: clip floor; uniform: lower end (inclusive)
-  int64_t max_seq_len = 0;   ///< lognormal: clip ceiling; uniform: upper end (inclusive)
-  double mean_seq_len = 0;   ///< lognormal: mean before clipping
+  int64_t min_seq_len = 0;  ///< lognormal: clip floor; uniform: lower end (inclusive)
+  int64_t max_seq_len = 0;  ///< lognormal: clip ceiling; uniform: upper end (inclusive)
+  double mean_seq_len = 0;  ///< lognormal: mean before clipping
   double lognormal_sigma = 0;
   // bimodal: a mix of two uniform ranges
   int64_t short_min = 0, short_max = 0, long_min = 0, long_max = 0;
   double long_fraction = 0;
   int64_t size = 1'000'000;  ///< number of samples (distribution mode)
   uint64_t seed = 0;
-  std::string path;          ///< file mode: one length per line
+  std::string path;  ///< file mode: one length per line
 };
 
 /// Megatron's default mock config for sequence length `seq_length`: lognormal with min S/2, max S,
@@ -100,7 +100,8 @@ int64_t mock_token(int64_t index, int64_t j, int64_t length, const MockContent& 
 
 /// A mock dataset: lengths from a distribution (computed per index in O(1), independent of size)
 /// or from a lengths file; tokens from mock_token.
-std::unique_ptr<Dataset> make_mock_dataset(const MockConfig& config, const MockContent& content = {});
+std::unique_ptr<Dataset> make_mock_dataset(const MockConfig& config,
+                                           const MockContent& content = {});
 
 /// Options of the JSONL reader.
 struct JsonlOptions {
@@ -115,6 +116,7 @@ struct JsonlOptions {
 /// non-negative token ids or -100 for ignored positions), each exactly as long as input_ids (an
 /// empty list is a mismatch too). Blank lines are skipped. Any other content
 /// throws InvalidArgument naming the file, line and key.
-std::unique_ptr<Dataset> load_jsonl_dataset(const std::string& path, const JsonlOptions& options = {});
+std::unique_ptr<Dataset> load_jsonl_dataset(const std::string& path,
+                                            const JsonlOptions& options = {});
 
 }  // namespace thdpack

@@ -21,10 +21,10 @@ struct ModelSpec {
   int64_t heads = 0;
   int64_t kv_heads = 0;
   int64_t head_dim = 0;
-  int64_t ffn = 0;         ///< FFN width (per expert for MoE)
+  int64_t ffn = 0;  ///< FFN width (per expert for MoE)
   int64_t vocab = 0;
   bool swiglu = true;
-  int64_t moe_topk = 1;    ///< experts per token (1 for dense)
+  int64_t moe_topk = 1;  ///< experts per token (1 for dense)
 };
 
 /// Names of the built-in presets, e.g. "llama3-8b", "llama3-70b", "mixtral-8x7b".

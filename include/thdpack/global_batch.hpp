@@ -1,9 +1,9 @@
 #pragma once
 // Which samples make up global batch `step`, and the lengths a scheduler sees for them.
 //
-// Global batch s of size B takes dataset indices (s·B + j) mod size for j in [0, B); DP rank r holds
-// j in [r·B/dp, (r+1)·B/dp) (Megatron's split of a global batch over data-parallel ranks). Global
-// sample ids are dataset indices.
+// Global batch s of size B takes dataset indices (s·B + j) mod size for j in [0, B); DP rank r
+// holds j in [r·B/dp, (r+1)·B/dp) (Megatron's split of a global batch over data-parallel ranks).
+// Global sample ids are dataset indices.
 
 #include <cstdint>
 #include <vector>
@@ -40,6 +40,7 @@ std::vector<int64_t> global_batch_indices(int64_t step, int64_t global_batch, in
 
 /// Lengths of global batch `step`. Throws InvalidArgument when B is not a positive multiple of dp,
 /// exceeds the dataset, or (kError) a sample does not fit the capacity.
-GlobalBatch make_global_batch(const Dataset& dataset, int64_t step, const GlobalBatchOptions& options);
+GlobalBatch make_global_batch(const Dataset& dataset, int64_t step,
+                              const GlobalBatchOptions& options);
 
 }  // namespace thdpack

@@ -104,13 +104,13 @@ struct PackedBatch {
   std::vector<int64_t> tokens;
   std::vector<int64_t> labels;
   std::vector<float> loss_mask;
-  std::vector<int64_t> position_ids;   ///< restart at 0 for every sequence
-  std::vector<uint8_t> padding_mask;   ///< 1 on padding rows
-  std::vector<int32_t> cu_seqlens;     ///< B+1 (or fixed) entries, real lengths
+  std::vector<int64_t> position_ids;  ///< restart at 0 for every sequence
+  std::vector<uint8_t> padding_mask;  ///< 1 on padding rows
+  std::vector<int32_t> cu_seqlens;    ///< B+1 (or fixed) entries, real lengths
   std::vector<int32_t> cu_seqlens_padded;
-  int64_t max_seqlen = 0;              ///< largest padded sequence length in the pack
-  std::vector<int64_t> sample_ids;     ///< global ids of the B samples, in pack order
-  int cp_size = 1;                     ///< 1 for a whole pack
+  int64_t max_seqlen = 0;           ///< largest padded sequence length in the pack
+  std::vector<int64_t> sample_ids;  ///< global ids of the B samples, in pack order
+  int cp_size = 1;                  ///< 1 for a whole pack
   int cp_rank = 0;
   CpMode cp_mode = CpMode::kZigzag;
 

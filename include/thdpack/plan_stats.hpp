@@ -19,9 +19,9 @@ namespace thdpack {
 
 struct PlanStats {
   int64_t num_samples = 0;
-  int64_t num_microbatches = 0;         ///< K, per replica
-  int64_t microbatch_token_bound = 0;   ///< ceil(padded tokens / (dp·C)), rounded up to the multiple
-  int64_t microbatch_lower_bound = 0;   ///< ceil(L2 / dp), rounded up to the multiple (>= the above)
+  int64_t num_microbatches = 0;        ///< K, per replica
+  int64_t microbatch_token_bound = 0;  ///< ceil(padded tokens / (dp·C)), rounded up to the multiple
+  int64_t microbatch_lower_bound = 0;  ///< ceil(L2 / dp), rounded up to the multiple (>= the above)
   int64_t real_tokens = 0;
   int64_t padded_tokens = 0;
   double fill = 0;              ///< real tokens / (dp·K·C): share of the static allocation used
@@ -36,9 +36,9 @@ struct PlanStats {
   std::vector<double> replica_step_costs;  ///< per replica, per GPU
 };
 
-/// Statistics of `plan` for `input`. `real_lengths` (same order as input.ids) may be empty, in which
-/// case padded lengths stand in for real ones. Throws InvalidArgument if the plan names an id that
-/// is not in the input.
+/// Statistics of `plan` for `input`. `real_lengths` (same order as input.ids) may be empty, in
+/// which case padded lengths stand in for real ones. Throws InvalidArgument if the plan names an id
+/// that is not in the input.
 PlanStats evaluate_plan(const Plan& plan, const ScheduleInput& input,
                         std::span<const int64_t> real_lengths, const ScheduleOptions& options);
 

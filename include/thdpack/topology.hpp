@@ -70,6 +70,10 @@ class Topology {
   /// else 1.
   int microbatch_multiple() const;
 
+  /// Throws InvalidArgument unless `world_size` (e.g. the number of MPI ranks) equals
+  /// tp·cp·dp·pp; the message names both and the sizes.
+  void check_world_size(int world_size) const;
+
   /// Coordinates of `rank` in [0, world_size); throws InvalidArgument when out of range.
   Coordinates coordinates(int rank) const;
   /// Global rank of the given coordinates; throws InvalidArgument when any is out of range.
@@ -90,8 +94,8 @@ class Topology {
   int coordinate(const Coordinates& c, Dim d) const;
 
   TopologyConfig config_;
-  std::array<Dim, 4> order_{};       // fastest first
-  std::array<int, 4> stride_of_{};   // indexed by Dim
+  std::array<Dim, 4> order_{};      // fastest first
+  std::array<int, 4> stride_of_{};  // indexed by Dim
 };
 
 }  // namespace thdpack

@@ -147,7 +147,8 @@ bool BalancedAssignment::place_packs(const Bins& packs) {
   if (packs.count() > dp_ * k_) return false;
   std::vector<double> cost(static_cast<size_t>(packs.count()), 0.0);
   for (int64_t p = 0; p < packs.count(); ++p) {
-    for (int64_t item : packs.bin(p)) cost[static_cast<size_t>(p)] += items_.costs[static_cast<size_t>(item)];
+    for (int64_t item : packs.bin(p))
+      cost[static_cast<size_t>(p)] += items_.costs[static_cast<size_t>(item)];
   }
   std::vector<int64_t> order(static_cast<size_t>(packs.count()));
   std::iota(order.begin(), order.end(), int64_t{0});
@@ -172,7 +173,8 @@ bool BalancedAssignment::fill_empty_packs() {
   if (items_.size() < dp_ * k_) return false;
 
   std::vector<int64_t> counts(static_cast<size_t>(dp_), 0);  // items per replica
-  for (int64_t bin = 0; bin < dp_ * k_; ++bin) counts[static_cast<size_t>(replica_of_bin(bin))] += bin_count_[static_cast<size_t>(bin)];
+  for (int64_t bin = 0; bin < dp_ * k_; ++bin)
+    counts[static_cast<size_t>(replica_of_bin(bin))] += bin_count_[static_cast<size_t>(bin)];
   // The cheapest item of `replica` (optionally of one bin) that shares its pack with another.
   auto cheapest_movable = [&](int replica, int64_t only_bin) {
     int64_t best = -1;
@@ -196,7 +198,8 @@ bool BalancedAssignment::fill_empty_packs() {
       int donor = -1;
       for (int s = 0; s < dp_; ++s) {
         if (counts[static_cast<size_t>(s)] <= k_) continue;
-        if (donor < 0 || load_[static_cast<size_t>(s)] > load_[static_cast<size_t>(donor)]) donor = s;
+        if (donor < 0 || load_[static_cast<size_t>(s)] > load_[static_cast<size_t>(donor)])
+          donor = s;
       }
       if (donor < 0) return false;
       move(cheapest_movable(donor, -1), first_empty(r));
@@ -209,7 +212,8 @@ bool BalancedAssignment::fill_empty_packs() {
       int64_t source = -1;
       for (int64_t b = bin_index(r, 0), end = b + k_; b < end; ++b) {
         const int64_t count = bin_count_[static_cast<size_t>(b)];
-        if (count >= 2 && (source < 0 || count > bin_count_[static_cast<size_t>(source)])) source = b;
+        if (count >= 2 && (source < 0 || count > bin_count_[static_cast<size_t>(source)]))
+          source = b;
       }
       if (source < 0) return false;
       move(cheapest_movable(r, source), empty);
@@ -219,7 +223,7 @@ bool BalancedAssignment::fill_empty_packs() {
 }
 
 BalancedAssignment::Transfer BalancedAssignment::find_transfer(int heavy, int light,
-                                                              double gap) const {
+                                                               double gap) const {
   Transfer best;
   const double half = gap / 2;
   const double min_delta = gap * 1e-9;
@@ -288,7 +292,8 @@ void BalancedAssignment::refine(std::span<const int64_t> order, double target, i
   }
   std::vector<int> ascending(static_cast<size_t>(dp_));
   for (int64_t step = 0; step < max_steps; ++step) {
-    const int heavy = static_cast<int>(std::max_element(load_.begin(), load_.end()) - load_.begin());
+    const int heavy =
+        static_cast<int>(std::max_element(load_.begin(), load_.end()) - load_.begin());
     const double top = load_[static_cast<size_t>(heavy)];
     if (top <= target) break;
     std::iota(ascending.begin(), ascending.end(), 0);
@@ -338,7 +343,8 @@ PackLists BalancedAssignment::packs() const {
   }
   PackLists out;
   out.offsets.assign(static_cast<size_t>(dp_ * k_) + 1, 0);
-  for (int64_t bin : bin_of_) ++out.offsets[static_cast<size_t>(pack_of_bin[static_cast<size_t>(bin)]) + 1];
+  for (int64_t bin : bin_of_)
+    ++out.offsets[static_cast<size_t>(pack_of_bin[static_cast<size_t>(bin)]) + 1];
   std::partial_sum(out.offsets.begin(), out.offsets.end(), out.offsets.begin());
   std::vector<int64_t> cursor(out.offsets.begin(), out.offsets.end() - 1);
   out.items.resize(bin_of_.size());

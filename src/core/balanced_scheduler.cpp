@@ -2,14 +2,15 @@
 //
 // Goal: the smallest modeled step time (the slowest replica's summed sample cost), with every pack
 // within capacity, the same micro-batch count K on every replica (a multiple of the VPP group), and
-// K within one of the bin-packing lower bound. Replica cost is the sum of its samples' costs however
-// they are grouped into packs, so the problem is a cost partition over replicas under a packing
-// feasibility constraint:
+// K within one of the bin-packing lower bound. Replica cost is the sum of its samples' costs
+// however they are grouped into packs, so the problem is a cost partition over replicas under a
+// packing feasibility constraint:
 //   1. K starts at ceil(L2 / dp) (Martello–Toth bound), rounded up to the multiple.
 //   2. Longest-processing-time: samples by decreasing cost go to the least loaded replica that has
 //      room in one of its K packs (worst fit first; best fit, then a global best-fit-decreasing
 //      packing dealt out by count-capped LPT, when room is tight).
-//   3. Empty packs are filled, then moves and swaps between the most loaded replica and lighter ones
+//   3. Empty packs are filled, then moves and swaps between the most loaded replica and lighter
+//   ones
 //      bring the maximum down toward the lower bound.
 //   4. If the result is more than 0.2% above the bound, K + multiple is tried too; the better wins.
 
@@ -91,17 +92,19 @@ Plan BalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptio
     order = std::move(sorted.order);
   }
   std::vector<double> descending(order.size());
-  for (size_t i = 0; i < order.size(); ++i) descending[i] = items.costs[static_cast<size_t>(order[i])];
+  for (size_t i = 0; i < order.size(); ++i)
+    descending[i] = items.costs[static_cast<size_t>(order[i])];
   const double bound = tight_bound_of_sorted(descending, dp);
 
   const int64_t k_low = std::max(round_up_to((l2 + dp - 1) / dp, multiple), multiple);
   const int64_t k_high = items.size() / dp / multiple * multiple;
   if (k_low > k_high) {
-    throw InvalidArgument("balanced: " + std::to_string(items.size()) + (items.grouped ? " groups" : " samples") +
-                          " cannot fill dp=" + std::to_string(dp) + " replicas with " +
-                          std::to_string(k_low) + " non-empty micro-batches each (capacity " +
-                          std::to_string(capacity) + " needs at least " + std::to_string(l2) +
-                          " packs); use a larger global batch or a larger max_seqlen_per_dp_cp_rank");
+    throw InvalidArgument(
+        "balanced: " + std::to_string(items.size()) + (items.grouped ? " groups" : " samples") +
+        " cannot fill dp=" + std::to_string(dp) + " replicas with " + std::to_string(k_low) +
+        " non-empty micro-batches each (capacity " + std::to_string(capacity) + " needs at least " +
+        std::to_string(l2) +
+        " packs); use a larger global batch or a larger max_seqlen_per_dp_cp_rank");
   }
 
   std::optional<Candidate> best;

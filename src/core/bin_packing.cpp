@@ -25,7 +25,8 @@ SortedItems sort_decreasing(std::span<const int64_t> lengths, int64_t capacity) 
     std::partial_sum(start.begin(), start.end(), start.begin());
     for (int64_t len = capacity; len >= 1; --len) {
       const auto slot = static_cast<size_t>(capacity - len);
-      std::fill(sorted.lengths.begin() + start[slot], sorted.lengths.begin() + start[slot + 1], len);
+      std::fill(sorted.lengths.begin() + start[slot], sorted.lengths.begin() + start[slot + 1],
+                len);
     }
     for (int64_t i = 0; i < n; ++i) {
       const auto slot = static_cast<size_t>(capacity - lengths[static_cast<size_t>(i)]);
@@ -38,7 +39,8 @@ SortedItems sort_decreasing(std::span<const int64_t> lengths, int64_t capacity) 
     return lengths[static_cast<size_t>(a)] > lengths[static_cast<size_t>(b)];
   });
   for (int64_t i = 0; i < n; ++i) {
-    sorted.lengths[static_cast<size_t>(i)] = lengths[static_cast<size_t>(sorted.order[static_cast<size_t>(i)])];
+    sorted.lengths[static_cast<size_t>(i)] =
+        lengths[static_cast<size_t>(sorted.order[static_cast<size_t>(i)])];
   }
   return sorted;
 }
@@ -50,8 +52,8 @@ int64_t l2_bound_of_descending(std::span<const int64_t> descending, int64_t capa
   for (size_t i = 0; i < sorted.size(); ++i) prefix[i + 1] = prefix[i] + sorted[i];
   const size_t n = sorted.size();
   const auto half = static_cast<int64_t>(capacity / 2);  // items <= half are "small" (2w <= C)
-  const auto small_end = static_cast<size_t>(
-      std::upper_bound(sorted.begin(), sorted.end(), half) - sorted.begin());
+  const auto small_end =
+      static_cast<size_t>(std::upper_bound(sorted.begin(), sorted.end(), half) - sorted.begin());
   // α runs over 0 and the distinct small lengths, increasing; the first item >= α moves right and
   // the end of the items <= C-α moves left, so one sweep evaluates every α.
   size_t big_end = n;
@@ -83,7 +85,8 @@ constexpr int64_t kMaxIndexedCapacity = int64_t{1} << 26;
 
 // Groups items by bin, each bin in placement order; bin_seq[i] is the bin of the i-th placed item.
 template <typename BinIndex>
-Bins collect(const std::vector<int64_t>& order, const std::vector<BinIndex>& bin_seq, int64_t bins) {
+Bins collect(const std::vector<int64_t>& order, const std::vector<BinIndex>& bin_seq,
+             int64_t bins) {
   Bins out;
   out.offsets.assign(static_cast<size_t>(bins) + 1, 0);
   for (BinIndex bin : bin_seq) ++out.offsets[static_cast<size_t>(bin) + 1];
@@ -132,7 +135,8 @@ Bins best_fit_tree(const detail::SortedItems& sorted, int64_t capacity) {
 }  // namespace
 
 void check_items_fit(std::span<const int64_t> lengths, int64_t capacity, const std::string& what) {
-  if (capacity < 1) throw InvalidArgument("pack capacity must be >= 1, got " + std::to_string(capacity));
+  if (capacity < 1)
+    throw InvalidArgument("pack capacity must be >= 1, got " + std::to_string(capacity));
   for (size_t i = 0; i < lengths.size(); ++i) {
     if (lengths[i] < 1) {
       throw InvalidArgument(what + " " + std::to_string(i) + " has length " +
@@ -147,7 +151,8 @@ void check_items_fit(std::span<const int64_t> lengths, int64_t capacity, const s
   }
 }
 
-std::vector<int64_t> order_by_decreasing_length(std::span<const int64_t> lengths, int64_t capacity) {
+std::vector<int64_t> order_by_decreasing_length(std::span<const int64_t> lengths,
+                                                int64_t capacity) {
   check_items_fit(lengths, capacity, "item");  // the counting sort indexes by capacity - length
   return detail::sort_decreasing(lengths, capacity).order;
 }
@@ -243,7 +248,8 @@ int64_t bins_lower_bound_l1(std::span<const int64_t> lengths, int64_t capacity) 
 
 int64_t bins_lower_bound_l2(std::span<const int64_t> lengths, int64_t capacity) {
   check_items_fit(lengths, capacity, "item");
-  return detail::l2_bound_of_descending(detail::sort_decreasing(lengths, capacity).lengths, capacity);
+  return detail::l2_bound_of_descending(detail::sort_decreasing(lengths, capacity).lengths,
+                                        capacity);
 }
 
 }  // namespace thdpack

@@ -44,9 +44,9 @@ void check_row_fields(const PackedBatchView& p, const std::string& who) {
       p.padding_mask.size() != rows) {
     throw InvalidArgument(who + ": per-row fields differ in length (tokens " +
                           std::to_string(rows) + ", labels " + std::to_string(p.labels.size()) +
-                          ", loss_mask " + std::to_string(p.loss_mask.size()) +
-                          ", position_ids " + std::to_string(p.position_ids.size()) +
-                          ", padding_mask " + std::to_string(p.padding_mask.size()) + ")");
+                          ", loss_mask " + std::to_string(p.loss_mask.size()) + ", position_ids " +
+                          std::to_string(p.position_ids.size()) + ", padding_mask " +
+                          std::to_string(p.padding_mask.size()) + ")");
   }
 }
 
@@ -110,8 +110,8 @@ PackedBatch cp_unslice(std::span<const PackedBatchView> slices) {
   for (int r = 0; r < cp; ++r) {
     const PackedBatchView& s = slices[static_cast<size_t>(r)];
     if (s.cp_rank != r || !same_metadata(s, first)) {
-      throw InvalidArgument("cp_unslice: slice " + std::to_string(r) +
-                            " is not CP rank " + std::to_string(r) + " of the same pack");
+      throw InvalidArgument("cp_unslice: slice " + std::to_string(r) + " is not CP rank " +
+                            std::to_string(r) + " of the same pack");
     }
     check_row_fields(s, "cp_unslice: slice " + std::to_string(r));
     const auto rows = layout.cp_rows(cp, r, first.cp_mode);

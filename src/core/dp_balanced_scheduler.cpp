@@ -20,10 +20,12 @@ std::string DpBalancedScheduler::description() const {
          "dp x vpp group; balances micro-batch counts only";
 }
 
-Plan DpBalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptions& options) const {
+Plan DpBalancedScheduler::schedule(const ScheduleInput& input,
+                                   const ScheduleOptions& options) const {
   validate_schedule_input(input, options);
   if (!input.group_ids.empty()) {
-    throw InvalidArgument("dp_balanced does not support group-atomic packing; use balanced or local");
+    throw InvalidArgument(
+        "dp_balanced does not support group-atomic packing; use balanced or local");
   }
   const int64_t capacity = options.capacity();
   check_items_fit(input.padded_lengths, capacity, "sample");

@@ -7,7 +7,8 @@
 
 namespace thdpack {
 
-std::vector<int64_t> global_batch_indices(int64_t step, int64_t global_batch, int64_t dataset_size) {
+std::vector<int64_t> global_batch_indices(int64_t step, int64_t global_batch,
+                                          int64_t dataset_size) {
   if (step < 0 || global_batch < 1 || dataset_size < 1) {
     throw InvalidArgument("global batch indices need step >= 0, batch >= 1, dataset size >= 1");
   }

@@ -119,7 +119,8 @@ class LineParser {
     out.reserve(value.size());
     for (size_t i = 0; i < value.size(); ++i) {
       const json& v = value[i];
-      const bool ok = v.is_boolean() || (v.is_number() && (v.get<double>() == 0.0 || v.get<double>() == 1.0));
+      const bool ok =
+          v.is_boolean() || (v.is_number() && (v.get<double>() == 0.0 || v.get<double>() == 1.0));
       if (!ok) fail("\"" + key + "\"[" + std::to_string(i) + "] must be 0 or 1, got " + v.dump());
       out.push_back(v.is_boolean() ? (v.get<bool>() ? 1.0f : 0.0f) : v.get<float>());
     }

@@ -15,8 +15,8 @@ namespace {
 
 // Splits packs until there are `target`: each time the pack with the most items (ties: most
 // tokens, then lowest index) gives its last (smallest) item to a new pack.
-void split_to(std::vector<std::vector<int64_t>>& packs, int64_t target,
-              const ScheduleItems& items, int rank) {
+void split_to(std::vector<std::vector<int64_t>>& packs, int64_t target, const ScheduleItems& items,
+              int rank) {
   std::vector<int64_t> tokens(packs.size(), 0);
   for (size_t p = 0; p < packs.size(); ++p) {
     for (int64_t item : packs[p]) tokens[p] += items.lengths[static_cast<size_t>(item)];

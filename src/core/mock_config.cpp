@@ -121,7 +121,8 @@ MockConfig parse_mock_config(const std::string& json_text, const std::string& ba
     r.reject_unknown("mode, path");
     return c;
   }
-  require(mode == "distribution", "'mode' must be \"distribution\" or \"file\", got \"" + mode + "\"");
+  require(mode == "distribution",
+          "'mode' must be \"distribution\" or \"file\", got \"" + mode + "\"");
 
   const std::string type = r.has("type") ? r.text("type") : "lognormal";
   if (r.has("size")) c.size = r.integer("size");
@@ -137,7 +138,8 @@ MockConfig parse_mock_config(const std::string& json_text, const std::string& ba
     c.max_seq_len = r.integer("max_seq_len");
     c.mean_seq_len = r.number("mean_seq_len");
     c.lognormal_sigma = r.number("lognormal_sigma");
-    r.reject_unknown("mode, type, min_seq_len, max_seq_len, mean_seq_len, lognormal_sigma, size, seed");
+    r.reject_unknown(
+        "mode, type, min_seq_len, max_seq_len, mean_seq_len, lognormal_sigma, size, seed");
   } else if (type == "uniform") {
     c.type = LengthDistributionType::kUniform;
     c.min_seq_len = r.integer("min_seq_len");
@@ -152,7 +154,8 @@ MockConfig parse_mock_config(const std::string& json_text, const std::string& ba
     c.long_fraction = r.number("long_fraction");
     c.min_seq_len = std::min(c.short_min, c.long_min);
     c.max_seq_len = std::max(c.short_max, c.long_max);
-    r.reject_unknown("mode, type, short_min, short_max, long_min, long_max, long_fraction, size, seed");
+    r.reject_unknown(
+        "mode, type, short_min, short_max, long_min, long_max, long_fraction, size, seed");
   } else {
     throw InvalidArgument("mock dataset config: unknown distribution type \"" + type +
                           "\"; use lognormal, uniform or bimodal");
@@ -175,9 +178,9 @@ void validate(const MockConfig& c) {
     case LengthDistributionType::kUniform:
       require(c.min_seq_len >= 1,
               "'min_seq_len' must be >= 1, got " + std::to_string(c.min_seq_len));
-      require(c.max_seq_len >= c.min_seq_len,
-              "'max_seq_len' (" + std::to_string(c.max_seq_len) + ") must be >= 'min_seq_len' (" +
-                  std::to_string(c.min_seq_len) + ")");
+      require(c.max_seq_len >= c.min_seq_len, "'max_seq_len' (" + std::to_string(c.max_seq_len) +
+                                                  ") must be >= 'min_seq_len' (" +
+                                                  std::to_string(c.min_seq_len) + ")");
       break;
     case LengthDistributionType::kBimodal:
       require(c.short_min >= 1 && c.short_max >= c.short_min, "need 1 <= short_min <= short_max");

@@ -29,12 +29,13 @@ void check_pack_invariants(const PackedBatchView& p, const PackOptions& o) {
     }
   }();
   if (layout.total_rows() != static_cast<int64_t>(rows)) {
-    broken("cu_seqlens_padded ends at " + std::to_string(layout.total_rows()) + " but the pack has " +
-           std::to_string(rows) + " rows");
+    broken("cu_seqlens_padded ends at " + std::to_string(layout.total_rows()) +
+           " but the pack has " + std::to_string(rows) + " rows");
   }
   if (o.capacity > 0 && o.tail_align == TailAlign::kNone &&
       static_cast<int64_t>(rows) > o.capacity && p.sample_ids.size() > 1) {
-    broken("pack of " + std::to_string(rows) + " rows exceeds capacity " + std::to_string(o.capacity));
+    broken("pack of " + std::to_string(rows) + " rows exceeds capacity " +
+           std::to_string(o.capacity));
   }
   int64_t max_padded = 0;
   for (int64_t i = 0; i < layout.num_sequences(); ++i) {
@@ -50,7 +51,8 @@ void check_pack_invariants(const PackedBatchView& p, const PackOptions& o) {
     for (int64_t j = 0; j < padded; ++j) {
       const auto r = static_cast<size_t>(at + j);
       const bool is_pad = j >= real;
-      if (p.padding_mask[r] != (is_pad ? 1 : 0)) broken(who + ": padding_mask wrong at row " + std::to_string(r));
+      if (p.padding_mask[r] != (is_pad ? 1 : 0))
+        broken(who + ": padding_mask wrong at row " + std::to_string(r));
       if (!is_pad && p.position_ids[r] != j) {
         broken(who + ": position id " + std::to_string(p.position_ids[r]) + " at row " +
                std::to_string(r) + ", expected " + std::to_string(j));

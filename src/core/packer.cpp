@@ -37,10 +37,9 @@ int64_t tail_target(int64_t rows, const PackOptions& o) {
       return round_up(rows, o.tail_multiple);
     case TailAlign::kCapacity:
       if (o.capacity < 1 || o.capacity % o.divisor != 0) {
-        throw InvalidArgument("aligning to capacity needs a capacity (" +
-                              std::to_string(o.capacity) +
-                              ") that is a positive multiple of the padding divisor " +
-                              std::to_string(o.divisor));
+        throw InvalidArgument(
+            "aligning to capacity needs a capacity (" + std::to_string(o.capacity) +
+            ") that is a positive multiple of the padding divisor " + std::to_string(o.divisor));
       }
       return o.capacity;
   }
@@ -130,9 +129,9 @@ SampleView view_of(const Sample& s) {
 }
 
 PackedBatchView PackedBatch::view() const {
-  return PackedBatchView{tokens,     labels,     loss_mask,  position_ids, padding_mask,
-                         cu_seqlens, cu_seqlens_padded, max_seqlen, sample_ids,  cp_size,
-                         cp_rank,    cp_mode};
+  return PackedBatchView{tokens,       labels,     loss_mask,         position_ids,
+                         padding_mask, cu_seqlens, cu_seqlens_padded, max_seqlen,
+                         sample_ids,   cp_size,    cp_rank,           cp_mode};
 }
 
 PackedBatch pack_samples(std::span<const SampleView> samples, const PackOptions& o) {
@@ -162,7 +161,8 @@ PackedBatch pack_samples(std::span<const SampleView> samples, const PackOptions&
     throw InvalidArgument("tail alignment to a multiple of " + std::to_string(o.tail_multiple) +
                           " takes the pack from " + std::to_string(rows) + " to " +
                           std::to_string(total) + " rows, over the capacity " +
-                          std::to_string(o.capacity) + "; use a multiple that divides the capacity");
+                          std::to_string(o.capacity) +
+                          "; use a multiple that divides the capacity");
   }
   if (total < rows) {
     throw InvalidArgument("pack of " + std::to_string(rows) + " rows exceeds the tail alignment " +

@@ -87,20 +87,25 @@ PlanStats evaluate_plan(const Plan& plan, const ScheduleInput& input,
       }
       if (tokens > capacity) ++s.cap_violations;
       replica_load[static_cast<size_t>(r)] += cost;
-      replica_largest[static_cast<size_t>(r)] = std::max(replica_largest[static_cast<size_t>(r)], cost);
+      replica_largest[static_cast<size_t>(r)] =
+          std::max(replica_largest[static_cast<size_t>(r)], cost);
     }
   }
   s.real_tokens = static_cast<int64_t>(s.sums.s1_real);
   s.padded_tokens = static_cast<int64_t>(s.sums.s1_padded);
-  const double allocated = static_cast<double>(dp) * static_cast<double>(k_count) * static_cast<double>(capacity);
+  const double allocated =
+      static_cast<double>(dp) * static_cast<double>(k_count) * static_cast<double>(capacity);
   s.fill = allocated > 0 ? s.sums.s1_real / allocated : 0.0;
-  s.padding_fraction = s.sums.s1_padded > 0 ? (s.sums.s1_padded - s.sums.s1_real) / s.sums.s1_padded : 0.0;
+  s.padding_fraction =
+      s.sums.s1_padded > 0 ? (s.sums.s1_padded - s.sums.s1_real) / s.sums.s1_padded : 0.0;
 
   const double cp = options.cp;
   s.replica_step_costs.resize(static_cast<size_t>(dp));
   double sum = 0;
   for (int r = 0; r < dp; ++r) {
-    const double step = (replica_load[static_cast<size_t>(r)] + bubble * replica_largest[static_cast<size_t>(r)]) / cp;
+    const double step =
+        (replica_load[static_cast<size_t>(r)] + bubble * replica_largest[static_cast<size_t>(r)]) /
+        cp;
     s.replica_step_costs[static_cast<size_t>(r)] = step;
     s.step_cost = std::max(s.step_cost, step);
     sum += step;
@@ -129,7 +134,9 @@ PlanStats evaluate_plan(const Plan& plan, const ScheduleInput& input,
 }
 
 void validate_plan(const Plan& plan, const ScheduleInput& input, const ScheduleOptions& options) {
-  auto broken = [](const std::string& what) { throw InternalError("plan contract broken: " + what); };
+  auto broken = [](const std::string& what) {
+    throw InternalError("plan contract broken: " + what);
+  };
   if (plan.dp() != options.dp) broken("plan has dp=" + std::to_string(plan.dp()));
   if (plan.num_microbatches() % options.microbatch_multiple != 0) {
     broken(std::to_string(plan.num_microbatches()) + " micro-batches are not a multiple of " +

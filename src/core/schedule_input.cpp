@@ -68,8 +68,8 @@ void validate_schedule_input(const ScheduleInput& in, const ScheduleOptions& o) 
   if (!in.samples_per_rank.empty()) {
     if (static_cast<int>(in.samples_per_rank.size()) != o.dp) {
       throw InvalidArgument("schedule input: samples_per_rank has " +
-                            std::to_string(in.samples_per_rank.size()) + " entries for dp=" +
-                            std::to_string(o.dp));
+                            std::to_string(in.samples_per_rank.size()) +
+                            " entries for dp=" + std::to_string(o.dp));
     }
     int64_t sum = 0;
     for (int64_t c : in.samples_per_rank) {

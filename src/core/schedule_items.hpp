@@ -20,7 +20,9 @@ struct ScheduleItems {
   bool grouped = false;
 
   int64_t size() const { return static_cast<int64_t>(lengths.size()); }
-  int64_t first_position(int64_t item) const { return positions[static_cast<size_t>(offsets[static_cast<size_t>(item)])]; }
+  int64_t first_position(int64_t item) const {
+    return positions[static_cast<size_t>(offsets[static_cast<size_t>(item)])];
+  }
 };
 
 /// Items of a validated input. With group ids, items are groups in order of first appearance; a

@@ -6,7 +6,9 @@
 
 namespace thdpack {
 
-std::vector<std::string> scheduler_names() { return {"balanced", "dp_balanced", "local"}; }
+std::vector<std::string> scheduler_names() {
+  return {"balanced", "dp_balanced", "local"};
+}
 
 std::unique_ptr<Scheduler> make_scheduler(const std::string& name) {
   if (name == "balanced") return std::make_unique<detail::BalancedScheduler>();

@@ -7,7 +7,8 @@
 
 namespace thdpack {
 
-ThdLayout::ThdLayout(std::span<const int32_t> cu_seqlens, std::span<const int32_t> cu_seqlens_padded)
+ThdLayout::ThdLayout(std::span<const int32_t> cu_seqlens,
+                     std::span<const int32_t> cu_seqlens_padded)
     : cu_(cu_seqlens), cu_padded_(cu_seqlens_padded) {
   if (cu_.empty() || cu_.size() != cu_padded_.size()) {
     throw InvalidArgument("cu_seqlens (" + std::to_string(cu_.size()) +
@@ -21,8 +22,7 @@ ThdLayout::ThdLayout(std::span<const int32_t> cu_seqlens, std::span<const int32_
     if (real_length(i) < 0 || padded_length(i) < real_length(i)) {
       throw InvalidArgument("sequence " + std::to_string(i) + ": real length " +
                             std::to_string(real_length(i)) + " and padded length " +
-                            std::to_string(padded_length(i)) +
-                            " must satisfy 0 <= real <= padded");
+                            std::to_string(padded_length(i)) + " must satisfy 0 <= real <= padded");
     }
   }
 }
@@ -45,9 +45,10 @@ void ThdLayout::check_cp_divisible(int cp, CpMode mode) const {
   if (cp == 1) return;  // the single rank owns both chunks of every sequence: all rows, in order
   for (int64_t i = 0; i < num_sequences(); ++i) {
     if (padded_length(i) % (2 * cp) != 0) {
-      throw InvalidArgument("zigzag CP split: sequence " + std::to_string(i) + " has padded length " +
-                            std::to_string(padded_length(i)) + ", not a multiple of 2*cp=" +
-                            std::to_string(2 * cp) + "; pack with padding divisor 2*cp");
+      throw InvalidArgument("zigzag CP split: sequence " + std::to_string(i) +
+                            " has padded length " + std::to_string(padded_length(i)) +
+                            ", not a multiple of 2*cp=" + std::to_string(2 * cp) +
+                            "; pack with padding divisor 2*cp");
     }
   }
 }

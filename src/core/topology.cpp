@@ -74,8 +74,8 @@ Topology::Topology(const TopologyConfig& config) : config_(config) {
                           std::to_string(config.vpp_group));
   }
   if ((config.dp * config.cp) % config.ep != 0) {
-    throw InvalidArgument("ep=" + std::to_string(config.ep) + " must divide dp*cp=" +
-                          std::to_string(config.dp * config.cp));
+    throw InvalidArgument("ep=" + std::to_string(config.ep) +
+                          " must divide dp*cp=" + std::to_string(config.dp * config.cp));
   }
   order_ = parse_order(config.order);
   int stride = 1;
@@ -116,6 +116,14 @@ int Topology::coordinate(const Coordinates& c, Dim d) const {
       return c.pp;
   }
   return 0;
+}
+
+void Topology::check_world_size(int world) const {
+  if (world != world_size()) {
+    throw InvalidArgument("world size " + std::to_string(world) + " does not match the layout " +
+                          describe() +
+                          ", which needs tp*cp*dp*pp = " + std::to_string(world_size()) + " ranks");
+  }
 }
 
 Coordinates Topology::coordinates(int rank) const {

@@ -19,9 +19,9 @@ TEST_P(BalancedOnWorkload, WithinTwoPercentOfTheBound) {
   const auto& [name, dp] = GetParam();
   const Workload w = workload(name);
   const auto dataset = make_mock_dataset(w.dataset);
-  const ScheduleOptions options = ScheduleOptions::from_topology(
-      Topology({.cp = w.cp, .dp = dp}), w.max_seqlen_per_dp_cp_rank,
-      CostModel::from_model(model_preset("llama3-8b")));
+  const ScheduleOptions options =
+      ScheduleOptions::from_topology(Topology({.cp = w.cp, .dp = dp}), w.max_seqlen_per_dp_cp_rank,
+                                     CostModel::from_model(model_preset("llama3-8b")));
   GlobalBatchOptions b;
   b.global_batch = default_global_batch(w, dp);
   b.dp = dp;
@@ -33,8 +33,10 @@ TEST_P(BalancedOnWorkload, WithinTwoPercentOfTheBound) {
     SCOPED_TRACE("step " + std::to_string(step));
     const GlobalBatch batch = make_global_batch(*dataset, step, b);
     const ScheduleInput input{batch.ids, batch.padded_lengths, batch.samples_per_rank, {}};
-    const PlanStats ours = evaluate_plan(balanced->schedule(input, options), input, batch.real_lengths, options);
-    const PlanStats theirs = evaluate_plan(megatron->schedule(input, options), input, batch.real_lengths, options);
+    const PlanStats ours =
+        evaluate_plan(balanced->schedule(input, options), input, batch.real_lengths, options);
+    const PlanStats theirs =
+        evaluate_plan(megatron->schedule(input, options), input, batch.real_lengths, options);
     EXPECT_LE(ours.step_cost, ours.step_lower_bound * 1.02);
     EXPECT_LE(ours.step_cost, theirs.step_cost);
     EXPECT_LE(ours.num_microbatches, ours.microbatch_lower_bound + 1);
@@ -42,18 +44,19 @@ TEST_P(BalancedOnWorkload, WithinTwoPercentOfTheBound) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    NamedWorkloads, BalancedOnWorkload,
-    ::testing::Combine(::testing::Values("sft-8k", "longtail-32k", "uniform-16k", "bimodal-16k",
-                                         "rl-64k"),
-                       ::testing::Values(8, 64)),
-    [](const auto& info) {
-      std::string n = std::get<0>(info.param) + "_dp" + std::to_string(std::get<1>(info.param));
-      for (auto& ch : n) {
-        if (ch == '-') ch = '_';
-      }
-      return n;
-    });
+INSTANTIATE_TEST_SUITE_P(NamedWorkloads, BalancedOnWorkload,
+                         ::testing::Combine(::testing::Values("sft-8k", "longtail-32k",
+                                                              "uniform-16k", "bimodal-16k",
+                                                              "rl-64k"),
+                                            ::testing::Values(8, 64)),
+                         [](const auto& info) {
+                           std::string n = std::get<0>(info.param) + "_dp" +
+                                           std::to_string(std::get<1>(info.param));
+                           for (auto& ch : n) {
+                             if (ch == '-') ch = '_';
+                           }
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace thdpack

@@ -126,8 +126,7 @@ BinList naive_best_fit_decreasing(const I64& lengths, int64_t capacity) {
         continue;
       }
       const auto cur = static_cast<size_t>(best);
-      if (room[b] < room[cur] ||
-          (room[b] == room[cur] && last_change[b] > last_change[cur])) {
+      if (room[b] < room[cur] || (room[b] == room[cur] && last_change[b] > last_change[cur])) {
         best = static_cast<int64_t>(b);
       }
     }
@@ -475,8 +474,16 @@ TEST(BinPackingErrors, InvalidItemsAreNamed) {
   };
   for (const auto& [name, packer] : packers) {
     SCOPED_TRACE(name);
-    test_util::expect_throw_with<InvalidArgument>([&] { packer(I64{4, 5, 0, 3}, 10); }, {"item 2", "0"});
-    test_util::expect_throw_with<InvalidArgument>([&] { packer(I64{4, -3}, 10); }, {"item 1", "-3"});
+    test_util::expect_throw_with<InvalidArgument>(
+        [&] {
+          packer(I64{4, 5, 0, 3}, 10);
+        },
+        {"item 2", "0"});
+    test_util::expect_throw_with<InvalidArgument>(
+        [&] {
+          packer(I64{4, -3}, 10);
+        },
+        {"item 1", "-3"});
     test_util::expect_throw_with<InvalidArgument>(
         [&] {
           packer(I64{4, 5, 6, 11, 0}, 10);

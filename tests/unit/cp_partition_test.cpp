@@ -396,7 +396,8 @@ TEST_F(CpErrorsTest, RankAndCpOutOfRange) {
 }
 
 TEST_F(CpErrorsTest, SlicingASliceIsAnError) {
-  test_util::expect_throw_with<InvalidArgument>([&] { cp_slice(slices_[0].view(), 2, 0); }, {"already"});
+  test_util::expect_throw_with<InvalidArgument>([&] { cp_slice(slices_[0].view(), 2, 0); },
+                                                {"already"});
   EXPECT_THROW(cp_slice(slices_[1].view(), 1, 0), InvalidArgument);
 }
 

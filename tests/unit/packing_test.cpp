@@ -409,7 +409,7 @@ TEST(PackTail, TooManySequencesForFixedEntriesIsAnError) {
   o.divisor = 4;
   o.fixed_cu_seqlens_entries = 2;
   test_util::expect_throw_with<InvalidArgument>([&] { pack(two_samples(), o); },
-                                           {"fixed_cu_seqlens_entries"});
+                                                {"fixed_cu_seqlens_entries"});
   // The dummy tail sequence needs an entry too.
   o.fixed_cu_seqlens_entries = 3;
   o.tail_align = TailAlign::kMultiple;
@@ -450,19 +450,20 @@ TEST(PackTail, InconsistentTailOptionsAreErrors) {
 
 TEST(PackErrors, EmptySample) {
   const std::vector<Sample> samples = {make_sample(3, {1, 2}), make_sample(17, {})};
-  test_util::expect_throw_with<InvalidArgument>([&] { pack(samples, PackOptions{}); }, {"sample 17"});
+  test_util::expect_throw_with<InvalidArgument>([&] { pack(samples, PackOptions{}); },
+                                                {"sample 17"});
 }
 
 TEST(PackErrors, MismatchedLossMaskLength) {
   const std::vector<Sample> samples = {make_sample(5, {1, 2, 3}, {1, 1})};
   test_util::expect_throw_with<InvalidArgument>([&] { pack(samples, PackOptions{}); },
-                                           {"sample 5", "loss_mask"});
+                                                {"sample 5", "loss_mask"});
 }
 
 TEST(PackErrors, MismatchedLabelsLength) {
   const std::vector<Sample> samples = {make_sample(6, {1, 2, 3}, {}, {1, 2, 3, 4})};
   test_util::expect_throw_with<InvalidArgument>([&] { pack(samples, PackOptions{}); },
-                                           {"sample 6", "labels"});
+                                                {"sample 6", "labels"});
 }
 
 TEST(PackErrors, SingleSampleOverCapacitySaysHowToFix) {

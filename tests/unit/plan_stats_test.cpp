@@ -77,7 +77,10 @@ TEST(StepBounds, SimpleAndTightBounds) {
 TEST(PlanStats, UnknownIdIsAnError) {
   const auto in = testing::make_input({1, 1}, 1);
   test_util::expect_throw_with<InvalidArgument>(
-      [&] { evaluate_plan(Plan(1, {{0, 5}}), in.view(), {}, token_cost_options(1, 10)); }, "5");
+      [&] {
+        evaluate_plan(Plan(1, {{0, 5}}), in.view(), {}, token_cost_options(1, 10));
+      },
+      "5");
 }
 
 }  // namespace

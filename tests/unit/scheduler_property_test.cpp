@@ -80,7 +80,8 @@ bool too_few_samples(const std::string& message) {
 }
 
 // `min_planned`: share of cases that must yield a plan (grouped cases have fewer items to split).
-void check_contracts(const std::string& name, bool with_groups, int cases, double min_planned = 0.9) {
+void check_contracts(const std::string& name, bool with_groups, int cases,
+                     double min_planned = 0.9) {
   const auto scheduler = make_scheduler(name);
   int planned = 0;
   for (int seed = 0; seed < cases; ++seed) {
@@ -105,11 +106,21 @@ void check_contracts(const std::string& name, bool with_groups, int cases, doubl
   EXPECT_GT(planned, static_cast<int>(cases * min_planned)) << "too many cases rejected";
 }
 
-TEST(SchedulerContracts, BalancedOverThousandsOfCases) { check_contracts("balanced", false, 3000); }
-TEST(SchedulerContracts, DpBalancedOverThousandsOfCases) { check_contracts("dp_balanced", false, 3000); }
-TEST(SchedulerContracts, LocalOverThousandsOfCases) { check_contracts("local", false, 3000); }
-TEST(SchedulerContracts, BalancedKeepsGroupsTogether) { check_contracts("balanced", true, 1000); }
-TEST(SchedulerContracts, LocalKeepsGroupsTogether) { check_contracts("local", true, 1000, 0.5); }
+TEST(SchedulerContracts, BalancedOverThousandsOfCases) {
+  check_contracts("balanced", false, 3000);
+}
+TEST(SchedulerContracts, DpBalancedOverThousandsOfCases) {
+  check_contracts("dp_balanced", false, 3000);
+}
+TEST(SchedulerContracts, LocalOverThousandsOfCases) {
+  check_contracts("local", false, 3000);
+}
+TEST(SchedulerContracts, BalancedKeepsGroupsTogether) {
+  check_contracts("balanced", true, 1000);
+}
+TEST(SchedulerContracts, LocalKeepsGroupsTogether) {
+  check_contracts("local", true, 1000, 0.5);
+}
 
 TEST(SchedulerContracts, ValidatePlanCatchesBrokenPlans) {
   const auto in = testing::make_input({5, 5, 5, 5}, 2);
@@ -117,15 +128,30 @@ TEST(SchedulerContracts, ValidatePlanCatchesBrokenPlans) {
   o.dp = 2;
   o.max_seqlen_per_dp_cp_rank = 10;
   test_util::expect_throw_with<InternalError>(
-      [&] { validate_plan(Plan(2, {{0, 1}, {2}}), in.view(), o); }, "missing");
+      [&] {
+        validate_plan(Plan(2, {{0, 1}, {2}}), in.view(), o);
+      },
+      "missing");
   test_util::expect_throw_with<InternalError>(
-      [&] { validate_plan(Plan(2, {{0, 1}, {2, 3, 3}}), in.view(), o); }, "twice");
+      [&] {
+        validate_plan(Plan(2, {{0, 1}, {2, 3, 3}}), in.view(), o);
+      },
+      "twice");
   test_util::expect_throw_with<InternalError>(
-      [&] { validate_plan(Plan(2, {{0, 1, 2}, {3}}), in.view(), o); }, "capacity");
+      [&] {
+        validate_plan(Plan(2, {{0, 1, 2}, {3}}), in.view(), o);
+      },
+      "capacity");
   test_util::expect_throw_with<InternalError>(
-      [&] { validate_plan(Plan(2, {{0, 1}, {2, 3}, {}, {}}), in.view(), o); }, "empty");
+      [&] {
+        validate_plan(Plan(2, {{0, 1}, {2, 3}, {}, {}}), in.view(), o);
+      },
+      "empty");
   test_util::expect_throw_with<InternalError>(
-      [&] { validate_plan(Plan(2, {{0, 1}, {2, 7}}), in.view(), o); }, "unknown");
+      [&] {
+        validate_plan(Plan(2, {{0, 1}, {2, 7}}), in.view(), o);
+      },
+      "unknown");
 }
 
 TEST(Balanced, MicroBatchCountWithinOneOfTheLowerBound) {
@@ -141,7 +167,8 @@ TEST(Balanced, MicroBatchCountWithinOneOfTheLowerBound) {
     }
     const int64_t l2 = bins_lower_bound_l2(c.input.lengths, c.options.capacity());
     const int64_t multiple = c.options.microbatch_multiple;
-    const int64_t bound = ((l2 + c.options.dp - 1) / c.options.dp + multiple - 1) / multiple * multiple;
+    const int64_t bound =
+        ((l2 + c.options.dp - 1) / c.options.dp + multiple - 1) / multiple * multiple;
     EXPECT_LE(plan.num_microbatches(), bound + multiple);
     ++checked;
   }
@@ -163,7 +190,8 @@ TEST(Balanced, NeverSlowerThanDpBalancedOnRandomCases) {
     }
   }
   EXPECT_GT(compared, 500);
-  EXPECT_LE(worse, compared / 100) << worse << " of " << compared << " cases worse than dp_balanced";
+  EXPECT_LE(worse, compared / 100)
+      << worse << " of " << compared << " cases worse than dp_balanced";
 }
 
 TEST(Local, SamplesNeverLeaveTheirRank) {
@@ -180,7 +208,8 @@ TEST(Local, SamplesNeverLeaveTheirRank) {
     for (int64_t k = 0; k < plan.num_microbatches(); ++k) {
       for (int r = 0; r < plan.dp(); ++r) {
         for (int64_t id : plan.pack(k, r)) {
-          const auto pos = std::find(c.input.ids.begin(), c.input.ids.end(), id) - c.input.ids.begin();
+          const auto pos =
+              std::find(c.input.ids.begin(), c.input.ids.end(), id) - c.input.ids.begin();
           EXPECT_EQ(pos / per_rank, r) << "sample " << id << " moved to replica " << r;
         }
       }
@@ -206,26 +235,33 @@ TEST(ScheduleInputValidation, RejectsBadInput) {
     SCOPED_TRACE(name);
     const auto s = make_scheduler(name);
     auto zero = testing::make_input({5, 0, 5, 5}, 2);
-    test_util::expect_throw_with<InvalidArgument>([&] { s->schedule(zero.view(), o); }, "lengths must be >= 1");
+    test_util::expect_throw_with<InvalidArgument>([&] { s->schedule(zero.view(), o); },
+                                                  "lengths must be >= 1");
     auto negative = testing::make_input({5, -3, 5, 5}, 2);
     test_util::expect_throw_with<InvalidArgument>([&] { s->schedule(negative.view(), o); }, ">= 1");
     auto dup = testing::make_input({5, 5, 5, 5}, 2);
     dup.ids[3] = 0;
-    test_util::expect_throw_with<InvalidArgument>([&] { s->schedule(dup.view(), o); }, "appears twice");
+    test_util::expect_throw_with<InvalidArgument>([&] { s->schedule(dup.view(), o); },
+                                                  "appears twice");
     auto few = testing::make_input({5, 5}, 2);
     ScheduleOptions vpp = o;
     vpp.microbatch_multiple = 2;
-    test_util::expect_throw_with<InvalidArgument>([&] { s->schedule(few.view(), vpp); }, "dp x vpp group");
+    test_util::expect_throw_with<InvalidArgument>([&] { s->schedule(few.view(), vpp); },
+                                                  "dp x vpp group");
     auto odd = testing::make_input({5, 5, 5}, 1);
     odd.samples_per_rank = {};
-    test_util::expect_throw_with<InvalidArgument>([&] { s->schedule(odd.view(), o); }, "split equally");
+    test_util::expect_throw_with<InvalidArgument>([&] { s->schedule(odd.view(), o); },
+                                                  "split equally");
     auto big = testing::make_input({5, 500, 5, 5}, 2);
-    test_util::expect_throw_with<InvalidArgument>([&] { s->schedule(big.view(), o); }, "max-seqlen-per-dp-cp-rank");
+    test_util::expect_throw_with<InvalidArgument>([&] { s->schedule(big.view(), o); },
+                                                  "max-seqlen-per-dp-cp-rank");
     auto mismatched = testing::make_input({5, 5, 5, 5}, 2);
     mismatched.lengths.pop_back();
-    test_util::expect_throw_with<InvalidArgument>([&] { s->schedule(mismatched.view(), o); }, "lengths");
+    test_util::expect_throw_with<InvalidArgument>([&] { s->schedule(mismatched.view(), o); },
+                                                  "lengths");
   }
-  test_util::expect_throw_with<InvalidArgument>([] { make_scheduler("fastest"); }, "balanced, dp_balanced, local");
+  test_util::expect_throw_with<InvalidArgument>([] { make_scheduler("fastest"); },
+                                                "balanced, dp_balanced, local");
 }
 
 }  // namespace

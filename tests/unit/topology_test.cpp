@@ -452,6 +452,14 @@ TEST(TopologyErrors, NonPositiveSizes) {
   expect_throw_with<E>([&] { Topology{c}; }, {"vpp_group"});
 }
 
+TEST(TopologyErrors, WorldSizeMustMatchTheLayout) {
+  const Topology t(make_config(2, 2, 2, 1));
+  EXPECT_NO_THROW(t.check_world_size(8));
+  expect_throw_with<InvalidArgument>([&] { t.check_world_size(6); },
+                                     {"world size 6", "tp*cp*dp*pp = 8"});
+  expect_throw_with<InvalidArgument>([&] { t.check_world_size(16); }, {"world size 16"});
+}
+
 TEST(TopologyErrors, EpMustDivideDpTimesCp) {
   expect_throw_with<InvalidArgument>([] { Topology(make_config(1, 3, 2, 1, "tp-cp-ep-dp-pp", 4)); },
                                      {"ep=4", "dp*cp=6"});

@@ -1,5 +1,5 @@
-// `thdpack plan`: with this data and this parallel layout, how many micro-batches, how much padding,
-// how imbalanced, what modeled step time, for each scheduler. No communication, no GPUs.
+// `thdpack plan`: with this data and this parallel layout, how many micro-batches, how much
+// padding, how imbalanced, what modeled step time, for each scheduler. No communication, no GPUs.
 
 #include <chrono>
 #include <iostream>
@@ -49,7 +49,8 @@ int64_t default_cap(const Dataset& dataset, int cp, int64_t divisor) {
 CostModel resolve_cost(const PlanFlags& f, std::string& model_name) {
   if (f.cost_linear >= 0 || f.cost_quadratic >= 0) {
     model_name.clear();
-    return CostModel::from_coefficients(std::max(f.cost_linear, 0.0), std::max(f.cost_quadratic, 0.0));
+    return CostModel::from_coefficients(std::max(f.cost_linear, 0.0),
+                                        std::max(f.cost_quadratic, 0.0));
   }
   model_name = f.model;
   return CostModel::from_model(model_preset(f.model));
@@ -58,9 +59,10 @@ CostModel resolve_cost(const PlanFlags& f, std::string& model_name) {
 int run_plan(const PlanFlags& f) {
   ResolvedWorkload w = resolve_workload(f.workload);
   const Topology topology = f.topology.resolve(w.cp.value_or(1));
-  const int64_t divisor = padding_divisor({topology.cp(), topology.tp(), f.topology.sequence_parallel});
+  const int64_t divisor =
+      padding_divisor({topology.cp(), topology.tp(), f.topology.sequence_parallel});
   const int64_t m = f.max_seqlen_per_dp_cp_rank > 0 ? f.max_seqlen_per_dp_cp_rank
-                    : w.max_seqlen_per_dp_cp_rank ? *w.max_seqlen_per_dp_cp_rank
+                    : w.max_seqlen_per_dp_cp_rank   ? *w.max_seqlen_per_dp_cp_rank
                                                   : default_cap(*w.dataset, topology.cp(), divisor);
   PlanRunInfo info;
   const CostModel cost = resolve_cost(f, info.model);
@@ -75,8 +77,9 @@ int run_plan(const PlanFlags& f) {
   info.capacity = options.capacity();
   info.divisor = divisor;
   info.global_batch = f.global_batch > 0 ? f.global_batch
-                      : w.workload_name ? default_global_batch(workload(*w.workload_name), topology.dp())
-                                        : int64_t{32} * topology.dp();
+                      : w.workload_name
+                          ? default_global_batch(workload(*w.workload_name), topology.dp())
+                          : int64_t{32} * topology.dp();
   info.steps = f.steps;
   info.gpu_tflops = f.gpu_tflops;
   info.cost = cost;
@@ -94,8 +97,8 @@ int run_plan(const PlanFlags& f) {
     throw InvalidArgument("--oversize must be 'error' or 'truncate', got '" + f.oversize + "'");
   }
 
-  std::vector<std::string> names = f.scheduler == "all" ? scheduler_names()
-                                                        : std::vector<std::string>{f.scheduler};
+  std::vector<std::string> names =
+      f.scheduler == "all" ? scheduler_names() : std::vector<std::string>{f.scheduler};
   std::vector<std::unique_ptr<Scheduler>> schedulers;
   std::vector<SchedulerSummary> summaries;
   for (const auto& name : names) {
@@ -124,7 +127,9 @@ int run_plan(const PlanFlags& f) {
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         validate_plan(plan, input, options);
         StepRecord record{evaluate_plan(plan, input, batch.real_lengths, options), seconds, 0};
-        if (model) record.tflops = training_flops(*model, record.stats.sums.s1_real, record.stats.sums.s2_real) / 1e12;
+        if (model)
+          record.tflops =
+              training_flops(*model, record.stats.sums.s1_real, record.stats.sums.s2_real) / 1e12;
         summary.steps.push_back(record);
         if (writer) writer->add_plan(summary.name, plan);
       } catch (const InvalidArgument& e) {
@@ -143,7 +148,8 @@ int run_plan(const PlanFlags& f) {
     std::cout << j.dump(2) << '\n';
   } else {
     print_plan_table(std::cout, info, summaries);
-    if (truncated > 0) std::cout << "note: " << truncated << " samples were truncated to the capacity\n";
+    if (truncated > 0)
+      std::cout << "note: " << truncated << " samples were truncated to the capacity\n";
     if (!f.plan_out.empty()) std::cout << "plans written to " << f.plan_out << '\n';
   }
   for (const auto& s : summaries) {
@@ -176,16 +182,20 @@ Command add_plan_command(CLI::App& app) {
   for (const auto& n : model_preset_names()) models += (models.empty() ? "" : ", ") + n;
   cmd->add_option("--model", flags->model, "model preset for the cost model and FLOPs: " + models)
       ->capture_default_str();
-  cmd->add_option("--cost-linear", flags->cost_linear, "direct cost coefficient per token (with --cost-quadratic instead of --model)");
-  cmd->add_option("--cost-quadratic", flags->cost_quadratic, "direct cost coefficient per token squared");
-  cmd->add_option("--gpu-tflops", flags->gpu_tflops, "achieved TFLOP/s per GPU, to show modeled step time in ms")
+  cmd->add_option("--cost-linear", flags->cost_linear,
+                  "direct cost coefficient per token (with --cost-quadratic instead of --model)");
+  cmd->add_option("--cost-quadratic", flags->cost_quadratic,
+                  "direct cost coefficient per token squared");
+  cmd->add_option("--gpu-tflops", flags->gpu_tflops,
+                  "achieved TFLOP/s per GPU, to show modeled step time in ms")
       ->capture_default_str();
   cmd->add_option("--oversize", flags->oversize, "a sample longer than M x cp: error or truncate")
       ->capture_default_str();
   cmd->add_flag("--json", flags->json, "print the figures as JSON");
-  cmd->add_option("--plan-out", flags->plan_out,
-                  "write the plans (per step, micro-batch and DP replica, the ordered global sample "
-                  "ids) to this JSON file");
+  cmd->add_option(
+      "--plan-out", flags->plan_out,
+      "write the plans (per step, micro-batch and DP replica, the ordered global sample "
+      "ids) to this JSON file");
   cmd->add_flag("--no-progress", flags->no_progress, "no progress bar");
   return {cmd, [flags] { return run_plan(*flags); }};
 }

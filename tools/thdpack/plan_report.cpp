@@ -59,12 +59,14 @@ void print_plan_table(std::ostream& out, const PlanRunInfo& info,
                       const std::vector<SchedulerSummary>& summaries) {
   out << "workload   " << info.workload << ": " << info.workload_description << '\n'
       << "layout     " << info.topology << '\n'
-      << "packs      M=" << info.max_seqlen_per_dp_cp_rank << " per DP x CP rank, capacity C=M x cp="
-      << info.capacity << ", padding divisor " << info.divisor << '\n'
+      << "packs      M=" << info.max_seqlen_per_dp_cp_rank
+      << " per DP x CP rank, capacity C=M x cp=" << info.capacity << ", padding divisor "
+      << info.divisor << '\n'
       << "steps      " << info.steps << " x global batch " << info.global_batch << " samples\n"
       << "cost       "
       << (info.model.empty() ? "direct coefficients" : info.model + " training FLOPs")
-      << (info.model.empty() ? "" : ", step time at " + fixed(info.gpu_tflops, 0) + " TFLOP/s per GPU")
+      << (info.model.empty() ? ""
+                             : ", step time at " + fixed(info.gpu_tflops, 0) + " TFLOP/s per GPU")
       << "\n\n";
 
   const bool seconds = !info.model.empty();
@@ -80,27 +82,36 @@ void print_plan_table(std::ostream& out, const PlanRunInfo& info,
     const auto& st = s.steps;
     const double step = step_cost_mean(s);
     const double step_shown = seconds ? step / (info.gpu_tflops * 1e12) : step;
-    const double tight = mean_of(st, [](const StepRecord& r) { return r.stats.step_cost / r.stats.step_tight_bound; });
+    const double tight = mean_of(
+        st, [](const StepRecord& r) { return r.stats.step_cost / r.stats.step_tight_bound; });
     std::string speedup = "-";
-    if (reference != nullptr && step > 0) speedup = fixed(step_cost_mean(*reference) / step, 3) + "x";
+    if (reference != nullptr && step > 0)
+      speedup = fixed(step_cost_mean(*reference) / step, 3) + "x";
     table.add_row({
         s.name,
         range_text(st),
-        fixed(mean_of(st, [](const StepRecord& r) { return static_cast<double>(r.stats.microbatch_lower_bound); }), 1),
+        fixed(mean_of(st,
+                      [](const StepRecord& r) {
+                        return static_cast<double>(r.stats.microbatch_lower_bound);
+                      }),
+              1),
         fixed(100 * mean_of(st, [](const StepRecord& r) { return r.stats.fill; }), 1) + "%",
-        fixed(100 * mean_of(st, [](const StepRecord& r) { return r.stats.padding_fraction; }), 2) + "%",
+        fixed(100 * mean_of(st, [](const StepRecord& r) { return r.stats.padding_fraction; }), 2) +
+            "%",
         seconds ? fixed(step_shown, 2) : fixed(step_shown, 0),
         fixed(mean_of(st, [](const StepRecord& r) { return r.stats.step_ratio; }), 3) + "x",
         fixed(tight, 3) + "x",
         fixed(mean_of(st, [](const StepRecord& r) { return r.stats.imbalance; }), 3),
-        std::to_string(static_cast<int64_t>(max_of(st, [](const StepRecord& r) { return r.stats.cap_violations; }))),
+        std::to_string(static_cast<int64_t>(
+            max_of(st, [](const StepRecord& r) { return r.stats.cap_violations; }))),
         seconds ? fixed(mean_of(st, [](const StepRecord& r) { return r.tflops; }), 1) : "-",
         fixed(median_plan_ms(st), 3),
         speedup,
     });
   }
   table.print(out);
-  out << "\nmb/step: micro-batches per DP replica (min-max over steps); mb bound: ceil(L2/dp); fill: "
+  out << "\nmb/step: micro-batches per DP replica (min-max over steps); mb bound: ceil(L2/dp); "
+         "fill: "
          "real tokens / (dp x mb x C);\nvs bound: modeled step / max(total/dp, largest sample)/cp; "
          "vs tight: against the pigeonhole bound; speedup: dp_balanced step / this step.\n";
 }
@@ -132,20 +143,27 @@ nlohmann::json plan_json(const PlanRunInfo& info, const std::vector<SchedulerSum
       continue;
     }
     const auto& st = s.steps;
-    e["microbatches_mean"] = mean_of(st, [](const StepRecord& r) { return static_cast<double>(r.stats.num_microbatches); });
-    e["microbatch_lower_bound_mean"] = mean_of(st, [](const StepRecord& r) { return static_cast<double>(r.stats.microbatch_lower_bound); });
+    e["microbatches_mean"] = mean_of(
+        st, [](const StepRecord& r) { return static_cast<double>(r.stats.num_microbatches); });
+    e["microbatch_lower_bound_mean"] = mean_of(st, [](const StepRecord& r) {
+      return static_cast<double>(r.stats.microbatch_lower_bound);
+    });
     e["fill_mean"] = mean_of(st, [](const StepRecord& r) { return r.stats.fill; });
-    e["padding_fraction_mean"] = mean_of(st, [](const StepRecord& r) { return r.stats.padding_fraction; });
+    e["padding_fraction_mean"] =
+        mean_of(st, [](const StepRecord& r) { return r.stats.padding_fraction; });
     e["step_cost_mean"] = step_cost_mean(s);
     if (!info.model.empty()) e["step_seconds_mean"] = step_cost_mean(s) / (info.gpu_tflops * 1e12);
     e["step_ratio_mean"] = mean_of(st, [](const StepRecord& r) { return r.stats.step_ratio; });
     e["step_ratio_max"] = max_of(st, [](const StepRecord& r) { return r.stats.step_ratio; });
-    e["tight_ratio_mean"] = mean_of(st, [](const StepRecord& r) { return r.stats.step_cost / r.stats.step_tight_bound; });
+    e["tight_ratio_mean"] = mean_of(
+        st, [](const StepRecord& r) { return r.stats.step_cost / r.stats.step_tight_bound; });
     e["imbalance_mean"] = mean_of(st, [](const StepRecord& r) { return r.stats.imbalance; });
-    e["cap_violations"] = static_cast<int64_t>(max_of(st, [](const StepRecord& r) { return r.stats.cap_violations; }));
+    e["cap_violations"] = static_cast<int64_t>(
+        max_of(st, [](const StepRecord& r) { return r.stats.cap_violations; }));
     e["tflops_per_step_mean"] = mean_of(st, [](const StepRecord& r) { return r.tflops; });
     e["plan_ms_median"] = median_plan_ms(st);
-    if (reference != nullptr) e["speedup_vs_dp_balanced"] = step_cost_mean(*reference) / step_cost_mean(s);
+    if (reference != nullptr)
+      e["speedup_vs_dp_balanced"] = step_cost_mean(*reference) / step_cost_mean(s);
     json per_step = json::array();
     for (const auto& r : st) {
       per_step.push_back({{"microbatches", r.stats.num_microbatches},
@@ -172,12 +190,9 @@ nlohmann::json plan_json(const PlanRunInfo& info, const std::vector<SchedulerSum
 
 PlanWriter::PlanWriter(const std::string& path, const PlanRunInfo& info) : out_(path), path_(path) {
   if (!out_) throw InvalidArgument("cannot write plans to '" + path + "'");
-  nlohmann::json head = {{"format", "thdpack-plans-v1"},
-                         {"workload", info.workload},
-                         {"topology", info.topology},
-                         {"dp", info.dp},
-                         {"capacity", info.capacity},
-                         {"global_batch", info.global_batch}};
+  nlohmann::json head = {{"format", "thdpack-plans-v1"}, {"workload", info.workload},
+                         {"topology", info.topology},    {"dp", info.dp},
+                         {"capacity", info.capacity},    {"global_batch", info.global_batch}};
   std::string text = head.dump();
   text.pop_back();  // reopen the object to append "steps"
   out_ << text << ",\"steps\":[";
@@ -205,7 +220,8 @@ void PlanWriter::add_plan(const std::string& scheduler, const Plan& plan) {
     out_ << (k ? "," : "") << "[";
     for (int r = 0; r < plan.dp(); ++r) {
       const auto pack = plan.pack(k, r);
-      out_ << (r ? "," : "") << nlohmann::json(std::vector<int64_t>(pack.begin(), pack.end())).dump();
+      out_ << (r ? "," : "")
+           << nlohmann::json(std::vector<int64_t>(pack.begin(), pack.end())).dump();
     }
     out_ << "]";
   }
@@ -213,7 +229,9 @@ void PlanWriter::add_plan(const std::string& scheduler, const Plan& plan) {
   first_plan_ = false;
 }
 
-void PlanWriter::end_step() { out_ << "}}"; }
+void PlanWriter::end_step() {
+  out_ << "}}";
+}
 
 void PlanWriter::close() {
   if (closed_) return;

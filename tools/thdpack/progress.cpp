@@ -1,7 +1,7 @@
 #include "progress.hpp"
 
-#include <cstdio>
 #include <unistd.h>
+#include <cstdio>
 
 namespace thdpack::cli {
 namespace {
@@ -19,7 +19,9 @@ Progress::Progress(std::string label, int64_t total, bool enabled)
       start_(std::chrono::steady_clock::now()),
       last_draw_(start_) {}
 
-Progress::~Progress() { finish(); }
+Progress::~Progress() {
+  finish();
+}
 
 void Progress::advance(int64_t by) {
   done_ += by;

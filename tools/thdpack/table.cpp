@@ -9,7 +9,8 @@ namespace thdpack::cli {
 void Table::print(std::ostream& out) const {
   std::vector<size_t> width(header_.size(), 0);
   auto widen = [&](const std::vector<std::string>& row) {
-    for (size_t c = 0; c < row.size() && c < width.size(); ++c) width[c] = std::max(width[c], row[c].size());
+    for (size_t c = 0; c < row.size() && c < width.size(); ++c)
+      width[c] = std::max(width[c], row[c].size());
   };
   widen(header_);
   for (const auto& row : rows_) widen(row);

@@ -9,9 +9,10 @@ void TopologyFlags::add_to(CLI::App& command) {
   command.add_option("--pp", pp, "pipeline-parallel size")->capture_default_str();
   command.add_option("--ep", ep, "expert-parallel size (divides dp*cp)")->capture_default_str();
   command.add_option("--vpp", vpp, "virtual pipeline stages per PP rank")->capture_default_str();
-  command.add_option("--vpp-group", vpp_group,
-                     "micro-batch group size per virtual stage (0 = pp); with --vpp > 1 the "
-                     "micro-batch count is a multiple of it")
+  command
+      .add_option("--vpp-group", vpp_group,
+                  "micro-batch group size per virtual stage (0 = pp); with --vpp > 1 the "
+                  "micro-batch count is a multiple of it")
       ->capture_default_str();
   command.add_option("--order", order, "rank order, fastest first")->capture_default_str();
   command.add_flag("--sequence-parallel", sequence_parallel,

@@ -17,8 +17,9 @@ void WorkloadFlags::add_to(CLI::App& command) {
                      "mock dataset config: inline JSON or a file holding it (Megatron's "
                      "--sft-mock-dataset-config-json keys)");
   command.add_option("--lengths", lengths_file, "file of sample lengths, one per line");
-  command.add_option("--jsonl", jsonl_file,
-                     "pre-tokenized JSONL: {\"input_ids\":[...]} with optional loss_mask or labels");
+  command.add_option(
+      "--jsonl", jsonl_file,
+      "pre-tokenized JSONL: {\"input_ids\":[...]} with optional loss_mask or labels");
   command.add_option("--seq-length", seq_length,
                      "Megatron's default mock for sequence length S (lognormal, [S/2, S], mean "
                      "S//4*3, sigma 1.1); also sets the default cap M = S");
@@ -31,7 +32,8 @@ ResolvedWorkload resolve_workload(const WorkloadFlags& f) {
                       !f.jsonl_file.empty() + (f.seq_length > 0);
   if (sources > 1) {
     throw InvalidArgument(
-        "give one workload source: --workload, --dataset-config, --lengths, --jsonl or --seq-length");
+        "give one workload source: --workload, --dataset-config, --lengths, --jsonl or "
+        "--seq-length");
   }
   ResolvedWorkload r;
   if (!f.dataset_config.empty()) {
@@ -40,7 +42,9 @@ ResolvedWorkload resolve_workload(const WorkloadFlags& f) {
     const bool inline_json = text.find('{') != std::string::npos;
     if (!inline_json) {
       std::ifstream in(text);
-      if (!in) throw InvalidArgument("--dataset-config: '" + text + "' is neither JSON nor a readable file");
+      if (!in)
+        throw InvalidArgument("--dataset-config: '" + text +
+                              "' is neither JSON nor a readable file");
       std::stringstream buffer;
       buffer << in.rdbuf();
       base_dir = std::filesystem::path(text).parent_path().string();

@@ -26,7 +26,7 @@ struct WorkloadFlags {
 
 /// A dataset plus the defaults its source implies.
 struct ResolvedWorkload {
-  std::string name;         ///< workload name, or a short description of the source
+  std::string name;  ///< workload name, or a short description of the source
   std::string description;
   std::unique_ptr<Dataset> dataset;
   std::optional<int64_t> max_seqlen_per_dp_cp_rank;  ///< named workloads and --seq-length
