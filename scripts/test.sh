@@ -2,7 +2,8 @@
 # Installs what thdpack needs, builds it, and runs the whole test suite (unit and property tests,
 # CLI end-to-end tests, benchmark smoke runs).
 #
-#   bash scripts/test.sh
+#   bash scripts/test.sh              # Release build in ./build, all tests
+#   bash scripts/test.sh --sanitize   # also an AddressSanitizer + UBSan build in ./build-sanitize
 #
 # Environment: as scripts/setup.sh (BUILD_DIR, BUILD_TYPE, JOBS, THDPACK_SKIP_APT).
 set -euo pipefail
@@ -16,3 +17,12 @@ if grep -rlE '#include *[<"](mpi\.h|nccl\.h|cuda_runtime|cuda\.h|pybind11|Python
   exit 1
 fi
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"
+
+if [ "${1:-}" = "--sanitize" ]; then
+  # CMake reads CXXFLAGS when it first configures the directory.
+  THDPACK_SKIP_APT=1 BUILD_DIR=build-sanitize BUILD_TYPE=Debug \
+    CXXFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer" \
+    CMAKE_ARGS="-DTHDPACK_BUILD_BENCH=OFF" bash scripts/setup.sh
+  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    ctest --test-dir build-sanitize --output-on-failure -j "$JOBS"
+fi
