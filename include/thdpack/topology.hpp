@@ -91,7 +91,6 @@ class Topology {
 
  private:
   int size_of(Dim d) const;
-  int coordinate(const Coordinates& c, Dim d) const;
 
   TopologyConfig config_;
   std::array<Dim, 4> order_{};      // fastest first

@@ -14,7 +14,7 @@
 //      bring the maximum down toward the lower bound.
 //   4. If the result is more than 0.2% above the bound, K + multiple is tried too; the better wins.
 
-#include "balanced_scheduler.hpp"
+#include "schedulers.hpp"
 
 #include <algorithm>
 #include <numeric>

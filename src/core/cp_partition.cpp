@@ -57,6 +57,16 @@ bool same_metadata(const PackedBatchView& a, const PackedBatchView& b) {
          a.cp_size == b.cp_size && a.cp_mode == b.cp_mode;
 }
 
+// Calls f(source span, destination vector) for each per-row field of a pack.
+template <typename F>
+void for_each_row_field(const PackedBatchView& from, PackedBatch& to, F&& f) {
+  f(from.tokens, to.tokens);
+  f(from.labels, to.labels);
+  f(from.loss_mask, to.loss_mask);
+  f(from.position_ids, to.position_ids);
+  f(from.padding_mask, to.padding_mask);
+}
+
 // Σ_{p=a}^{b-1} (p+1)
 double arithmetic_work(int64_t a, int64_t b) {
   if (b <= a) return 0.0;
@@ -79,11 +89,7 @@ PackedBatch cp_slice(const PackedBatchView& whole, int cp, int rank, CpMode mode
   }
   const auto rows = layout.cp_rows(cp, rank, mode);
   PackedBatch out;
-  gather_rows(whole.tokens, rows, out.tokens);
-  gather_rows(whole.labels, rows, out.labels);
-  gather_rows(whole.loss_mask, rows, out.loss_mask);
-  gather_rows(whole.position_ids, rows, out.position_ids);
-  gather_rows(whole.padding_mask, rows, out.padding_mask);
+  for_each_row_field(whole, out, [&](auto from, auto& to) { gather_rows(from, rows, to); });
   copy_metadata(whole, out);
   out.cp_size = cp;
   out.cp_rank = rank;
@@ -102,11 +108,7 @@ PackedBatch cp_unslice(std::span<const PackedBatchView> slices) {
   const ThdLayout layout = first.layout();
   const auto total = static_cast<size_t>(layout.total_rows());
   PackedBatch out;
-  out.tokens.resize(total);
-  out.labels.resize(total);
-  out.loss_mask.resize(total);
-  out.position_ids.resize(total);
-  out.padding_mask.resize(total);
+  for_each_row_field(first, out, [total](auto, auto& to) { to.resize(total); });
   for (int r = 0; r < cp; ++r) {
     const PackedBatchView& s = slices[static_cast<size_t>(r)];
     if (s.cp_rank != r || !same_metadata(s, first)) {
@@ -122,11 +124,7 @@ PackedBatch cp_unslice(std::span<const PackedBatchView> slices) {
                             std::to_string(s.num_rows()) + " rows, expected " +
                             std::to_string(expected));
     }
-    scatter_rows(s.tokens, rows, out.tokens);
-    scatter_rows(s.labels, rows, out.labels);
-    scatter_rows(s.loss_mask, rows, out.loss_mask);
-    scatter_rows(s.position_ids, rows, out.position_ids);
-    scatter_rows(s.padding_mask, rows, out.padding_mask);
+    for_each_row_field(s, out, [&](auto from, auto& to) { scatter_rows(from, rows, to); });
   }
   copy_metadata(first, out);
   return out;

@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "dp_balanced_scheduler.hpp"
+#include "schedulers.hpp"
 #include "thdpack/bin_packing.hpp"
 #include "thdpack/errors.hpp"
 

@@ -3,6 +3,7 @@
 #include <string>
 #include <utility>
 
+#include "name_lookup.hpp"
 #include "thdpack/errors.hpp"
 
 namespace thdpack {
@@ -33,9 +34,7 @@ ModelSpec model_preset(const std::string& name) {
   for (const auto& p : presets()) {
     if (p.name == name) return p;
   }
-  std::string known;
-  for (const auto& n : model_preset_names()) known += (known.empty() ? "" : ", ") + n;
-  throw InvalidArgument("unknown model preset '" + name + "'; known presets: " + known);
+  detail::throw_unknown_name("model preset", name, model_preset_names());
 }
 
 FlopsCoefficients training_flops_coefficients(const ModelSpec& m) {

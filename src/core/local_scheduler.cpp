@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <string>
 
-#include "local_scheduler.hpp"
 #include "schedule_items.hpp"
+#include "schedulers.hpp"
 #include "thdpack/bin_packing.hpp"
 #include "thdpack/errors.hpp"
 

@@ -8,6 +8,12 @@
 namespace thdpack {
 namespace {
 
+// Members of TopologyConfig and Coordinates, indexed by Dim.
+constexpr int TopologyConfig::*kSizeOf[] = {&TopologyConfig::tp, &TopologyConfig::cp,
+                                            &TopologyConfig::dp, &TopologyConfig::pp};
+constexpr int Coordinates::*kCoordinateOf[] = {&Coordinates::tp, &Coordinates::cp, &Coordinates::dp,
+                                               &Coordinates::pp};
+
 std::array<Dim, 4> parse_order(const std::string& order) {
   std::array<Dim, 4> dims{};
   int count = 0;
@@ -91,31 +97,7 @@ int Topology::microbatch_multiple() const {
 }
 
 int Topology::size_of(Dim d) const {
-  switch (d) {
-    case Dim::kTp:
-      return config_.tp;
-    case Dim::kCp:
-      return config_.cp;
-    case Dim::kDp:
-      return config_.dp;
-    case Dim::kPp:
-      return config_.pp;
-  }
-  return 1;
-}
-
-int Topology::coordinate(const Coordinates& c, Dim d) const {
-  switch (d) {
-    case Dim::kTp:
-      return c.tp;
-    case Dim::kCp:
-      return c.cp;
-    case Dim::kDp:
-      return c.dp;
-    case Dim::kPp:
-      return c.pp;
-  }
-  return 0;
+  return config_.*kSizeOf[static_cast<size_t>(d)];
 }
 
 void Topology::check_world_size(int world) const {
@@ -134,22 +116,8 @@ Coordinates Topology::coordinates(int rank) const {
   Coordinates c;
   int rest = rank;
   for (Dim d : order_) {
-    int v = rest % size_of(d);
+    c.*kCoordinateOf[static_cast<size_t>(d)] = rest % size_of(d);
     rest /= size_of(d);
-    switch (d) {
-      case Dim::kTp:
-        c.tp = v;
-        break;
-      case Dim::kCp:
-        c.cp = v;
-        break;
-      case Dim::kDp:
-        c.dp = v;
-        break;
-      case Dim::kPp:
-        c.pp = v;
-        break;
-    }
   }
   return c;
 }
@@ -157,7 +125,7 @@ Coordinates Topology::coordinates(int rank) const {
 int Topology::rank_of(const Coordinates& c) const {
   int rank = 0;
   for (Dim d : order_) {
-    int v = coordinate(c, d);
+    const int v = c.*kCoordinateOf[static_cast<size_t>(d)];
     if (v < 0 || v >= size_of(d)) {
       static constexpr const char* kNames[] = {"tp", "cp", "dp", "pp"};
       throw InvalidArgument(std::string("coordinate ") + kNames[static_cast<size_t>(d)] + "=" +

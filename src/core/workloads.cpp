@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "name_lookup.hpp"
 #include "thdpack/errors.hpp"
 
 namespace thdpack {
@@ -82,9 +83,7 @@ Workload workload(const std::string& name) {
   for (const auto& w : all()) {
     if (w.name == name) return w;
   }
-  std::string known;
-  for (const auto& n : workload_names()) known += (known.empty() ? "" : ", ") + n;
-  throw InvalidArgument("unknown workload '" + name + "'; known workloads: " + known);
+  detail::throw_unknown_name("workload", name, workload_names());
 }
 
 int64_t default_global_batch(const Workload& w, int dp) {

@@ -1,0 +1,25 @@
+#pragma once
+// Lookup of built-in things by name (model presets, workloads, schedulers) with one error style.
+
+#include <string>
+#include <vector>
+
+#include "thdpack/errors.hpp"
+
+namespace thdpack::detail {
+
+/// "a, b, c"
+inline std::string join_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+/// InvalidArgument "unknown <kind> '<name>'; known <kind>s: a, b, c".
+[[noreturn]] inline void throw_unknown_name(const std::string& kind, const std::string& name,
+                                            const std::vector<std::string>& known) {
+  throw InvalidArgument("unknown " + kind + " '" + name + "'; known " + kind +
+                        "s: " + join_names(known));
+}
+
+}  // namespace thdpack::detail
