@@ -95,7 +95,9 @@ struct PackedBatchView {
   CpMode cp_mode = CpMode::kZigzag;
 
   ThdLayout layout() const { return ThdLayout(cu_seqlens, cu_seqlens_padded); }
-  int64_t num_rows() const { return static_cast<int64_t>(tokens.size()); }
+  /// Rows held (the padding mask is present in every pack, also in one restricted to the fields a
+  /// pipeline stage needs).
+  int64_t num_rows() const { return static_cast<int64_t>(padding_mask.size()); }
 };
 
 /// An owning pack. Per-row fields have the same length (T rows, or T/cp on a CP rank); metadata is
@@ -116,7 +118,8 @@ struct PackedBatch {
 
   PackedBatchView view() const;
   ThdLayout layout() const { return ThdLayout(cu_seqlens, cu_seqlens_padded); }
-  int64_t num_rows() const { return static_cast<int64_t>(tokens.size()); }
+  /// Rows held (see PackedBatchView::num_rows).
+  int64_t num_rows() const { return static_cast<int64_t>(padding_mask.size()); }
 };
 
 /// Packs `samples` in the given order. Throws InvalidArgument when a sample is empty, its

@@ -14,5 +14,8 @@ struct Command {
 
 Command add_plan_command(CLI::App& app);
 Command add_list_command(CLI::App& app);
+#ifdef THDPACK_HAVE_MPI
+Command add_run_command(CLI::App& app);
+#endif
 
 }  // namespace thdpack::cli

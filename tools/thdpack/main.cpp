@@ -13,6 +13,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   const std::vector<thdpack::cli::Command> commands = {
       thdpack::cli::add_plan_command(app),
+#ifdef THDPACK_HAVE_MPI
+      thdpack::cli::add_run_command(app),
+#endif
       thdpack::cli::add_list_command(app),
   };
 

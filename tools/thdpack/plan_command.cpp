@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "job_flags.hpp"
 #include "plan_report.hpp"
 #include "progress.hpp"
 #include "thdpack/errors.hpp"
@@ -14,88 +15,41 @@
 #include "thdpack/plan_stats.hpp"
 #include "thdpack/scheduler.hpp"
 #include "thdpack/workloads.hpp"
-#include "topology_options.hpp"
-#include "workload_source.hpp"
 
 namespace thdpack::cli {
 namespace {
 
 struct PlanFlags {
-  WorkloadFlags workload;
-  TopologyFlags topology;
-  int64_t max_seqlen_per_dp_cp_rank = 0;
-  int64_t global_batch = 0;
+  JobFlags job;
   int64_t steps = 10;
   std::string scheduler = "all";
-  std::string model = "llama3-8b";
-  double cost_linear = -1;
-  double cost_quadratic = -1;
   double gpu_tflops = 400;
-  std::string oversize = "error";
   bool json = false;
   std::string plan_out;
   bool no_progress = false;
 };
 
-// M when neither the flag nor the workload gives one: the longest sample, rounded up so that one
-// sample fills at most one pack.
-int64_t default_cap(const Dataset& dataset, int cp, int64_t divisor) {
-  int64_t longest = 0;
-  for (int64_t i = 0; i < dataset.size(); ++i) longest = std::max(longest, dataset.length(i));
-  const int64_t capacity = round_up(longest, divisor);
-  return (capacity + cp - 1) / cp;
-}
-
-CostModel resolve_cost(const PlanFlags& f, std::string& model_name) {
-  if (f.cost_linear >= 0 || f.cost_quadratic >= 0) {
-    model_name.clear();
-    return CostModel::from_coefficients(std::max(f.cost_linear, 0.0),
-                                        std::max(f.cost_quadratic, 0.0));
-  }
-  model_name = f.model;
-  return CostModel::from_model(model_preset(f.model));
-}
-
 int run_plan(const PlanFlags& f) {
-  ResolvedWorkload w = resolve_workload(f.workload);
-  const Topology topology = f.topology.resolve(w.cp.value_or(1));
-  const int64_t divisor =
-      padding_divisor({topology.cp(), topology.tp(), f.topology.sequence_parallel});
-  const int64_t m = f.max_seqlen_per_dp_cp_rank > 0 ? f.max_seqlen_per_dp_cp_rank
-                    : w.max_seqlen_per_dp_cp_rank   ? *w.max_seqlen_per_dp_cp_rank
-                                                  : default_cap(*w.dataset, topology.cp(), divisor);
-  PlanRunInfo info;
-  const CostModel cost = resolve_cost(f, info.model);
-  const ScheduleOptions options = ScheduleOptions::from_topology(topology, m, cost);
-
-  info.workload = w.name;
-  info.workload_description = w.description;
-  info.topology = topology.describe();
-  info.dp = topology.dp();
-  info.cp = topology.cp();
-  info.max_seqlen_per_dp_cp_rank = m;
-  info.capacity = options.capacity();
-  info.divisor = divisor;
-  info.global_batch = f.global_batch > 0 ? f.global_batch
-                      : w.workload_name
-                          ? default_global_batch(workload(*w.workload_name), topology.dp())
-                          : int64_t{32} * topology.dp();
-  info.steps = f.steps;
-  info.gpu_tflops = f.gpu_tflops;
-  info.cost = cost;
   if (f.steps < 1) throw InvalidArgument("--steps must be >= 1");
   if (f.gpu_tflops <= 0) throw InvalidArgument("--gpu-tflops must be > 0");
-
-  GlobalBatchOptions batch_options;
-  batch_options.global_batch = info.global_batch;
-  batch_options.dp = topology.dp();
-  batch_options.divisor = divisor;
-  batch_options.capacity = options.capacity();
-  if (f.oversize == "truncate") {
-    batch_options.oversize = OversizePolicy::kTruncate;
-  } else if (f.oversize != "error") {
-    throw InvalidArgument("--oversize must be 'error' or 'truncate', got '" + f.oversize + "'");
-  }
+  const Job job = resolve_job(f.job);
+  const ScheduleOptions options =
+      ScheduleOptions::from_topology(job.topology, job.max_seqlen_per_dp_cp_rank, job.cost);
+  PlanRunInfo info;
+  info.workload = job.workload.name;
+  info.workload_description = job.workload.description;
+  info.topology = job.topology.describe();
+  info.dp = job.topology.dp();
+  info.cp = job.topology.cp();
+  info.max_seqlen_per_dp_cp_rank = job.max_seqlen_per_dp_cp_rank;
+  info.capacity = job.capacity();
+  info.divisor = job.divisor;
+  info.global_batch = job.global_batch;
+  info.steps = f.steps;
+  info.model = job.model;
+  info.gpu_tflops = f.gpu_tflops;
+  info.cost = job.cost;
+  const GlobalBatchOptions batch_options = job.batch_options();
 
   std::vector<std::string> names =
       f.scheduler == "all" ? scheduler_names() : std::vector<std::string>{f.scheduler};
@@ -113,7 +67,7 @@ int run_plan(const PlanFlags& f) {
   Progress progress("planning", f.steps, !f.no_progress);
   int64_t truncated = 0;
   for (int64_t step = 0; step < f.steps; ++step) {
-    const GlobalBatch batch = make_global_batch(*w.dataset, step, batch_options);
+    const GlobalBatch batch = make_global_batch(*job.workload.dataset, step, batch_options);
     truncated += batch.truncated;
     const ScheduleInput input{batch.ids, batch.padded_lengths, batch.samples_per_rank, {}};
     if (writer) writer->begin_step(step, batch);
@@ -166,30 +120,13 @@ Command add_plan_command(CLI::App& app) {
       "plan",
       "plan micro-batches for a workload and layout and compare schedulers (default: the sft-8k "
       "workload at dp 8)");
-  flags->workload.add_to(*cmd);
-  flags->topology.add_to(*cmd);
-  cmd->add_option("--max-seqlen-per-dp-cp-rank,-M", flags->max_seqlen_per_dp_cp_rank,
-                  "token budget M of one micro-batch per DP x CP rank (default: the workload's, "
-                  "--seq-length, or the longest sample)");
-  cmd->add_option("--global-batch", flags->global_batch,
-                  "samples per step (default: the workload's reference batch for this dp, else 32 "
-                  "per replica)");
+  flags->job.add_to(*cmd);
   cmd->add_option("--steps", flags->steps, "global batches to plan")->capture_default_str();
   std::string names = "all";
   for (const auto& n : scheduler_names()) names += ", " + n;
   cmd->add_option("--scheduler", flags->scheduler, "scheduler: " + names)->capture_default_str();
-  std::string models;
-  for (const auto& n : model_preset_names()) models += (models.empty() ? "" : ", ") + n;
-  cmd->add_option("--model", flags->model, "model preset for the cost model and FLOPs: " + models)
-      ->capture_default_str();
-  cmd->add_option("--cost-linear", flags->cost_linear,
-                  "direct cost coefficient per token (with --cost-quadratic instead of --model)");
-  cmd->add_option("--cost-quadratic", flags->cost_quadratic,
-                  "direct cost coefficient per token squared");
   cmd->add_option("--gpu-tflops", flags->gpu_tflops,
                   "achieved TFLOP/s per GPU, to show modeled step time in ms")
-      ->capture_default_str();
-  cmd->add_option("--oversize", flags->oversize, "a sample longer than M x cp: error or truncate")
       ->capture_default_str();
   cmd->add_flag("--json", flags->json, "print the figures as JSON");
   cmd->add_option(

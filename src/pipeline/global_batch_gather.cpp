@@ -1,0 +1,139 @@
+// Step 1 of the pipeline: every rank learns the global list of (id, length) and checks that the
+// readers agree. All decisions here are made from gathered data, so every rank reaches the same
+// verdict and errors surface on every rank instead of leaving some ranks waiting.
+
+#include <string>
+
+#include "thdpack/errors.hpp"
+#include "thdpack/pipeline.hpp"
+
+namespace thdpack {
+namespace {
+
+// What every rank says about its local samples.
+struct ReaderHeader {
+  int64_t count = 0;
+  uint64_t fingerprint = 0;
+};
+
+// FNV-1a over the ids and lengths.
+uint64_t fingerprint(std::span<const int64_t> ids, std::span<const int64_t> lengths) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](int64_t v) {
+    for (int b = 0; b < 8; ++b) {
+      h ^= static_cast<uint64_t>(v >> (8 * b)) & 0xffu;
+      h *= 1099511628211ull;
+    }
+  };
+  for (int64_t v : ids) mix(v);
+  for (int64_t v : lengths) mix(v);
+  return h;
+}
+
+std::string where(const Topology& t, int rank) {
+  const Coordinates c = t.coordinates(rank);
+  return "rank " + std::to_string(rank) + " (tp " + std::to_string(c.tp) + ", cp " +
+         std::to_string(c.cp) + ", dp " + std::to_string(c.dp) + ", pp " + std::to_string(c.pp) +
+         ")";
+}
+
+}  // namespace
+
+GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& o,
+                                std::span<const Sample> local) {
+  const Topology& t = o.topology;
+  t.check_world_size(world.size());
+  // DP index d's list comes from the reader with tp = cp = pp = 0 (a reader in every mode).
+  auto source_of = [&t](int d) { return t.rank_of({.tp = 0, .cp = 0, .dp = d, .pp = 0}); };
+  const bool is_source = source_of(t.coordinates(world.rank()).dp) == world.rank();
+
+  std::vector<int64_t> payload(2 * local.size());  // ids, then lengths
+  for (size_t i = 0; i < local.size(); ++i) {
+    payload[i] = local[i].id;
+    payload[local.size() + i] = static_cast<int64_t>(local[i].input_ids.size());
+  }
+  const auto n = static_cast<int64_t>(local.size());
+  const ReaderHeader mine{n, fingerprint(std::span(payload).first(local.size()),
+                                         std::span(payload).subspan(local.size()))};
+  const std::vector<ReaderHeader> headers = allgather_value(world, mine);
+
+  std::vector<int64_t> counts(static_cast<size_t>(world.size()), 0);
+  for (int d = 0; d < t.dp(); ++d) {
+    counts[static_cast<size_t>(source_of(d))] = 2 *
+                                                headers[static_cast<size_t>(source_of(d))].count *
+                                                static_cast<int64_t>(sizeof(int64_t));
+  }
+  int64_t total_bytes = 0;
+  for (int64_t c : counts) total_bytes += c;
+  std::vector<int64_t> gathered(static_cast<size_t>(total_bytes) / sizeof(int64_t));
+  world.allgatherv(
+      is_source ? std::as_bytes(std::span<const int64_t>(payload)) : std::span<const std::byte>(),
+      std::as_writable_bytes(std::span<int64_t>(gathered)), counts);
+
+  // Every rank checks every rank's header against the sources, identically.
+  for (int r = 0; r < world.size(); ++r) {
+    const ReaderHeader& h = headers[static_cast<size_t>(r)];
+    if (!reads_data(t, o.reading, r)) {
+      if (h.count != 0) {
+        throw InvalidArgument(where(t, r) +
+                              " does not read data in this reading mode but was given " +
+                              std::to_string(h.count) +
+                              " samples; pass samples only on reader ranks (see reads_data)");
+      }
+      continue;
+    }
+    const ReaderHeader& s = headers[static_cast<size_t>(source_of(t.coordinates(r).dp))];
+    if (h.count != s.count || h.fingerprint != s.fingerprint) {
+      throw InvalidArgument(where(t, r) + " holds " + std::to_string(h.count) +
+                            " samples that differ from those of " +
+                            where(t, source_of(t.coordinates(r).dp)) + " (" +
+                            std::to_string(s.count) +
+                            " samples): all readers of one DP index must hold the same samples");
+    }
+  }
+
+  const PackOptions pack = pack_options_of(o);
+  const int64_t longest_allowed = pack.capacity / pack.divisor * pack.divisor;
+  GlobalBatch b;
+  std::vector<int64_t> rank_offset(static_cast<size_t>(world.size()), 0);
+  int64_t at = 0;
+  for (int r = 0; r < world.size(); ++r) {
+    rank_offset[static_cast<size_t>(r)] = at;
+    at += counts[static_cast<size_t>(r)] / static_cast<int64_t>(sizeof(int64_t));
+  }
+  for (int d = 0; d < t.dp(); ++d) {
+    const int src = source_of(d);
+    const int64_t count = headers[static_cast<size_t>(src)].count;
+    const auto base = static_cast<size_t>(rank_offset[static_cast<size_t>(src)]);
+    b.samples_per_rank.push_back(count);
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t id = gathered[base + static_cast<size_t>(i)];
+      int64_t real = gathered[base + static_cast<size_t>(count + i)];
+      if (real < 1) {
+        throw InvalidArgument("sample " + std::to_string(id) + " (DP rank " + std::to_string(d) +
+                              ") has no tokens");
+      }
+      if (round_up(real, pack.divisor) > pack.capacity) {
+        if (o.oversize == OversizePolicy::kError) {
+          throw InvalidArgument("sequence " + std::to_string(id) + " has " + std::to_string(real) +
+                                " tokens but max_seqlen_per_dp_cp_rank x cp is " +
+                                std::to_string(pack.capacity) +
+                                "; raise --max-seqlen-per-dp-cp-rank or truncate");
+        }
+        real = longest_allowed;
+        ++b.truncated;
+      }
+      b.ids.push_back(id);
+      b.real_lengths.push_back(real);
+      b.padded_lengths.push_back(round_up(real, pack.divisor));
+    }
+  }
+  return b;
+}
+
+Plan plan_global_batch(const GlobalBatch& batch, const PipelineOptions& options) {
+  const ScheduleInput input{batch.ids, batch.padded_lengths, batch.samples_per_rank, {}};
+  return make_scheduler(options.scheduler)->schedule(input, schedule_options_of(options));
+}
+
+}  // namespace thdpack

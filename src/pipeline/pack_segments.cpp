@@ -1,0 +1,187 @@
+#include "pack_segments.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "thdpack/errors.hpp"
+
+namespace thdpack::detail {
+namespace {
+
+PackGeometry geometry_of(std::span<const int64_t> ids, const GlobalBatch& batch,
+                         const std::unordered_map<int64_t, int64_t>& position, int cp, int cp_rank,
+                         CpMode mode) {
+  PackGeometry g;
+  std::vector<int64_t> positions;
+  positions.reserve(ids.size());
+  g.cu_seqlens.push_back(0);
+  g.cu_seqlens_padded.push_back(0);
+  for (int64_t id : ids) {
+    const auto it = position.find(id);
+    if (it == position.end()) {
+      throw InternalError("plan names sample " + std::to_string(id) + " missing from the batch");
+    }
+    const auto p = static_cast<size_t>(it->second);
+    positions.push_back(it->second);
+    g.cu_seqlens.push_back(g.cu_seqlens.back() + static_cast<int32_t>(batch.real_lengths[p]));
+    g.cu_seqlens_padded.push_back(g.cu_seqlens_padded.back() +
+                                  static_cast<int32_t>(batch.padded_lengths[p]));
+    g.max_seqlen = std::max(g.max_seqlen, batch.padded_lengths[p]);
+    g.sample_ids.push_back(id);
+  }
+  // This CP rank's global rows, cut at sample boundaries.
+  const ThdLayout layout(g.cu_seqlens, g.cu_seqlens_padded);
+  for (const RowRange& range : layout.cp_rows(cp, cp_rank, mode)) {
+    int64_t row = range.begin;
+    const int64_t end = range.begin + range.length;
+    auto seq = std::upper_bound(g.cu_seqlens_padded.begin(), g.cu_seqlens_padded.end(), row) -
+               g.cu_seqlens_padded.begin() - 1;
+    while (row < end) {
+      const int64_t seq_end = g.cu_seqlens_padded[static_cast<size_t>(seq) + 1];
+      const int64_t take = std::min(end, seq_end) - row;
+      if (take > 0) {
+        g.segments.push_back({positions[static_cast<size_t>(seq)],
+                              row - g.cu_seqlens_padded[static_cast<size_t>(seq)], take});
+        g.local_rows += take;
+      }
+      row += take;
+      ++seq;
+    }
+  }
+  return g;
+}
+
+}  // namespace
+
+StepGeometry::StepGeometry(const GlobalBatch& batch, const Plan& plan, int cp, int cp_rank,
+                           CpMode mode)
+    : dp_(plan.dp()) {
+  std::unordered_map<int64_t, int64_t> position;
+  position.reserve(batch.ids.size() * 2);
+  for (size_t i = 0; i < batch.ids.size(); ++i)
+    position.emplace(batch.ids[i], static_cast<int64_t>(i));
+  packs_.reserve(static_cast<size_t>(plan.num_packs()));
+  for (int64_t p = 0; p < plan.num_packs(); ++p) {
+    packs_.push_back(geometry_of(plan.pack_at(p), batch, position, cp, cp_rank, mode));
+  }
+  int64_t at = 0;
+  for (int d = 0; d < dp_; ++d) {
+    first_.push_back(at);
+    const int64_t count = batch.samples_per_rank[static_cast<size_t>(d)];
+    source_.insert(source_.end(), static_cast<size_t>(count), d);
+    at += count;
+  }
+  first_.push_back(at);
+}
+
+PackedBatch empty_microbatch(const PackGeometry& g, const GlobalBatch& batch, StageFields fields,
+                             const PackOptions& pack, int cp, int cp_rank, CpMode mode) {
+  PackedBatch m;
+  m.cu_seqlens = g.cu_seqlens;
+  m.cu_seqlens_padded = g.cu_seqlens_padded;
+  m.max_seqlen = g.max_seqlen;
+  m.sample_ids = g.sample_ids;
+  m.cp_size = cp;
+  m.cp_rank = cp_rank;
+  m.cp_mode = mode;
+  const auto rows = static_cast<size_t>(g.local_rows);
+  m.padding_mask.resize(rows);
+  if (fields.tokens) {
+    m.tokens.resize(rows);
+    m.position_ids.resize(rows);
+  }
+  if (fields.labels) {
+    m.labels.resize(rows);
+    m.loss_mask.resize(rows);
+  }
+  // Padding mask and positions follow from the lengths alone.
+  size_t at = 0;
+  for (const Segment& s : g.segments) {
+    const int64_t real = batch.real_lengths[static_cast<size_t>(s.sample)];
+    for (int64_t j = 0; j < s.length; ++j, ++at) {
+      const int64_t q = s.offset + j;
+      const bool pad = q >= real;
+      m.padding_mask[at] = pad ? 1 : 0;
+      if (fields.tokens) {
+        m.position_ids[at] = pad && pack.pad_positions == PadPositions::kZero ? 0 : q;
+      }
+    }
+  }
+  return m;
+}
+
+Sample truncated(Sample sample, int64_t real) {
+  const auto n = static_cast<size_t>(real);
+  if (sample.input_ids.size() > n) {
+    sample.input_ids.resize(n);
+    if (!sample.loss_mask.empty()) sample.loss_mask.resize(n);
+    if (!sample.labels.empty()) sample.labels.resize(n);
+  }
+  return sample;
+}
+
+PackedBatch sample_rows(const Sample& sample, int64_t real, const PackOptions& pack) {
+  PackOptions one = pack;
+  one.capacity = 0;  // truncation already applied; the capacity is the plan's concern
+  if (static_cast<int64_t>(sample.input_ids.size()) > real) {
+    const Sample cut = truncated(sample, real);
+    const SampleView view = view_of(cut);
+    return pack_samples(std::span(&view, 1), one);
+  }
+  const SampleView view = view_of(sample);
+  return pack_samples(std::span(&view, 1), one);
+}
+
+int64_t wire_bytes(int64_t length, StageFields fields) {
+  int64_t bytes = 0;
+  if (fields.tokens) bytes += 8 * length;
+  if (fields.labels) bytes += 8 * length + (4 * length + 7) / 8 * 8;
+  return bytes;
+}
+
+void write_rows(const PackedBatch& source, int64_t from, int64_t length, StageFields fields,
+                std::byte* out) {
+  const auto n = static_cast<size_t>(length);
+  const auto f = static_cast<size_t>(from);
+  if (fields.tokens) {
+    std::memcpy(out, source.tokens.data() + f, n * 8);
+    out += n * 8;
+  }
+  if (fields.labels) {
+    std::memcpy(out, source.labels.data() + f, n * 8);
+    out += n * 8;
+    std::memcpy(out, source.loss_mask.data() + f, n * 4);
+    if (n % 2) std::memset(out + n * 4, 0, 4);  // keep alignment padding deterministic
+  }
+}
+
+void read_rows(const std::byte* in, int64_t length, StageFields fields, PackedBatch& target,
+               int64_t at) {
+  const auto n = static_cast<size_t>(length);
+  const auto a = static_cast<size_t>(at);
+  if (fields.tokens) {
+    std::memcpy(target.tokens.data() + a, in, n * 8);
+    in += n * 8;
+  }
+  if (fields.labels) {
+    std::memcpy(target.labels.data() + a, in, n * 8);
+    in += n * 8;
+    std::memcpy(target.loss_mask.data() + a, in, n * 4);
+  }
+}
+
+void copy_rows(const PackedBatch& source, int64_t from, int64_t length, StageFields fields,
+               PackedBatch& target, int64_t at) {
+  const auto b = static_cast<std::ptrdiff_t>(from);
+  const auto e = static_cast<std::ptrdiff_t>(from + length);
+  const auto a = static_cast<std::ptrdiff_t>(at);
+  if (fields.tokens)
+    std::copy(source.tokens.begin() + b, source.tokens.begin() + e, target.tokens.begin() + a);
+  if (fields.labels) {
+    std::copy(source.labels.begin() + b, source.labels.begin() + e, target.labels.begin() + a);
+    std::copy(source.loss_mask.begin() + b, source.loss_mask.begin() + e,
+              target.loss_mask.begin() + a);
+  }
+}
+
+}  // namespace thdpack::detail

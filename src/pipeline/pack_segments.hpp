@@ -1,0 +1,83 @@
+#pragma once
+// The geometry of a step as one CP rank sees it: for every pack of the plan, its metadata and the
+// runs of sample rows ("segments") that make up this CP rank's local rows, in local order. Both the
+// sending and the receiving side of the exchange walk the same segments, which is why no sizes or
+// headers travel.
+
+#include <cstddef>
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "thdpack/global_batch.hpp"
+#include "thdpack/packed_batch.hpp"
+#include "thdpack/pipeline.hpp"
+#include "thdpack/scheduler.hpp"
+
+namespace thdpack::detail {
+
+/// Rows [offset, offset + length) of the padded sample at `sample` (a position in the GlobalBatch).
+struct Segment {
+  int64_t sample = 0;
+  int64_t offset = 0;
+  int64_t length = 0;
+};
+
+/// One pack as this CP rank holds it.
+struct PackGeometry {
+  std::vector<int32_t> cu_seqlens;
+  std::vector<int32_t> cu_seqlens_padded;
+  int64_t max_seqlen = 0;
+  std::vector<int64_t> sample_ids;
+  std::vector<Segment> segments;  ///< this CP rank's rows, in local order
+  int64_t local_rows = 0;
+};
+
+class StepGeometry {
+ public:
+  /// Throws InternalError if the plan names an id missing from the batch.
+  StepGeometry(const GlobalBatch& batch, const Plan& plan, int cp, int cp_rank, CpMode mode);
+
+  const PackGeometry& pack(int64_t k, int replica) const {
+    return packs_[static_cast<size_t>(k * dp_ + replica)];
+  }
+  /// DP rank that holds the sample at position `sample`.
+  int source_of(int64_t sample) const { return source_[static_cast<size_t>(sample)]; }
+  /// First position of DP rank d's samples.
+  int64_t first_of(int d) const { return first_[static_cast<size_t>(d)]; }
+
+ private:
+  int dp_;
+  std::vector<PackGeometry> packs_;
+  std::vector<int> source_;
+  std::vector<int64_t> first_;
+};
+
+/// A micro-batch for `geometry` with metadata, padding mask and (with tokens) position ids filled
+/// and the per-row arrays of `fields` sized, ready for rows to be copied in.
+PackedBatch empty_microbatch(const PackGeometry& geometry, const GlobalBatch& batch,
+                             StageFields fields, const PackOptions& pack, int cp, int cp_rank,
+                             CpMode mode);
+
+/// The sample cut to its first `real` tokens (with its loss mask or labels), or unchanged when it
+/// is not longer.
+Sample truncated(Sample sample, int64_t real);
+
+/// Every row of `sample` (cut to `real` tokens) padded to the divisor: a one-sample pack. Labels
+/// never cross samples, so these are exactly the sample's rows in any pack.
+PackedBatch sample_rows(const Sample& sample, int64_t real, const PackOptions& pack);
+
+/// Bytes `length` rows of `fields` take on the wire: tokens (8 each), labels (8 each), loss mask
+/// (4 each, padded to a multiple of 8 so the next run stays 8-byte aligned).
+int64_t wire_bytes(int64_t length, StageFields fields);
+/// Writes rows [from, from + length) of `source`'s `fields` to `out` (wire_bytes bytes).
+void write_rows(const PackedBatch& source, int64_t from, int64_t length, StageFields fields,
+                std::byte* out);
+/// Reads `length` rows written by write_rows into `target` starting at row `at`.
+void read_rows(const std::byte* in, int64_t length, StageFields fields, PackedBatch& target,
+               int64_t at);
+/// Copies rows directly (a sample that stays on its rank).
+void copy_rows(const PackedBatch& source, int64_t from, int64_t length, StageFields fields,
+               PackedBatch& target, int64_t at);
+
+}  // namespace thdpack::detail

@@ -1,0 +1,109 @@
+#include "sample_exchange.hpp"
+
+#include <string>
+
+#include "thdpack/errors.hpp"
+
+namespace thdpack::detail {
+
+void exchange_samples(Communicator& dp_group, const StepGeometry& geometry,
+                      std::span<const PackedBatch> sample_rows, StageFields fields,
+                      std::vector<PackedBatch>& microbatches) {
+  const int me = dp_group.rank();
+  const int dp = dp_group.size();
+  const auto k_count = static_cast<int64_t>(microbatches.size());
+  const int64_t first_local = geometry.first_of(me);
+  auto local_rows = [&](int64_t sample) -> const PackedBatch& {
+    return sample_rows[static_cast<size_t>(sample - first_local)];
+  };
+
+  // Sizes: both sides walk the same segments in the same (micro-batch, segment) order.
+  std::vector<int64_t> send_counts(static_cast<size_t>(dp), 0);
+  std::vector<int64_t> recv_counts(static_cast<size_t>(dp), 0);
+  for (int r = 0; r < dp; ++r) {
+    for (int64_t k = 0; k < k_count; ++k) {
+      for (const Segment& s : geometry.pack(k, r).segments) {
+        const int src = geometry.source_of(s.sample);
+        if (src == r) continue;  // stays on its DP rank
+        if (src == me) send_counts[static_cast<size_t>(r)] += wire_bytes(s.length, fields);
+        if (r == me) recv_counts[static_cast<size_t>(src)] += wire_bytes(s.length, fields);
+      }
+    }
+  }
+  int64_t send_total = 0, recv_total = 0;
+  std::vector<int64_t> recv_offset(static_cast<size_t>(dp), 0);
+  for (int r = 0; r < dp; ++r) {
+    send_total += send_counts[static_cast<size_t>(r)];
+    recv_offset[static_cast<size_t>(r)] = recv_total;
+    recv_total += recv_counts[static_cast<size_t>(r)];
+  }
+
+  std::vector<std::byte> send(static_cast<size_t>(send_total));
+  std::byte* out = send.data();
+  for (int r = 0; r < dp; ++r) {
+    if (r == me) continue;
+    for (int64_t k = 0; k < k_count; ++k) {
+      for (const Segment& s : geometry.pack(k, r).segments) {
+        if (geometry.source_of(s.sample) != me) continue;
+        write_rows(local_rows(s.sample), s.offset, s.length, fields, out);
+        out += wire_bytes(s.length, fields);
+      }
+    }
+  }
+  if (out != send.data() + send_total) throw InternalError("exchange: send buffer size mismatch");
+
+  std::vector<std::byte> recv(static_cast<size_t>(recv_total));
+  dp_group.alltoallv(send, send_counts, recv, recv_counts);
+
+  std::vector<int64_t> cursor = recv_offset;
+  for (int64_t k = 0; k < k_count; ++k) {
+    PackedBatch& target = microbatches[static_cast<size_t>(k)];
+    int64_t at = 0;
+    for (const Segment& s : geometry.pack(k, me).segments) {
+      const int src = geometry.source_of(s.sample);
+      if (src == me) {
+        copy_rows(local_rows(s.sample), s.offset, s.length, fields, target, at);
+      } else {
+        read_rows(recv.data() + cursor[static_cast<size_t>(src)], s.length, fields, target, at);
+        cursor[static_cast<size_t>(src)] += wire_bytes(s.length, fields);
+      }
+      at += s.length;
+    }
+  }
+  for (int s = 0; s < dp; ++s) {
+    const int64_t consumed = cursor[static_cast<size_t>(s)] - recv_offset[static_cast<size_t>(s)];
+    if (consumed != recv_counts[static_cast<size_t>(s)]) {
+      throw InternalError("exchange: consumed " + std::to_string(consumed) + " of " +
+                          std::to_string(recv_counts[static_cast<size_t>(s)]) +
+                          " bytes received from DP rank " + std::to_string(s));
+    }
+  }
+}
+
+void broadcast_rows(Communicator& tp_group, StageFields fields,
+                    std::vector<PackedBatch>& microbatches) {
+  if (tp_group.size() == 1 || (!fields.tokens && !fields.labels)) return;
+  int64_t total = 0;
+  for (const PackedBatch& m : microbatches) total += wire_bytes(m.num_rows(), fields);
+  std::vector<std::byte> buffer(static_cast<size_t>(total));
+  const bool root = tp_group.rank() == 0;
+  if (root) {
+    std::byte* out = buffer.data();
+    for (const PackedBatch& m : microbatches) {
+      const int64_t rows = m.num_rows();
+      write_rows(m, 0, rows, fields, out);
+      out += wire_bytes(rows, fields);
+    }
+  }
+  tp_group.broadcast(buffer, 0);
+  if (!root) {
+    const std::byte* in = buffer.data();
+    for (PackedBatch& m : microbatches) {
+      const int64_t rows = m.num_rows();
+      read_rows(in, rows, fields, m, 0);
+      in += wire_bytes(rows, fields);
+    }
+  }
+}
+
+}  // namespace thdpack::detail

@@ -1,0 +1,187 @@
+#include "thdpack/step_verification.hpp"
+
+#include <sstream>
+#include <string>
+
+#include "pack_segments.hpp"
+#include "thdpack/errors.hpp"
+
+namespace thdpack {
+namespace {
+
+// What every rank reports about its step.
+struct Digest {
+  int64_t dp = 0;
+  int64_t microbatches = 0;
+  uint64_t metadata = 0;
+  uint64_t sums = 0;
+  int64_t failed = 0;       // the reference comparison failed here
+  int64_t source_rows = 0;  // real tokens the designated readers started with
+  uint64_t source_sum = 0;
+  int64_t held_rows = 0;  // real tokens held by first-stage TP-rank-0 ranks
+  uint64_t held_sum = 0;
+};
+
+class Hash {
+ public:
+  void add(uint64_t v) {
+    for (int b = 0; b < 8; ++b) {
+      h_ ^= (v >> (8 * b)) & 0xffu;
+      h_ *= 1099511628211ull;
+    }
+  }
+  template <typename T>
+  void add_all(std::span<const T> values) {
+    add(values.size());
+    for (const T& v : values) add(static_cast<uint64_t>(v));
+  }
+  uint64_t value() const { return h_; }
+
+ private:
+  uint64_t h_ = 1469598103934665603ull;
+};
+
+// Token checksum weighted by position in the sample, so moves within a sample show.
+uint64_t token_term(int64_t token, int64_t position) {
+  return static_cast<uint64_t>(token) * (static_cast<uint64_t>(position) * 2 + 1);
+}
+
+template <typename T>
+std::string compare_field(const char* name, const std::vector<T>& got, const std::vector<T>& want) {
+  if (got.size() != want.size()) {
+    return std::string(name) + " has " + std::to_string(got.size()) + " rows, expected " +
+           std::to_string(want.size());
+  }
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!(got[i] == want[i])) {
+      std::ostringstream out;
+      out << name << "[" << i << "] is " << +got[i] << ", expected " << +want[i];
+      return out.str();
+    }
+  }
+  return "";
+}
+
+std::string compare(const PackedBatch& got, const PackedBatch& want) {
+  for (const std::string& diff :
+       {compare_field("tokens", got.tokens, want.tokens),
+        compare_field("labels", got.labels, want.labels),
+        compare_field("loss_mask", got.loss_mask, want.loss_mask),
+        compare_field("position_ids", got.position_ids, want.position_ids),
+        compare_field("padding_mask", got.padding_mask, want.padding_mask),
+        compare_field("cu_seqlens", got.cu_seqlens, want.cu_seqlens),
+        compare_field("cu_seqlens_padded", got.cu_seqlens_padded, want.cu_seqlens_padded),
+        compare_field("sample_ids", got.sample_ids, want.sample_ids)}) {
+    if (!diff.empty()) return diff;
+  }
+  if (got.max_seqlen != want.max_seqlen) return "max_seqlen differs";
+  if (got.cp_size != want.cp_size || got.cp_rank != want.cp_rank) return "CP coordinates differ";
+  return "";
+}
+
+}  // namespace
+
+void verify_step(Communicator& world, const PipelineOptions& options, const StepResult& result,
+                 std::span<const Sample> local_samples,
+                 const std::function<Sample(int64_t)>& sample_of) {
+  const Topology& t = options.topology;
+  const Coordinates me = t.coordinates(world.rank());
+  const auto& mine = *result.microbatches;
+
+  std::string failure;
+  const auto want =
+      reference_microbatches(result.batch, result.plan, sample_of, options, world.rank());
+  if (want.size() != mine.size()) {
+    failure = std::to_string(mine.size()) + " micro-batches, reference has " +
+              std::to_string(want.size());
+  }
+  for (size_t k = 0; failure.empty() && k < mine.size(); ++k) {
+    const std::string diff = compare(mine[k], want[k]);
+    if (!diff.empty()) failure = "micro-batch " + std::to_string(k) + ": " + diff;
+  }
+
+  Digest d;
+  d.dp = me.dp;
+  d.microbatches = static_cast<int64_t>(mine.size());
+  d.failed = failure.empty() ? 0 : 1;
+  Hash metadata;
+  for (const PackedBatch& m : mine) {
+    metadata.add_all(std::span<const int32_t>(m.cu_seqlens));
+    metadata.add_all(std::span<const int32_t>(m.cu_seqlens_padded));
+    metadata.add(static_cast<uint64_t>(m.max_seqlen));
+    metadata.add_all(std::span<const int64_t>(m.sample_ids));
+  }
+  d.metadata = metadata.value();
+  Hash sums;
+  for (double v :
+       {result.sums.s1_real, result.sums.s2_real, result.sums.s1_padded, result.sums.s2_padded}) {
+    sums.add(static_cast<uint64_t>(v));
+  }
+  d.sums = sums.value();
+  if (me.tp == 0 && me.cp == 0 && me.pp == 0) {
+    const int64_t first = [&] {
+      int64_t at = 0;
+      for (int r = 0; r < me.dp; ++r) at += result.batch.samples_per_rank[static_cast<size_t>(r)];
+      return at;
+    }();
+    for (size_t i = 0; i < local_samples.size(); ++i) {
+      const Sample s = detail::truncated(local_samples[i],
+                                         result.batch.real_lengths[static_cast<size_t>(first) + i]);
+      d.source_rows += static_cast<int64_t>(s.input_ids.size());
+      for (size_t j = 0; j < s.input_ids.size(); ++j)
+        d.source_sum += token_term(s.input_ids[j], static_cast<int64_t>(j));
+    }
+  }
+  if (me.tp == 0 && stage_fields(t, me.pp).tokens) {
+    for (const PackedBatch& m : mine) {
+      for (size_t j = 0; j < m.tokens.size(); ++j) {
+        if (m.padding_mask[j]) continue;
+        ++d.held_rows;
+        d.held_sum += token_term(m.tokens[j], m.position_ids[j]);
+      }
+    }
+  }
+
+  const std::vector<Digest> all = allgather_value(world, d);
+  std::string verdict;
+  Digest total;
+  for (int r = 0; r < world.size() && verdict.empty(); ++r) {
+    const Digest& x = all[static_cast<size_t>(r)];
+    total.source_rows += x.source_rows;
+    total.source_sum += x.source_sum;
+    total.held_rows += x.held_rows;
+    total.held_sum += x.held_sum;
+    if (x.microbatches != all[0].microbatches)
+      verdict = "rank " + std::to_string(r) + " has a different micro-batch count";
+    if (x.sums != all[0].sums)
+      verdict = "rank " + std::to_string(r) + " has different step length sums";
+    for (int q = 0; q < r && verdict.empty(); ++q) {
+      if (all[static_cast<size_t>(q)].dp == x.dp &&
+          all[static_cast<size_t>(q)].metadata != x.metadata) {
+        verdict = "ranks " + std::to_string(q) + " and " + std::to_string(r) + " (DP index " +
+                  std::to_string(x.dp) + ") hold different metadata";
+      }
+    }
+  }
+  if (verdict.empty() &&
+      (total.source_rows != total.held_rows || total.source_sum != total.held_sum)) {
+    verdict = "tokens not conserved: readers started with " + std::to_string(total.source_rows) +
+              " real tokens, the first stage holds " + std::to_string(total.held_rows) +
+              (total.source_rows == total.held_rows ? " (same count, different content)" : "");
+  }
+  bool any_failed = false;
+  for (const Digest& x : all) any_failed = any_failed || x.failed;
+  if (any_failed) {
+    // Everyone learns every failing rank's reason.
+    const std::string line =
+        failure.empty() ? "" : "rank " + std::to_string(world.rank()) + ": " + failure + "\n";
+    const std::vector<char> text(line.begin(), line.end());
+    const std::vector<char> lines = allgather_vector<char>(world, text);
+    const std::string joined(lines.begin(), lines.end());
+    verdict = "distributed result differs from the single-process reference: " +
+              joined.substr(0, joined.find('\n'));
+  }
+  if (!verdict.empty()) throw InternalError("step verification failed: " + verdict);
+}
+
+}  // namespace thdpack

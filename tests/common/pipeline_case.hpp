@@ -1,0 +1,57 @@
+#pragma once
+// One pipeline configuration run end to end on any Communicator, checked against the
+// single-process reference on every rank. Shared by the local-thread unit tests and the MPI tests.
+
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "thdpack/communicator.hpp"
+#include "thdpack/dataset.hpp"
+#include "thdpack/pipeline.hpp"
+
+namespace thdpack::testing {
+
+struct PipelineCase {
+  int tp = 1, pp = 1, cp = 1, dp = 1, vpp = 1;
+  ReadingMode reading = ReadingMode::kMegatron;
+  std::string scheduler = "balanced";
+  int64_t steps = 2;
+  int64_t samples_per_replica = 8;
+  OversizePolicy oversize = OversizePolicy::kError;
+
+  int world_size() const { return tp * pp * cp * dp; }
+  std::string name() const;
+};
+
+/// gtest prints a case by its name.
+inline void PrintTo(const PipelineCase& c, std::ostream* os) {
+  *os << c.name();
+}
+
+PipelineOptions options_of(const PipelineCase& c);
+
+/// The test dataset: short lognormal samples with distinct tokens, some with loss masks.
+const Dataset& case_dataset();
+
+/// Samples `rank` reads for `step` (empty on non-readers).
+std::vector<Sample> local_samples(const PipelineOptions& options, int rank, int64_t step,
+                                  int64_t global_batch);
+
+/// What a run reports on this rank.
+struct CaseOutcome {
+  int64_t steps = 0;
+  int64_t microbatches = 0;  ///< of the last step
+  int64_t collectives_max = 0;
+};
+
+/// Runs the case on `world` and verifies every step with verify_step (throws on failure, on every
+/// rank). Collective over `world`.
+CaseOutcome run_case(Communicator& world, const PipelineCase& c);
+
+/// The (tp, pp, cp, dp) layouts of the test matrix.
+std::vector<PipelineCase> layout_matrix();
+
+}  // namespace thdpack::testing

@@ -1,0 +1,89 @@
+#include "job_flags.hpp"
+
+#include <algorithm>
+
+#include "thdpack/errors.hpp"
+#include "thdpack/packed_batch.hpp"
+#include "thdpack/workloads.hpp"
+
+namespace thdpack::cli {
+namespace {
+
+// M when neither the flag nor the workload gives one: the longest sample, rounded up so that one
+// sample fills at most one pack.
+int64_t default_cap(const Dataset& dataset, int cp, int64_t divisor) {
+  int64_t longest = 0;
+  for (int64_t i = 0; i < dataset.size(); ++i) longest = std::max(longest, dataset.length(i));
+  const int64_t capacity = round_up(longest, divisor);
+  return (capacity + cp - 1) / cp;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+}  // namespace
+
+void JobFlags::add_to(CLI::App& cmd) {
+  workload.add_to(cmd);
+  topology.add_to(cmd);
+  cmd.add_option("--max-seqlen-per-dp-cp-rank,-M", max_seqlen_per_dp_cp_rank,
+                 "token budget M of one micro-batch per DP x CP rank (default: the workload's, "
+                 "--seq-length, or the longest sample)");
+  cmd.add_option("--global-batch", global_batch,
+                 "samples per step (default: the workload's reference batch for this dp, else 32 "
+                 "per replica)");
+  cmd.add_option("--model", model,
+                 "model preset for the cost model and FLOPs: " + joined(model_preset_names()))
+      ->capture_default_str();
+  cmd.add_option("--cost-linear", cost_linear,
+                 "direct cost coefficient per token (with --cost-quadratic instead of --model)");
+  cmd.add_option("--cost-quadratic", cost_quadratic, "direct cost coefficient per token squared");
+  cmd.add_option("--oversize", oversize, "a sample longer than M x cp: error or truncate")
+      ->capture_default_str();
+}
+
+GlobalBatchOptions Job::batch_options() const {
+  GlobalBatchOptions o;
+  o.global_batch = global_batch;
+  o.dp = topology.dp();
+  o.divisor = divisor;
+  o.capacity = capacity();
+  o.oversize = oversize;
+  return o;
+}
+
+Job resolve_job(const JobFlags& f) {
+  Job job;
+  job.workload = resolve_workload(f.workload);
+  const ResolvedWorkload& w = job.workload;
+  job.topology = f.topology.resolve(w.cp.value_or(1));
+  job.divisor = padding_divisor({.cp = job.topology.cp(),
+                                 .tp = job.topology.tp(),
+                                 .sequence_parallel = f.topology.sequence_parallel});
+  job.max_seqlen_per_dp_cp_rank = f.max_seqlen_per_dp_cp_rank > 0 ? f.max_seqlen_per_dp_cp_rank
+                                  : w.max_seqlen_per_dp_cp_rank
+                                      ? *w.max_seqlen_per_dp_cp_rank
+                                      : default_cap(*w.dataset, job.topology.cp(), job.divisor);
+  job.global_batch = f.global_batch > 0 ? f.global_batch
+                     : w.workload_name
+                         ? default_global_batch(workload(*w.workload_name), job.topology.dp())
+                         : int64_t{32} * job.topology.dp();
+  if (f.cost_linear >= 0 || f.cost_quadratic >= 0) {
+    job.cost =
+        CostModel::from_coefficients(std::max(f.cost_linear, 0.0), std::max(f.cost_quadratic, 0.0));
+  } else {
+    job.model = f.model;
+    job.cost = CostModel::from_model(model_preset(f.model));
+  }
+  if (f.oversize == "truncate") {
+    job.oversize = OversizePolicy::kTruncate;
+  } else if (f.oversize != "error") {
+    throw InvalidArgument("--oversize must be 'error' or 'truncate', got '" + f.oversize + "'");
+  }
+  return job;
+}
+
+}  // namespace thdpack::cli

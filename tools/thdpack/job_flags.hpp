@@ -1,0 +1,48 @@
+#pragma once
+// The flags `plan` and `run` share (workload, layout, cap, global batch, cost model, oversize
+// policy) and the job they describe once resolved.
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+
+#include "thdpack/cost_model.hpp"
+#include "thdpack/global_batch.hpp"
+#include "thdpack/topology.hpp"
+#include "topology_options.hpp"
+#include "workload_source.hpp"
+
+namespace thdpack::cli {
+
+struct JobFlags {
+  WorkloadFlags workload;
+  TopologyFlags topology;
+  int64_t max_seqlen_per_dp_cp_rank = 0;
+  int64_t global_batch = 0;
+  std::string model = "llama3-8b";
+  double cost_linear = -1;
+  double cost_quadratic = -1;
+  std::string oversize = "error";
+
+  void add_to(CLI::App& command);
+};
+
+struct Job {
+  ResolvedWorkload workload;
+  Topology topology;
+  int64_t divisor = 1;
+  int64_t max_seqlen_per_dp_cp_rank = 0;
+  int64_t global_batch = 0;
+  CostModel cost;
+  std::string model;  ///< preset name, or "" for direct coefficients
+  OversizePolicy oversize = OversizePolicy::kError;
+
+  int64_t capacity() const { return max_seqlen_per_dp_cp_rank * topology.cp(); }
+  GlobalBatchOptions batch_options() const;
+};
+
+/// Resolves the flags: M defaults to the workload's, --seq-length, or the longest sample; the
+/// global batch to the workload's reference batch for this dp, else 32 per replica.
+Job resolve_job(const JobFlags& flags);
+
+}  // namespace thdpack::cli

@@ -1,0 +1,171 @@
+// `thdpack run`, started under mpirun: the distributed pipeline for --steps global batches on the
+// given layout, every step verified against the single-process reference, with per-step lines and
+// a summary of micro-batches, tokens, modeled step time, bytes moved and wall time.
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include "commands.hpp"
+#include "job_flags.hpp"
+#include "run_report.hpp"
+#include "thdpack/errors.hpp"
+#include "thdpack/mpi_communicator.hpp"
+#include "thdpack/pipeline.hpp"
+#include "thdpack/step_verification.hpp"
+
+namespace thdpack::cli {
+namespace {
+
+struct RunFlags {
+  JobFlags job;
+  int64_t steps = 5;
+  std::string scheduler = "balanced";
+  std::string reading = "megatron";
+  std::string cp_mode = "zigzag";
+  bool no_verify = false;
+  double timeout = 300;
+  bool json = false;
+};
+
+PipelineOptions pipeline_options(const RunFlags& f, const Job& job) {
+  PipelineOptions o;
+  o.topology = job.topology;
+  o.max_seqlen_per_dp_cp_rank = job.max_seqlen_per_dp_cp_rank;
+  o.scheduler = f.scheduler;
+  o.cost = job.cost;
+  o.sequence_parallel = f.job.topology.sequence_parallel;
+  o.oversize = job.oversize;
+  if (f.reading == "all-ranks") {
+    o.reading = ReadingMode::kAllRanks;
+  } else if (f.reading != "megatron") {
+    throw InvalidArgument("--reading must be 'megatron' or 'all-ranks', got '" + f.reading + "'");
+  }
+  if (f.cp_mode == "contiguous") {
+    o.cp_mode = CpMode::kContiguous;
+  } else if (f.cp_mode != "zigzag") {
+    throw InvalidArgument("--cp-mode must be 'zigzag' or 'contiguous', got '" + f.cp_mode + "'");
+  }
+  return o;
+}
+
+// This rank's samples of a step: its DP index's share of the global batch, if it reads.
+std::vector<Sample> local_samples(const Dataset& dataset, const Job& job, const Pipeline& pipeline,
+                                  int64_t step) {
+  if (!pipeline.reads_data()) return {};
+  const auto ids = global_batch_indices(step, job.global_batch, dataset.size());
+  const int64_t per = job.global_batch / job.topology.dp();
+  const int64_t d = pipeline.coordinates().dp;
+  std::vector<Sample> out;
+  out.reserve(static_cast<size_t>(per));
+  for (int64_t j = d * per; j < (d + 1) * per; ++j)
+    out.push_back(dataset.sample(ids[static_cast<size_t>(j)]));
+  return out;
+}
+
+int run(const RunFlags& f, int rank, int world_size) {
+  if (f.steps < 1) throw InvalidArgument("--steps must be >= 1");
+  MpiCommunicator world(MPI_COMM_WORLD, MpiOptions{.timeout_seconds = f.timeout});
+  const Job job = resolve_job(f.job);
+  job.topology.check_world_size(world_size);
+  if (job.global_batch % job.topology.dp() != 0) {
+    throw InvalidArgument(
+        "global batch (" + std::to_string(job.global_batch) +
+        " samples) must be a multiple of dp=" + std::to_string(job.topology.dp()));
+  }
+  const PipelineOptions options = pipeline_options(f, job);
+  Pipeline pipeline(world, options);
+  const Dataset& dataset = *job.workload.dataset;
+
+  RunReport report(world, job, options, f.json);
+  report.begin();
+  for (int64_t step = 0; step < f.steps; ++step) {
+    const std::vector<Sample> local = local_samples(dataset, job, pipeline, step);
+    const StepResult result = pipeline.run_step(local);
+    if (!f.no_verify) {
+      verify_step(world, options, result, local,
+                  [&dataset](int64_t id) { return dataset.sample(id); });
+    }
+    report.step(step, result, !f.no_verify);
+  }
+  report.finish();
+  (void)rank;
+  return 0;
+}
+
+// Waits up to `seconds` for every rank to reach this point after an error. True when all did (the
+// error was seen everywhere and MPI can shut down cleanly); false when some rank is elsewhere.
+bool all_ranks_failed(double seconds) {
+  MPI_Request request;
+  if (MPI_Ibarrier(MPI_COMM_WORLD, &request) != MPI_SUCCESS) return false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  int done = 0;
+  while (!done && std::chrono::steady_clock::now() < deadline) {
+    if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return done != 0;
+}
+
+}  // namespace
+
+Command add_run_command(CLI::App& app) {
+  auto flags = std::make_shared<RunFlags>();
+  auto* cmd = app.add_subcommand(
+      "run",
+      "run the distributed pipeline under mpirun (default: sft-8k, world = tp*cp*dp*pp ranks), "
+      "verifying every step against the single-process reference");
+  flags->job.add_to(*cmd);
+  cmd->add_option("--steps", flags->steps, "global batches to run")->capture_default_str();
+  cmd->add_option("--scheduler", flags->scheduler, "balanced, dp_balanced or local")
+      ->capture_default_str();
+  cmd->add_option("--reading", flags->reading,
+                  "megatron (TP-rank 0 of the first and last stage reads and broadcasts) or "
+                  "all-ranks (every rank reads, nothing is broadcast)")
+      ->capture_default_str();
+  cmd->add_option("--cp-mode", flags->cp_mode, "zigzag or contiguous")->capture_default_str();
+  cmd->add_flag("--no-verify", flags->no_verify, "skip the per-step verification");
+  cmd->add_option("--timeout", flags->timeout,
+                  "seconds a collective may take before it is reported as failed")
+      ->capture_default_str();
+  cmd->add_flag("--json", flags->json, "print the summary as JSON (rank 0)");
+  return {cmd, [flags] {
+            int provided = 0;
+            MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+            int rank = 0, size = 1;
+            MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+            MPI_Comm_size(MPI_COMM_WORLD, &size);
+            int code = 0;
+            std::string error;
+            try {
+              code = run(*flags, rank, size);
+            } catch (const InvalidArgument& e) {
+              code = 2;
+              error = e.what();
+            } catch (const Error& e) {
+              code = 3;
+              error = e.what();
+            } catch (const std::exception& e) {
+              code = 4;
+              error = std::string("unexpected error: ") + e.what();
+            }
+            if (code != 0) {
+              // Errors thdpack detects from gathered data are raised on every rank alike: print
+              // once and shut down cleanly. Anything else: this rank alone knows, so stop the job.
+              const bool everywhere = all_ranks_failed(10.0);
+              if (rank == 0 || !everywhere) {
+                std::fprintf(stderr, "thdpack: error%s: %s\n",
+                             everywhere ? "" : (" on rank " + std::to_string(rank)).c_str(),
+                             error.c_str());
+              }
+              if (!everywhere) MPI_Abort(MPI_COMM_WORLD, code);
+            }
+            MPI_Finalize();
+            return code;
+          }};
+}
+
+}  // namespace thdpack::cli
