@@ -121,7 +121,21 @@ def cp_table(quality):
     return "\n".join(lines)
 
 
-def render(speed, quality):
+def pipeline_table(runs):
+    lines = ["| ranks | layout | bytes/rank (ours / Megatron-style) | exchange vs minimum (ours / Megatron-style) | collectives per step | s per 1M tokens (ours / Megatron-style) |",
+             "|---|---|---|---|---|---|"]
+    for r in sorted(runs, key=lambda r: (r["ranks"], r["layout"])):
+        o, m = r["ours"], r["megatron_style"]
+        layout = r["layout"].split(" (")[0]
+        lines.append(f"| {r['ranks']} | {layout} | {o['bytes_per_rank_mean'] / 1e6:.2f} MB / {m['bytes_per_rank_mean'] / 1e6:.2f} MB "
+                     f"({m['bytes_per_rank_mean'] / o['bytes_per_rank_mean']:.1f}x less) | {o['exchange_vs_minimum']:.4f}x / {m['exchange_vs_minimum']:.2f}x | "
+                     f"{o['collectives_per_step']} / {m['collectives_per_step']} | "
+                     f"{o['seconds_per_million_tokens']:.4f} / {m['seconds_per_million_tokens']:.4f} "
+                     f"({m['seconds_per_million_tokens'] / o['seconds_per_million_tokens']:.1f}x faster) |")
+    return "\n".join(lines)
+
+
+def render(speed, quality, pipeline=None):
     cpu = platform.processor() or platform.machine()
     return "\n\n".join([
         f"Measured by `bash scripts/bench.sh` ({cpu}, single thread; medians over repetitions; "
@@ -133,20 +147,30 @@ def render(speed, quality):
         "**Hard constraints** (figure 6):\n\n" + violation_table(quality),
         "**CP balance**, max/mean causal-attention work across CP ranks (figure 7; step = work-weighted "
         "over all packs):\n\n" + cp_table(quality),
-    ])
+    ] + ([
+        "**Pipeline cost per step** (figure 8; `thdpack_pipeline_bench` under `mpirun --oversubscribe` "
+        "on this machine, sft-8k global batches, median of 20 steps; the Megatron-style flow runs in "
+        "the same process on the same plans: whole samples to every CP rank, one exchange per field, "
+        "per-micro-batch TP broadcasts, PP metadata broadcast):\n\n" + pipeline_table(pipeline)
+    ] if pipeline else []))
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--speed", required=True)
     ap.add_argument("--quality", required=True)
+    ap.add_argument("--pipeline", nargs="*", default=[])
     ap.add_argument("--readme")
     args = ap.parse_args()
     with open(args.speed) as f:
         speed = json.load(f)
     with open(args.quality) as f:
         quality = json.load(f)
-    text = render(speed, quality)
+    pipeline = []
+    for path in args.pipeline:
+        with open(path) as f:
+            pipeline.append(json.load(f))
+    text = render(speed, quality, pipeline)
     print(text)
     if args.readme:
         with open(args.readme) as f:

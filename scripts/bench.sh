@@ -18,12 +18,31 @@ if [ "$quick" = 1 ]; then
   ./build/bin/thdpack_speed_bench --benchmark_min_time=0.01 --benchmark_out="$out/speed.json" \
     --benchmark_out_format=json
   ./build/bin/thdpack_quality_bench --quick --out "$out/quality.json"
-  /usr/bin/python3 bench/report.py --speed "$out/speed.json" --quality "$out/quality.json" >/dev/null
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 8 \
+    ./build/bin/thdpack_pipeline_bench --tp 2 --cp 2 --dp 2 --steps 2 --out "$out/pipeline.json" >/dev/null
+  /usr/bin/python3 bench/report.py --speed "$out/speed.json" --quality "$out/quality.json" \
+    --pipeline "$out/pipeline.json" >/dev/null
   echo "[bench] quick run OK ($out)"
   exit 0
 fi
 ./build/bin/thdpack_speed_bench --benchmark_repetitions=15 --benchmark_report_aggregates_only=true \
   --benchmark_out=bench/results/speed.json --benchmark_out_format=json
 ./build/bin/thdpack_quality_bench --out bench/results/quality.json
+
+# Figure 8 under mpirun (oversubscribed on small machines): "ranks tp cp pp dp" per line.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+rm -f bench/results/pipeline_*.json
+while read -r ranks tp cp pp dp; do
+  mpirun --oversubscribe -np "$ranks" ./build/bin/thdpack_pipeline_bench --tp "$tp" --cp "$cp" \
+    --pp "$pp" --dp "$dp" --steps 20 --out "bench/results/pipeline_${ranks}_tp${tp}_cp${cp}_pp${pp}_dp${dp}.json" \
+    </dev/null >/dev/null  # mpirun would otherwise read the layout list
+done <<LAYOUTS
+8 1 1 1 8
+8 2 2 1 2
+8 1 2 2 2
+16 2 2 2 2
+16 1 2 1 8
+LAYOUTS
+
 /usr/bin/python3 bench/report.py --speed bench/results/speed.json --quality bench/results/quality.json \
-  --readme README.md
+  --pipeline bench/results/pipeline_*.json --readme README.md

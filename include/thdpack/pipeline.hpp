@@ -164,6 +164,12 @@ GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& opti
 /// The plan every rank computes for a gathered batch.
 Plan plan_global_batch(const GlobalBatch& batch, const PipelineOptions& options);
 
+/// Bytes the sample exchange must move at least, summed over ranks: the rows of every sample whose
+/// DP replica changes, once, sliced for CP, in the fields each stage needs (tokens 8 B for the
+/// first stage; labels and loss mask 12 B for the last), for each rank that exchanges (TP rank 0
+/// in Megatron mode, every TP rank in all-ranks mode).
+int64_t minimum_exchange_bytes(const StepResult& result, const PipelineOptions& options);
+
 /// The micro-batches `rank` must end with, computed in one process: the plan's packs for its DP
 /// index packed whole from the samples (sample_of(id) returns the sample with that id), sliced for
 /// its CP rank, restricted to its stage's fields. The reference the distributed result is checked

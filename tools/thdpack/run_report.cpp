@@ -27,32 +27,6 @@ double mean_of(const std::vector<RunStepFigures>& steps, double (*field)(const R
 
 }  // namespace
 
-int64_t minimum_exchange_bytes(const StepResult& r, const PipelineOptions& o) {
-  const Topology& t = o.topology;
-  // Tokens for the first stage, labels and loss mask for the last (one stage needs both at pp 1).
-  const int64_t bytes_per_row = 8 + 8 + 4;
-  const int64_t exchanging_tp = o.reading == ReadingMode::kAllRanks ? t.tp() : 1;
-  std::vector<int> source(r.batch.ids.size());
-  std::unordered_map<int64_t, size_t> position;
-  size_t at = 0;
-  for (int d = 0; d < t.dp(); ++d) {
-    for (int64_t i = 0; i < r.batch.samples_per_rank[static_cast<size_t>(d)]; ++i, ++at) {
-      source[at] = d;
-      position.emplace(r.batch.ids[at], at);
-    }
-  }
-  int64_t moved_rows = 0;
-  for (int64_t k = 0; k < r.plan.num_microbatches(); ++k) {
-    for (int replica = 0; replica < t.dp(); ++replica) {
-      for (int64_t id : r.plan.pack(k, replica)) {
-        const size_t p = position.at(id);
-        if (source[p] != replica) moved_rows += r.batch.padded_lengths[p];
-      }
-    }
-  }
-  return moved_rows * bytes_per_row * exchanging_tp;
-}
-
 RunReport::RunReport(Communicator& world, const Job& job, const PipelineOptions& options, bool json)
     : world_(world), job_(job), options_(options), json_(json) {}
 

@@ -45,9 +45,4 @@ class RunReport {
   std::vector<RunStepFigures> steps_;
 };
 
-/// Bytes the sample exchange must move at least: the rows of every sample whose DP replica
-/// changes, once, in the fields each stage needs (tokens 8 B; labels and loss mask 12 B), for each
-/// rank that exchanges (TP rank 0 in Megatron mode, every TP rank in all-ranks mode).
-int64_t minimum_exchange_bytes(const StepResult& result, const PipelineOptions& options);
-
 }  // namespace thdpack::cli
