@@ -35,6 +35,12 @@ struct GlobalBatch {
   int64_t truncated = 0;  ///< samples shortened under OversizePolicy::kTruncate
 };
 
+/// The real length sample `id` of `length` tokens keeps: `length` when its padded length fits
+/// `capacity`; otherwise the longest multiple of `divisor` that fits (kTruncate) or InvalidArgument
+/// naming the sample and the fix (kError).
+int64_t length_within_capacity(int64_t id, int64_t length, int64_t divisor, int64_t capacity,
+                               OversizePolicy policy);
+
 /// Dataset indices of global batch `step` (see the header comment).
 std::vector<int64_t> global_batch_indices(int64_t step, int64_t global_batch, int64_t dataset_size);
 

@@ -25,6 +25,18 @@ std::vector<int64_t> global_batch_indices(int64_t step, int64_t global_batch,
   return indices;
 }
 
+int64_t length_within_capacity(int64_t id, int64_t length, int64_t divisor, int64_t capacity,
+                               OversizePolicy policy) {
+  if (round_up(length, divisor) <= capacity) return length;
+  if (policy == OversizePolicy::kError) {
+    throw InvalidArgument("sequence " + std::to_string(id) + " has " + std::to_string(length) +
+                          " tokens but max_seqlen_per_dp_cp_rank x cp is " +
+                          std::to_string(capacity) +
+                          "; raise --max-seqlen-per-dp-cp-rank or truncate");
+  }
+  return capacity / divisor * divisor;
+}
+
 GlobalBatch make_global_batch(const Dataset& dataset, int64_t step, const GlobalBatchOptions& o) {
   if (o.dp < 1 || o.global_batch < 1 || o.global_batch % o.dp != 0) {
     throw InvalidArgument("global batch (" + std::to_string(o.global_batch) +
@@ -39,19 +51,10 @@ GlobalBatch make_global_batch(const Dataset& dataset, int64_t step, const Global
   b.samples_per_rank.assign(static_cast<size_t>(o.dp), o.global_batch / o.dp);
   b.real_lengths.reserve(b.ids.size());
   b.padded_lengths.reserve(b.ids.size());
-  const int64_t longest_allowed = o.capacity / o.divisor * o.divisor;
   for (int64_t id : b.ids) {
-    int64_t real = dataset.length(id);
-    if (round_up(real, o.divisor) > o.capacity) {
-      if (o.oversize == OversizePolicy::kError) {
-        throw InvalidArgument("sequence " + std::to_string(id) + " has " + std::to_string(real) +
-                              " tokens but max_seqlen_per_dp_cp_rank x cp is " +
-                              std::to_string(o.capacity) +
-                              "; raise --max-seqlen-per-dp-cp-rank or truncate");
-      }
-      real = longest_allowed;
-      ++b.truncated;
-    }
+    const int64_t length = dataset.length(id);
+    const int64_t real = length_within_capacity(id, length, o.divisor, o.capacity, o.oversize);
+    if (real != length) ++b.truncated;
     b.real_lengths.push_back(real);
     b.padded_lengths.push_back(round_up(real, o.divisor));
   }

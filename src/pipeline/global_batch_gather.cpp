@@ -93,7 +93,6 @@ GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& o,
   }
 
   const PackOptions pack = pack_options_of(o);
-  const int64_t longest_allowed = pack.capacity / pack.divisor * pack.divisor;
   GlobalBatch b;
   std::vector<int64_t> rank_offset(static_cast<size_t>(world.size()), 0);
   int64_t at = 0;
@@ -113,16 +112,10 @@ GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& o,
         throw InvalidArgument("sample " + std::to_string(id) + " (DP rank " + std::to_string(d) +
                               ") has no tokens");
       }
-      if (round_up(real, pack.divisor) > pack.capacity) {
-        if (o.oversize == OversizePolicy::kError) {
-          throw InvalidArgument("sequence " + std::to_string(id) + " has " + std::to_string(real) +
-                                " tokens but max_seqlen_per_dp_cp_rank x cp is " +
-                                std::to_string(pack.capacity) +
-                                "; raise --max-seqlen-per-dp-cp-rank or truncate");
-        }
-        real = longest_allowed;
-        ++b.truncated;
-      }
+      const int64_t kept =
+          length_within_capacity(id, real, pack.divisor, pack.capacity, o.oversize);
+      if (kept != real) ++b.truncated;
+      real = kept;
       b.ids.push_back(id);
       b.real_lengths.push_back(real);
       b.padded_lengths.push_back(round_up(real, pack.divisor));

@@ -110,4 +110,23 @@ std::vector<PipelineCase> layout_matrix() {
   return out;
 }
 
+std::vector<PipelineCase> full_matrix() {
+  std::vector<PipelineCase> out;
+  for (const PipelineCase& base : layout_matrix()) {
+    for (ReadingMode mode : {ReadingMode::kMegatron, ReadingMode::kAllRanks}) {
+      for (int vpp : {1, 2}) {
+        if (vpp > 1 && base.pp == 1) continue;
+        for (const char* scheduler : {"balanced", "dp_balanced", "local"}) {
+          PipelineCase c = base;
+          c.reading = mode;
+          c.vpp = vpp;
+          c.scheduler = scheduler;
+          out.push_back(c);
+        }
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace thdpack::testing

@@ -54,4 +54,7 @@ CaseOutcome run_case(Communicator& world, const PipelineCase& c);
 /// The (tp, pp, cp, dp) layouts of the test matrix.
 std::vector<PipelineCase> layout_matrix();
 
+/// Every layout in both reading modes, with and without VPP (pp > 1 only), with every scheduler.
+std::vector<PipelineCase> full_matrix();
+
 }  // namespace thdpack::testing

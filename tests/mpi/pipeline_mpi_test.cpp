@@ -21,25 +21,6 @@ int world_size() {
   return size;
 }
 
-std::vector<PipelineCase> cases() {
-  std::vector<PipelineCase> out;
-  for (PipelineCase base : testing::layout_matrix()) {
-    for (ReadingMode mode : {ReadingMode::kMegatron, ReadingMode::kAllRanks}) {
-      for (int vpp : {1, 2}) {
-        if (vpp > 1 && base.pp == 1) continue;
-        for (const char* scheduler : {"balanced", "dp_balanced", "local"}) {
-          PipelineCase c = base;
-          c.reading = mode;
-          c.vpp = vpp;
-          c.scheduler = scheduler;
-          out.push_back(c);
-        }
-      }
-    }
-  }
-  return out;
-}
-
 class PipelineMpi : public ::testing::TestWithParam<PipelineCase> {};
 
 TEST_P(PipelineMpi, EveryRankMatchesTheReference) {
@@ -55,7 +36,7 @@ TEST_P(PipelineMpi, EveryRankMatchesTheReference) {
   EXPECT_EQ(k[0], -k[1]);
 }
 
-INSTANTIATE_TEST_SUITE_P(Matrix, PipelineMpi, ::testing::ValuesIn(cases()),
+INSTANTIATE_TEST_SUITE_P(Matrix, PipelineMpi, ::testing::ValuesIn(testing::full_matrix()),
                          [](const auto& info) { return info.param.name(); });
 
 TEST(PipelineMpiErrors, InconsistentOptionsFailOnEveryRankWithoutHanging) {

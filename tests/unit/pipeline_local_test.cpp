@@ -18,25 +18,6 @@ namespace {
 
 using testing::PipelineCase;
 
-std::vector<PipelineCase> full_matrix() {
-  std::vector<PipelineCase> out;
-  for (PipelineCase base : testing::layout_matrix()) {
-    for (ReadingMode mode : {ReadingMode::kMegatron, ReadingMode::kAllRanks}) {
-      for (int vpp : {1, 2}) {
-        if (vpp > 1 && base.pp == 1) continue;
-        for (const char* scheduler : {"balanced", "dp_balanced", "local"}) {
-          PipelineCase c = base;
-          c.reading = mode;
-          c.vpp = vpp;
-          c.scheduler = scheduler;
-          out.push_back(c);
-        }
-      }
-    }
-  }
-  return out;
-}
-
 class PipelineLocal : public ::testing::TestWithParam<PipelineCase> {};
 
 TEST_P(PipelineLocal, EveryRankMatchesTheReference) {
@@ -57,7 +38,7 @@ TEST_P(PipelineLocal, EveryRankMatchesTheReference) {
   EXPECT_GT(microbatches.load(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Matrix, PipelineLocal, ::testing::ValuesIn(full_matrix()),
+INSTANTIATE_TEST_SUITE_P(Matrix, PipelineLocal, ::testing::ValuesIn(testing::full_matrix()),
                          [](const auto& info) { return info.param.name(); });
 
 TEST(PipelineLocalErrors, InconsistentOptionsFailOnEveryRank) {

@@ -1,0 +1,20 @@
+# Runs COMMAND (a program and its arguments, separated by "|") and passes when it exits non-zero
+# with EXPECT in its error output; with ONE_LINE set the error output must be a single line.
+# A hang is left to CTest's timeout.
+string(REPLACE "|" ";" command "${COMMAND}")
+execute_process(COMMAND ${command} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0)
+  message(FATAL_ERROR "expected a failure, got exit 0\n${out}")
+endif()
+string(FIND "${err}" "${EXPECT}" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "exit ${rc}; error output does not mention '${EXPECT}':\n${err}")
+endif()
+if(ONE_LINE)
+  string(REGEX MATCHALL "\n" newlines "${err}")
+  list(LENGTH newlines lines)
+  if(lines GREATER 1)
+    message(FATAL_ERROR "error output should be one line:\n${err}")
+  endif()
+endif()
+message(STATUS "exit ${rc}: ${err}")
