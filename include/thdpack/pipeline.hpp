@@ -136,6 +136,13 @@ class Pipeline {
   /// tp·cp·dp·pp or when ranks were given different options (naming the first differing rank and
   /// the options), and CommError when a collective fails.
   Pipeline(Communicator& world, PipelineOptions options);
+  /// With the DP and TP groups the caller already has (e.g. torch.distributed process groups, which
+  /// cannot be split from an arbitrary group): `dp_group` must hold exactly this rank's DP peers
+  /// ordered by DP coordinate, `tp_group` its TP peers ordered by TP coordinate; checked with one
+  /// allgather on each (InvalidArgument on every member otherwise). The communicators must
+  /// outlive the pipeline.
+  Pipeline(Communicator& world, Communicator& dp_group, Communicator& tp_group,
+           PipelineOptions options);
   ~Pipeline();
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;

@@ -76,23 +76,68 @@ struct Pipeline::State {
   bool reader = false;
   StageFields fields;
   PackOptions pack;
-  std::unique_ptr<Communicator> dp;
-  std::unique_ptr<Communicator> tp;
+  Communicator* dp = nullptr;
+  Communicator* tp = nullptr;
+  std::unique_ptr<Communicator> owned_dp;  // set when the pipeline split its own groups
+  std::unique_ptr<Communicator> owned_tp;
+
+  State(Communicator& w, PipelineOptions o)
+      : world(w),
+        options(std::move(o)),
+        coords(options.topology.coordinates(w.rank())),
+        reader(thdpack::reads_data(options.topology, options.reading, w.rank())),
+        fields(stage_fields(options.topology, coords.pp)),
+        pack(pack_options_of(options)) {
+    make_scheduler(options.scheduler);  // unknown names fail here, on every rank alike
+  }
 };
 
-Pipeline::Pipeline(Communicator& world, PipelineOptions options) {
+namespace {
+
+// The world checks shared by both constructors; collective over `world`.
+void check_world(Communicator& world, const PipelineOptions& options) {
   check_same_options(world, options.describe());
-  const Topology& t = options.topology;
-  t.check_world_size(world.size());
-  auto dp = make_group(world, t, GroupKind::kDp);
-  auto tp = make_group(world, t, GroupKind::kTp);
-  const Coordinates coords = t.coordinates(world.rank());
-  const bool reader = thdpack::reads_data(t, options.reading, world.rank());
-  const StageFields fields = stage_fields(t, coords.pp);
-  const PackOptions pack = pack_options_of(options);
-  make_scheduler(options.scheduler);  // unknown names fail here, on every rank alike
-  state_.reset(new State{world, std::move(options), coords, reader, fields, pack, std::move(dp),
-                         std::move(tp)});
+  options.topology.check_world_size(world.size());
+}
+
+// `group` must be this rank's group of `kind`, in group order. Collective over `group`.
+void check_given_group(Communicator& group, Communicator& world, const Topology& t, GroupKind kind,
+                       const char* name) {
+  const std::vector<int> want = t.group_ranks(kind, world.rank());
+  const std::vector<int> got = allgather_value<int>(group, world.rank());
+  if (got != want) {
+    std::string text;
+    for (int r : got) {
+      if (!text.empty()) text += ',';
+      text += std::to_string(r);
+    }
+    throw InvalidArgument(std::string("the ") + name +
+                          " group given to the pipeline holds world ranks [" + text +
+                          "] in that order, but " + t.describe() + " puts rank " +
+                          std::to_string(world.rank()) + " in a different " + name +
+                          " group; build the groups in this rank order or pass the matching order");
+  }
+}
+
+}  // namespace
+
+Pipeline::Pipeline(Communicator& world, PipelineOptions options) {
+  check_world(world, options);
+  state_ = std::make_unique<State>(world, std::move(options));
+  state_->owned_dp = make_group(world, state_->options.topology, GroupKind::kDp);
+  state_->owned_tp = make_group(world, state_->options.topology, GroupKind::kTp);
+  state_->dp = state_->owned_dp.get();
+  state_->tp = state_->owned_tp.get();
+}
+
+Pipeline::Pipeline(Communicator& world, Communicator& dp_group, Communicator& tp_group,
+                   PipelineOptions options) {
+  check_world(world, options);
+  check_given_group(dp_group, world, options.topology, GroupKind::kDp, "DP");
+  check_given_group(tp_group, world, options.topology, GroupKind::kTp, "TP");
+  state_ = std::make_unique<State>(world, std::move(options));
+  state_->dp = &dp_group;
+  state_->tp = &tp_group;
 }
 
 Pipeline::~Pipeline() = default;
@@ -110,7 +155,7 @@ Coordinates Pipeline::coordinates() const {
 StepResult Pipeline::run_step(std::span<const Sample> local_samples) {
   State& s = *state_;
   const auto start = std::chrono::steady_clock::now();
-  const CommStats before = total_stats({&s.world, s.dp.get(), s.tp.get()});
+  const CommStats before = total_stats({&s.world, s.dp, s.tp});
   const CommStats dp_before = s.dp->stats();
   const CommStats tp_before = s.tp->stats();
   const Topology& t = s.options.topology;
@@ -146,7 +191,7 @@ StepResult Pipeline::run_step(std::span<const Sample> local_samples) {
   }
   r.microbatches = std::move(microbatches);
 
-  const CommStats after = total_stats({&s.world, s.dp.get(), s.tp.get()});
+  const CommStats after = total_stats({&s.world, s.dp, s.tp});
   r.traffic.collectives = after.collectives - before.collectives;
   r.traffic.bytes_sent = after.bytes_sent - before.bytes_sent;
   r.traffic.exchange_bytes = s.dp->stats().bytes_sent - dp_before.bytes_sent;

@@ -11,6 +11,7 @@
 #include "pipeline_case.hpp"
 #include "thdpack/errors.hpp"
 #include "thdpack/local_communicator.hpp"
+#include "thdpack/process_groups.hpp"
 #include "thdpack/step_verification.hpp"
 
 namespace thdpack {
@@ -193,6 +194,42 @@ TEST(PipelineLocal, IteratorsExposeOnlyTheirVirtualStageFields) {
     }
     EXPECT_EQ(r.num_microbatches() % 2, 0) << "VPP needs a multiple of the group (pp)";
   });
+}
+
+}  // namespace
+}  // namespace thdpack
+
+namespace thdpack {
+namespace {
+
+TEST(PipelineLocal, GivenGroupsGiveTheSameResult) {
+  testing::PipelineCase c;
+  c.tp = 2;
+  c.cp = 2;
+  c.dp = 2;
+  run_local(c.world_size(), [&](Communicator& world) {
+    const PipelineOptions o = testing::options_of(c);
+    ProcessGroups g = make_process_groups(world, o.topology);
+    Pipeline p(world, *g.dp, *g.tp, o);
+    const auto local = testing::local_samples(o, world.rank(), 0, 16);
+    const StepResult r = p.run_step(local);
+    verify_step(world, o, r, local, [](int64_t id) { return testing::case_dataset().sample(id); });
+  });
+}
+
+TEST(PipelineLocalErrors, GroupsInAnotherOrderAreRejected) {
+  testing::PipelineCase c;
+  c.cp = 2;
+  c.dp = 2;
+  test_util::expect_throw_with<InvalidArgument>(
+      [&] {
+        run_local(c.world_size(), [&](Communicator& world) {
+          const PipelineOptions o = testing::options_of(c);
+          ProcessGroups g = make_process_groups(world, o.topology);
+          Pipeline p(world, *g.cp, *g.tp, o);  // the CP group where the DP group belongs
+        });
+      },
+      "DP group given to the pipeline");
 }
 
 }  // namespace
