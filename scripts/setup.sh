@@ -13,7 +13,8 @@ packages=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   nlohmann-json3-dev libcli11-dev
   openmpi-bin libopenmpi-dev
-  python3
+  python3 python3-dev python3-numpy python3-pybind11 pybind11-dev python3-pytest python3-torch
+  python3-mpi4py
 )
 
 if [ "${THDPACK_SKIP_APT:-0}" != "1" ]; then
@@ -38,3 +39,15 @@ JOBS=${JOBS:-$(nproc)}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" ${CMAKE_ARGS:-}
 cmake --build "$BUILD_DIR" -j "$JOBS"
 echo "[setup] built in $BUILD_DIR"
+
+# Make `import thdpack` work for Debian's /usr/bin/python3 (the interpreter with python3-torch),
+# pointing at the build tree like an editable install. `cmake --install` does a real install.
+if [ -d "$BUILD_DIR/python/thdpack" ]; then
+  site=$(/usr/bin/python3 -c "import site; print(site.getsitepackages()[0])")
+  pth="$site/thdpack-build.pth"
+  if mkdir -p "$site" 2>/dev/null && echo "$(cd "$BUILD_DIR/python" && pwd)" > "$pth" 2>/dev/null; then
+    echo "[setup] /usr/bin/python3 imports thdpack from $BUILD_DIR/python ($pth)"
+  else
+    echo "[setup] to import thdpack: export PYTHONPATH=$(cd "$BUILD_DIR/python" && pwd)"
+  fi
+fi

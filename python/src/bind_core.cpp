@@ -1,0 +1,427 @@
+// Topology, cost model and FLOPs, datasets and workloads, global batches, schedulers and plans,
+// offline bin packing.
+
+#include <pybind11/functional.h>
+
+#include "bindings.hpp"
+#include "thdpack/bin_packing.hpp"
+#include "thdpack/cost_model.hpp"
+#include "thdpack/errors.hpp"
+#include "thdpack/global_batch.hpp"
+#include "thdpack/plan_stats.hpp"
+#include "thdpack/scheduler.hpp"
+#include "thdpack/topology.hpp"
+#include "thdpack/workloads.hpp"
+
+namespace thdpack::python {
+namespace {
+
+GroupKind group_kind(const std::string& name) {
+  if (name == "tp") return GroupKind::kTp;
+  if (name == "cp") return GroupKind::kCp;
+  if (name == "dp") return GroupKind::kDp;
+  if (name == "pp") return GroupKind::kPp;
+  if (name == "dp_cp") return GroupKind::kDpCp;
+  if (name == "ep") return GroupKind::kEp;
+  throw InvalidArgument("unknown group kind '" + name + "'; use tp, cp, dp, pp, dp_cp or ep");
+}
+
+OversizePolicy oversize_of(const std::string& name) {
+  if (name == "error") return OversizePolicy::kError;
+  if (name == "truncate") return OversizePolicy::kTruncate;
+  throw InvalidArgument("oversize must be 'error' or 'truncate', got '" + name + "'");
+}
+
+py::list bins_to_python(const Bins& bins) {
+  py::list out;
+  for (int64_t p = 0; p < bins.count(); ++p) out.append(copy_of(bins.bin(p)));
+  return out;
+}
+
+// Owns the arrays a ScheduleInput borrows.
+struct OwnedInput {
+  std::vector<int64_t> ids, lengths, per_rank, groups;
+  ScheduleInput view() const { return {ids, lengths, per_rank, groups}; }
+};
+
+OwnedInput owned_input(const Array<int64_t>& padded_lengths, const py::object& ids,
+                       const py::object& samples_per_rank, const py::object& group_ids) {
+  OwnedInput in;
+  in.lengths = vector_of(padded_lengths, "padded_lengths");
+  if (ids.is_none()) {
+    for (size_t i = 0; i < in.lengths.size(); ++i) in.ids.push_back(static_cast<int64_t>(i));
+  } else {
+    in.ids = vector_of(ids.cast<Array<int64_t>>(), "ids");
+  }
+  if (!samples_per_rank.is_none())
+    in.per_rank = vector_of(samples_per_rank.cast<Array<int64_t>>(), "samples_per_rank");
+  if (!group_ids.is_none()) in.groups = vector_of(group_ids.cast<Array<int64_t>>(), "group_ids");
+  return in;
+}
+
+ScheduleOptions schedule_options(int dp, int64_t max_seqlen, int cp, int pp, int multiple,
+                                 const CostModel& cost) {
+  ScheduleOptions o;
+  o.dp = dp;
+  o.cp = cp;
+  o.pp = pp;
+  o.microbatch_multiple = multiple;
+  o.max_seqlen_per_dp_cp_rank = max_seqlen;
+  o.cost = cost;
+  return o;
+}
+
+py::dict stats_to_python(const PlanStats& s) {
+  py::dict d;
+  d["num_samples"] = s.num_samples;
+  d["num_microbatches"] = s.num_microbatches;
+  d["microbatch_token_bound"] = s.microbatch_token_bound;
+  d["microbatch_lower_bound"] = s.microbatch_lower_bound;
+  d["real_tokens"] = s.real_tokens;
+  d["padded_tokens"] = s.padded_tokens;
+  d["fill"] = s.fill;
+  d["padding_fraction"] = s.padding_fraction;
+  d["step_cost"] = s.step_cost;
+  d["step_lower_bound"] = s.step_lower_bound;
+  d["step_tight_bound"] = s.step_tight_bound;
+  d["step_ratio"] = s.step_ratio;
+  d["imbalance"] = s.imbalance;
+  d["cap_violations"] = s.cap_violations;
+  d["s1_real"] = s.sums.s1_real;
+  d["s2_real"] = s.sums.s2_real;
+  d["s1_padded"] = s.sums.s1_padded;
+  d["s2_padded"] = s.sums.s2_padded;
+  d["replica_step_costs"] = s.replica_step_costs;
+  return d;
+}
+
+}  // namespace
+
+Sample sample_from_python(py::handle object, int64_t default_id) {
+  Sample s;
+  s.id = default_id;
+  if (py::isinstance<py::dict>(object)) {
+    const auto d = py::reinterpret_borrow<py::dict>(object);
+    if (!d.contains("input_ids")) throw InvalidArgument("a sample dict needs 'input_ids'");
+    for (const auto& [key, value] : d) {
+      const std::string k = py::str(key);
+      if (k == "input_ids") {
+        s.input_ids = vector_of(value.cast<Array<int64_t>>(), "input_ids");
+      } else if (k == "loss_mask") {
+        if (!value.is_none()) s.loss_mask = vector_of(value.cast<Array<float>>(), "loss_mask");
+      } else if (k == "labels") {
+        if (!value.is_none()) s.labels = vector_of(value.cast<Array<int64_t>>(), "labels");
+      } else if (k == "id") {
+        s.id = value.cast<int64_t>();
+      } else if (k == "labels_shifted") {
+        s.labels_shifted = value.cast<bool>();
+      } else {
+        throw InvalidArgument("unknown sample key '" + k +
+                              "'; expected input_ids, loss_mask, labels, labels_shifted, id");
+      }
+    }
+  } else {
+    s.input_ids =
+        vector_of(py::reinterpret_borrow<py::object>(object).cast<Array<int64_t>>(), "sample");
+  }
+  return s;
+}
+
+py::dict sample_to_python(const Sample& s) {
+  py::dict d;
+  d["id"] = s.id;
+  d["input_ids"] = copy_of(std::span<const int64_t>(s.input_ids));
+  if (!s.loss_mask.empty()) d["loss_mask"] = copy_of(std::span<const float>(s.loss_mask));
+  if (!s.labels.empty()) d["labels"] = copy_of(std::span<const int64_t>(s.labels));
+  return d;
+}
+
+void bind_core(py::module_& m) {
+  // ---- topology ----
+  py::class_<Topology>(m, "Topology",
+                       "A parallel layout and its rank order (Megatron's by default).")
+      .def(py::init([](int tp, int cp, int dp, int pp, int ep, int vpp, int vpp_group,
+                       const std::string& order) {
+             return Topology({tp, cp, dp, pp, ep, vpp, vpp_group, order});
+           }),
+           py::kw_only(), py::arg("tp") = 1, py::arg("cp") = 1, py::arg("dp") = 1,
+           py::arg("pp") = 1, py::arg("ep") = 1, py::arg("vpp") = 1, py::arg("vpp_group") = 0,
+           py::arg("order") = "tp-cp-ep-dp-pp")
+      .def_property_readonly("tp", &Topology::tp)
+      .def_property_readonly("cp", &Topology::cp)
+      .def_property_readonly("dp", &Topology::dp)
+      .def_property_readonly("pp", &Topology::pp)
+      .def_property_readonly("ep", &Topology::ep)
+      .def_property_readonly("vpp", &Topology::vpp)
+      .def_property_readonly("order", [](const Topology& t) { return t.config().order; })
+      .def_property_readonly("world_size", &Topology::world_size)
+      .def_property_readonly("microbatch_multiple", &Topology::microbatch_multiple)
+      .def(
+          "coordinates",
+          [](const Topology& t, int rank) {
+            const Coordinates c = t.coordinates(rank);
+            py::dict d;
+            d["tp"] = c.tp;
+            d["cp"] = c.cp;
+            d["dp"] = c.dp;
+            d["pp"] = c.pp;
+            return d;
+          },
+          py::arg("rank"), "{'tp','cp','dp','pp'} of a global rank.")
+      .def(
+          "rank_of",
+          [](const Topology& t, int tp, int cp, int dp, int pp) {
+            return t.rank_of({tp, cp, dp, pp});
+          },
+          py::kw_only(), py::arg("tp") = 0, py::arg("cp") = 0, py::arg("dp") = 0, py::arg("pp") = 0)
+      .def(
+          "group_ranks",
+          [](const Topology& t, const std::string& kind, int rank) {
+            return t.group_ranks(group_kind(kind), rank);
+          },
+          py::arg("kind"), py::arg("rank"),
+          "Global ranks of the group of `kind` (tp, cp, dp, pp, dp_cp, ep) holding `rank`.")
+      .def(
+          "all_groups",
+          [](const Topology& t, const std::string& kind) { return t.all_groups(group_kind(kind)); },
+          py::arg("kind"))
+      .def("check_world_size", &Topology::check_world_size, py::arg("world_size"))
+      .def("__repr__", [](const Topology& t) { return "Topology(" + t.describe() + ")"; });
+
+  // ---- model, cost, FLOPs ----
+  py::class_<ModelSpec>(m, "ModelSpec", "Shape of a decoder-only transformer.")
+      .def(py::init([](std::string name, int64_t hidden, int64_t layers, int64_t heads,
+                       int64_t kv_heads, int64_t head_dim, int64_t ffn, int64_t vocab, bool swiglu,
+                       int64_t moe_topk) {
+             return ModelSpec{std::move(name), hidden, layers, heads,  kv_heads,
+                              head_dim,        ffn,    vocab,  swiglu, moe_topk};
+           }),
+           py::kw_only(), py::arg("name") = "custom", py::arg("hidden"), py::arg("layers"),
+           py::arg("heads"), py::arg("kv_heads"), py::arg("head_dim"), py::arg("ffn"),
+           py::arg("vocab"), py::arg("swiglu") = true, py::arg("moe_topk") = 1)
+      .def_readonly("name", &ModelSpec::name)
+      .def_readonly("hidden", &ModelSpec::hidden)
+      .def_readonly("layers", &ModelSpec::layers)
+      .def_readonly("heads", &ModelSpec::heads)
+      .def_readonly("kv_heads", &ModelSpec::kv_heads)
+      .def_readonly("head_dim", &ModelSpec::head_dim)
+      .def_readonly("ffn", &ModelSpec::ffn)
+      .def_readonly("vocab", &ModelSpec::vocab)
+      .def_readonly("swiglu", &ModelSpec::swiglu)
+      .def_readonly("moe_topk", &ModelSpec::moe_topk);
+  m.def("model_preset_names", &model_preset_names);
+  m.def("model_preset", &model_preset, py::arg("name"));
+  m.def("training_flops", &training_flops, py::arg("model"), py::arg("s1"), py::arg("s2"),
+        "Training FLOPs (3x forward) of samples with sum of lengths s1 and of squared lengths s2.");
+  py::class_<CostModel>(m, "CostModel", "cost(L) = linear * L + quadratic * L^2")
+      .def(py::init(&CostModel::from_coefficients), py::kw_only(), py::arg("linear") = 1.0,
+           py::arg("quadratic") = 0.0)
+      .def_static("from_model", &CostModel::from_model, py::arg("model"))
+      .def_readonly("linear", &CostModel::linear)
+      .def_readonly("quadratic", &CostModel::quadratic)
+      .def("cost", &CostModel::cost, py::arg("length"));
+
+  // ---- datasets ----
+  py::class_<Dataset, std::shared_ptr<Dataset>>(m, "Dataset", "Random-access samples.")
+      .def("__len__", &Dataset::size)
+      .def_property_readonly("size", &Dataset::size)
+      .def("length", &Dataset::length, py::arg("index"))
+      .def(
+          "lengths",
+          [](const Dataset& d, int64_t start, int64_t stop) {
+            py::array_t<int64_t> out(std::max<int64_t>(stop - start, 0));
+            auto* p = out.mutable_data();
+            for (int64_t i = start; i < stop; ++i) p[i - start] = d.length(i);
+            return out;
+          },
+          py::arg("start"), py::arg("stop"), "Lengths of samples [start, stop).")
+      .def(
+          "sample", [](const Dataset& d, int64_t i) { return sample_to_python(d.sample(i)); },
+          py::arg("index"), "A dict of numpy arrays: id, input_ids, and loss_mask / labels.")
+      .def("describe", &Dataset::describe)
+      .def("__repr__", &Dataset::describe);
+  m.def(
+      "mock_dataset",
+      [](const std::string& config_json, const std::string& base_dir) {
+        return std::shared_ptr<Dataset>(
+            make_mock_dataset(parse_mock_config(config_json, base_dir)));
+      },
+      py::arg("config_json"), py::arg("base_dir") = "",
+      "A mock dataset from a config JSON with Megatron's keys (mode, type, min_seq_len, ...).");
+  m.def(
+      "default_mock_config", [](int64_t s) { return to_json(default_mock_config(s)); },
+      py::arg("seq_length"), "Megatron's default mock config for sequence length S, as JSON.");
+  m.def(
+      "load_jsonl_dataset",
+      [](const std::string& path, bool ignore_unknown_keys, bool labels_shifted) {
+        return std::shared_ptr<Dataset>(
+            load_jsonl_dataset(path, JsonlOptions{ignore_unknown_keys, labels_shifted}));
+      },
+      py::arg("path"), py::kw_only(), py::arg("ignore_unknown_keys") = false,
+      py::arg("labels_shifted") = false);
+  m.def(
+      "read_lengths_file",
+      [](const std::string& p) {
+        auto v = read_lengths_file(p);
+        return copy_of(std::span<const int64_t>(v));
+      },
+      py::arg("path"));
+  m.def("workload_names", &workload_names);
+  m.def(
+      "workload",
+      [](const std::string& name) {
+        const Workload w = workload(name);
+        py::dict d;
+        d["name"] = w.name;
+        d["description"] = w.description;
+        d["dataset_config"] = to_json(w.dataset);
+        d["max_seqlen_per_dp_cp_rank"] = w.max_seqlen_per_dp_cp_rank;
+        d["cp"] = w.cp;
+        d["reference_batches"] = w.reference_batches;
+        return d;
+      },
+      py::arg("name"));
+  m.def(
+      "default_global_batch",
+      [](const std::string& name, int dp) { return default_global_batch(workload(name), dp); },
+      py::arg("workload"), py::arg("dp"));
+
+  // ---- global batches ----
+  py::class_<GlobalBatch>(m, "GlobalBatch", "The lengths of one global batch, DP-rank-major.")
+      .def_property_readonly(
+          "ids", [](py::object self) { return view_of(self.cast<const GlobalBatch&>().ids, self); })
+      .def_property_readonly("real_lengths",
+                             [](py::object self) {
+                               return view_of(self.cast<const GlobalBatch&>().real_lengths, self);
+                             })
+      .def_property_readonly("padded_lengths",
+                             [](py::object self) {
+                               return view_of(self.cast<const GlobalBatch&>().padded_lengths, self);
+                             })
+      .def_property_readonly("samples_per_rank",
+                             [](py::object self) {
+                               return view_of(self.cast<const GlobalBatch&>().samples_per_rank,
+                                              self);
+                             })
+      .def_readonly("truncated", &GlobalBatch::truncated)
+      .def("__len__", [](const GlobalBatch& b) { return b.ids.size(); });
+  m.def(
+      "global_batch_indices",
+      [](int64_t step, int64_t batch, int64_t size) {
+        auto v = global_batch_indices(step, batch, size);
+        return copy_of(std::span<const int64_t>(v));
+      },
+      py::arg("step"), py::arg("global_batch"), py::arg("dataset_size"));
+  m.def(
+      "make_global_batch",
+      [](const Dataset& d, int64_t step, int64_t global_batch, int dp, int64_t divisor,
+         int64_t capacity, const std::string& oversize) {
+        return make_global_batch(d, step,
+                                 {global_batch, dp, divisor, capacity, oversize_of(oversize)});
+      },
+      py::arg("dataset"), py::arg("step"), py::kw_only(), py::arg("global_batch"), py::arg("dp"),
+      py::arg("divisor") = 1, py::arg("capacity"), py::arg("oversize") = "error");
+
+  // ---- schedulers and plans ----
+  py::class_<Plan>(m, "Plan", "For each micro-batch k and DP replica r, the ordered global ids.")
+      .def_property_readonly("dp", &Plan::dp)
+      .def_property_readonly("num_microbatches", &Plan::num_microbatches)
+      .def_property_readonly("num_packs", &Plan::num_packs)
+      .def(
+          "pack", [](const Plan& p, int64_t k, int r) { return copy_of(p.pack(k, r)); },
+          py::arg("microbatch"), py::arg("replica"))
+      .def(
+          "to_list",
+          [](const Plan& p) {
+            std::vector<std::vector<std::vector<int64_t>>> out(
+                static_cast<size_t>(p.num_microbatches()));
+            for (int64_t k = 0; k < p.num_microbatches(); ++k) {
+              for (int r = 0; r < p.dp(); ++r) {
+                auto pack = p.pack(k, r);
+                out[static_cast<size_t>(k)].emplace_back(pack.begin(), pack.end());
+              }
+            }
+            return out;
+          },
+          "plan[k][r] = ids of micro-batch k on replica r.")
+      .def("__eq__", [](const Plan& a, const Plan& b) { return a == b; });
+  m.def("scheduler_names", &scheduler_names);
+  m.def(
+      "schedule",
+      [](const Array<int64_t>& padded_lengths, int dp, int64_t max_seqlen, const std::string& name,
+         int cp, int pp, int multiple, const CostModel& cost, const py::object& ids,
+         const py::object& samples_per_rank, const py::object& group_ids) {
+        const OwnedInput in = owned_input(padded_lengths, ids, samples_per_rank, group_ids);
+        const ScheduleOptions o = schedule_options(dp, max_seqlen, cp, pp, multiple, cost);
+        const auto scheduler = make_scheduler(name);
+        py::gil_scoped_release release;
+        return scheduler->schedule(in.view(), o);
+      },
+      py::arg("padded_lengths"), py::kw_only(), py::arg("dp"), py::arg("max_seqlen_per_dp_cp_rank"),
+      py::arg("scheduler") = "balanced", py::arg("cp") = 1, py::arg("pp") = 1,
+      py::arg("microbatch_multiple") = 1, py::arg("cost") = CostModel{},
+      py::arg("ids") = py::none(), py::arg("samples_per_rank") = py::none(),
+      py::arg("group_ids") = py::none(),
+      "Plans one global batch (no communication). ids default to positions.");
+  m.def(
+      "evaluate_plan",
+      [](const Plan& plan, const Array<int64_t>& padded_lengths, int64_t max_seqlen, int cp, int pp,
+         const CostModel& cost, const py::object& ids, const py::object& real_lengths) {
+        const OwnedInput in = owned_input(padded_lengths, ids, py::none(), py::none());
+        std::vector<int64_t> real;
+        if (!real_lengths.is_none())
+          real = vector_of(real_lengths.cast<Array<int64_t>>(), "real_lengths");
+        const ScheduleOptions o = schedule_options(plan.dp(), max_seqlen, cp, pp, 1, cost);
+        return stats_to_python(evaluate_plan(plan, in.view(), real, o));
+      },
+      py::arg("plan"), py::arg("padded_lengths"), py::kw_only(),
+      py::arg("max_seqlen_per_dp_cp_rank"), py::arg("cp") = 1, py::arg("pp") = 1,
+      py::arg("cost") = CostModel{}, py::arg("ids") = py::none(),
+      py::arg("real_lengths") = py::none());
+
+  // ---- offline bin packing ----
+  m.def(
+      "best_fit_decreasing",
+      [](const Array<int64_t>& l, int64_t c) {
+        auto v = vector_of(l, "lengths");
+        Bins b;
+        {
+          py::gil_scoped_release r;
+          b = best_fit_decreasing(v, c);
+        }
+        return bins_to_python(b);
+      },
+      py::arg("lengths"), py::arg("capacity"), "Packs as lists of item indices.");
+  m.def(
+      "first_fit_decreasing",
+      [](const Array<int64_t>& l, int64_t c) {
+        auto v = vector_of(l, "lengths");
+        Bins b;
+        {
+          py::gil_scoped_release r;
+          b = first_fit_decreasing(v, c);
+        }
+        return bins_to_python(b);
+      },
+      py::arg("lengths"), py::arg("capacity"));
+  m.def(
+      "next_fit",
+      [](const Array<int64_t>& l, int64_t c) {
+        return bins_to_python(next_fit(vector_of(l, "lengths"), c));
+      },
+      py::arg("lengths"), py::arg("capacity"));
+  m.def(
+      "bins_lower_bound_l1",
+      [](const Array<int64_t>& l, int64_t c) {
+        return bins_lower_bound_l1(vector_of(l, "lengths"), c);
+      },
+      py::arg("lengths"), py::arg("capacity"));
+  m.def(
+      "bins_lower_bound_l2",
+      [](const Array<int64_t>& l, int64_t c) {
+        return bins_lower_bound_l2(vector_of(l, "lengths"), c);
+      },
+      py::arg("lengths"), py::arg("capacity"));
+}
+
+}  // namespace thdpack::python

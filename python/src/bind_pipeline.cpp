@@ -1,0 +1,236 @@
+// The distributed pipeline for Python: options, steps with their micro-batches as numpy views,
+// the pieces that work on their own, and verification.
+
+#include <pybind11/functional.h>
+
+#include "bindings.hpp"
+#include "thdpack/errors.hpp"
+#include "thdpack/pipeline.hpp"
+#include "thdpack/step_verification.hpp"
+
+namespace thdpack::python {
+namespace {
+
+ReadingMode reading_of(const std::string& name) {
+  if (name == "megatron") return ReadingMode::kMegatron;
+  if (name == "all-ranks" || name == "all_ranks") return ReadingMode::kAllRanks;
+  throw InvalidArgument("reading must be 'megatron' or 'all-ranks', got '" + name + "'");
+}
+
+std::vector<Sample> samples_of(const py::sequence& samples) {
+  std::vector<Sample> out;
+  out.reserve(samples.size());
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const py::handle s = samples[i];
+    if (!py::isinstance<py::dict>(s) || !py::reinterpret_borrow<py::dict>(s).contains("id")) {
+      throw InvalidArgument("pipeline samples must be dicts with a global 'id' and 'input_ids'");
+    }
+    out.push_back(sample_from_python(s, 0));
+  }
+  return out;
+}
+
+// sample_of for C++ code running without the GIL.
+std::function<Sample(int64_t)> sample_callback(const py::function& sample_of) {
+  return [sample_of](int64_t id) {
+    py::gil_scoped_acquire gil;
+    return sample_from_python(sample_of(id), id);
+  };
+}
+
+py::dict fields_dict(StageFields f) {
+  py::dict d;
+  d["tokens"] = f.tokens;
+  d["labels"] = f.labels;
+  return d;
+}
+
+// Pipeline plus the Python communicators it borrows (kept alive with it).
+struct PyPipeline {
+  std::shared_ptr<Communicator> world, dp, tp;
+  std::unique_ptr<Pipeline> pipeline;
+};
+
+}  // namespace
+
+void bind_pipeline(py::module_& m) {
+  py::class_<PipelineOptions>(m, "PipelineOptions")
+      .def(py::init([](const Topology& topology, int64_t max_seqlen, const std::string& scheduler,
+                       const CostModel& cost, const std::string& reading, bool sequence_parallel,
+                       const std::string& cp_mode, const std::string& oversize, int64_t pad_id,
+                       int64_t ignore_id, const std::string& pad_positions) {
+             PipelineOptions o;
+             o.topology = topology;
+             o.max_seqlen_per_dp_cp_rank = max_seqlen;
+             o.scheduler = scheduler;
+             o.cost = cost;
+             o.reading = reading_of(reading);
+             o.sequence_parallel = sequence_parallel;
+             if (cp_mode == "contiguous") {
+               o.cp_mode = CpMode::kContiguous;
+             } else if (cp_mode != "zigzag") {
+               throw InvalidArgument("cp_mode must be 'zigzag' or 'contiguous'");
+             }
+             if (oversize == "truncate") {
+               o.oversize = OversizePolicy::kTruncate;
+             } else if (oversize != "error") {
+               throw InvalidArgument("oversize must be 'error' or 'truncate'");
+             }
+             o.pad_id = pad_id;
+             o.ignore_id = ignore_id;
+             if (pad_positions == "zero") {
+               o.pad_positions = PadPositions::kZero;
+             } else if (pad_positions != "continue") {
+               throw InvalidArgument("pad_positions must be 'continue' or 'zero'");
+             }
+             return o;
+           }),
+           py::kw_only(), py::arg("topology"), py::arg("max_seqlen_per_dp_cp_rank"),
+           py::arg("scheduler") = "balanced", py::arg("cost") = CostModel{},
+           py::arg("reading") = "megatron", py::arg("sequence_parallel") = false,
+           py::arg("cp_mode") = "zigzag", py::arg("oversize") = "error", py::arg("pad_id") = 0,
+           py::arg("ignore_id") = -100, py::arg("pad_positions") = "continue")
+      .def_readonly("topology", &PipelineOptions::topology)
+      .def_readonly("max_seqlen_per_dp_cp_rank", &PipelineOptions::max_seqlen_per_dp_cp_rank)
+      .def_readonly("scheduler", &PipelineOptions::scheduler)
+      .def("describe", &PipelineOptions::describe)
+      .def("__repr__",
+           [](const PipelineOptions& o) { return "PipelineOptions(" + o.describe() + ")"; });
+
+  py::class_<StepResult>(m, "StepResult", "This rank's share of one global batch.")
+      .def_readonly("batch", &StepResult::batch)
+      .def_readonly("plan", &StepResult::plan)
+      .def_property_readonly("num_microbatches", &StepResult::num_microbatches)
+      .def_property_readonly(
+          "microbatches",
+          [](const StepResult& r) {
+            // Aliasing pointers keep the step's storage alive for as long as any view of it.
+            std::vector<std::shared_ptr<PackedBatch>> out;
+            auto& all = const_cast<std::vector<PackedBatch>&>(*r.microbatches);
+            const auto owner = std::const_pointer_cast<std::vector<PackedBatch>>(r.microbatches);
+            for (auto& m : all) out.emplace_back(owner, &m);
+            return out;
+          },
+          "This rank's micro-batches in order, with its stage's fields (others are empty).")
+      .def_property_readonly("sums",
+                             [](const StepResult& r) {
+                               py::dict d;
+                               d["s1_real"] = r.sums.s1_real;
+                               d["s2_real"] = r.sums.s2_real;
+                               d["s1_padded"] = r.sums.s1_padded;
+                               d["s2_padded"] = r.sums.s2_padded;
+                               return d;
+                             })
+      .def_property_readonly("traffic",
+                             [](const StepResult& r) {
+                               py::dict d;
+                               d["collectives"] = r.traffic.collectives;
+                               d["bytes_sent"] = r.traffic.bytes_sent;
+                               d["exchange_bytes"] = r.traffic.exchange_bytes;
+                               d["broadcast_bytes"] = r.traffic.broadcast_bytes;
+                               d["seconds"] = r.traffic.seconds;
+                               return d;
+                             })
+      .def_property_readonly("virtual_stages", [](const StepResult& r) {
+        py::list out;
+        for (StageFields f : r.virtual_stages) out.append(fields_dict(f));
+        return out;
+      });
+
+  py::class_<PyPipeline>(
+      m, "Pipeline", "The distributed pipeline (collective over `world`); see docs/pipeline.md.")
+      .def(py::init([](std::shared_ptr<Communicator> world, const PipelineOptions& options,
+                       std::shared_ptr<Communicator> dp_group,
+                       std::shared_ptr<Communicator> tp_group) {
+             auto p = std::make_unique<PyPipeline>();
+             p->world = std::move(world);
+             p->dp = std::move(dp_group);
+             p->tp = std::move(tp_group);
+             if ((p->dp == nullptr) != (p->tp == nullptr)) {
+               throw InvalidArgument("give both dp_group and tp_group, or neither");
+             }
+             py::gil_scoped_release release;
+             if (p->dp) {
+               p->pipeline = std::make_unique<Pipeline>(*p->world, *p->dp, *p->tp, options);
+             } else {
+               p->pipeline = std::make_unique<Pipeline>(*p->world, options);
+             }
+             return p;
+           }),
+           py::arg("world"), py::arg("options"), py::kw_only(), py::arg("dp_group") = nullptr,
+           py::arg("tp_group") = nullptr)
+      .def(
+          "run_step",
+          [](PyPipeline& p, const py::sequence& samples) {
+            const std::vector<Sample> local = samples_of(samples);
+            py::gil_scoped_release release;
+            return p.pipeline->run_step(local);
+          },
+          py::arg("local_samples"),
+          "Collective: this rank's samples of the step (dicts with 'id' and 'input_ids'; empty "
+          "on ranks that do not read) -> StepResult.")
+      .def_property_readonly("reads_data",
+                             [](const PyPipeline& p) { return p.pipeline->reads_data(); })
+      .def_property_readonly("coordinates",
+                             [](const PyPipeline& p) {
+                               const Coordinates c = p.pipeline->coordinates();
+                               py::dict d;
+                               d["tp"] = c.tp;
+                               d["cp"] = c.cp;
+                               d["dp"] = c.dp;
+                               d["pp"] = c.pp;
+                               return d;
+                             })
+      .def_property_readonly("options", [](const PyPipeline& p) { return p.pipeline->options(); });
+
+  m.def(
+      "reads_data",
+      [](const Topology& t, const std::string& reading, int rank) {
+        return reads_data(t, reading_of(reading), rank);
+      },
+      py::arg("topology"), py::arg("reading"), py::arg("rank"));
+  m.def(
+      "stage_fields",
+      [](const Topology& t, int pp_rank) { return fields_dict(stage_fields(t, pp_rank)); },
+      py::arg("topology"), py::arg("pp_rank"));
+  m.def("plan_global_batch", &plan_global_batch, py::arg("batch"), py::arg("options"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "gather_global_batch",
+      [](Communicator& world, const PipelineOptions& o, const py::sequence& samples) {
+        const std::vector<Sample> local = samples_of(samples);
+        py::gil_scoped_release release;
+        return gather_global_batch(world, o, local);
+      },
+      py::arg("world"), py::arg("options"), py::arg("local_samples"));
+  m.def(
+      "reference_microbatches",
+      [](const GlobalBatch& batch, const Plan& plan, const py::function& sample_of,
+         const PipelineOptions& o, int rank) {
+        const auto fn = sample_callback(sample_of);
+        std::vector<PackedBatch> batches;
+        {
+          py::gil_scoped_release release;
+          batches = reference_microbatches(batch, plan, fn, o, rank);
+        }
+        std::vector<std::shared_ptr<PackedBatch>> out;
+        for (auto& b : batches) out.push_back(std::make_shared<PackedBatch>(std::move(b)));
+        return out;
+      },
+      py::arg("batch"), py::arg("plan"), py::arg("sample_of"), py::arg("options"), py::arg("rank"),
+      "What `rank` must hold after a step, computed in one process (sample_of(id) -> sample).");
+  m.def(
+      "verify_step",
+      [](Communicator& world, const PipelineOptions& o, const StepResult& r,
+         const py::sequence& local_samples, const py::function& sample_of) {
+        const std::vector<Sample> local = samples_of(local_samples);
+        const auto fn = sample_callback(sample_of);
+        py::gil_scoped_release release;
+        verify_step(world, o, r, local, fn);
+      },
+      py::arg("world"), py::arg("options"), py::arg("result"), py::arg("local_samples"),
+      py::arg("sample_of"),
+      "Collective: checks the step against the reference on every rank (InternalError if not).");
+}
+
+}  // namespace thdpack::python

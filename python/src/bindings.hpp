@@ -1,0 +1,57 @@
+#pragma once
+// Shared by the binding files of the _thdpack module: numpy conversions and the per-area
+// registration functions.
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "thdpack/dataset.hpp"
+
+namespace thdpack::python {
+
+namespace py = pybind11;
+
+/// A 1-D numpy array over `values`, owned by `owner` (no copy): the array keeps `owner` alive.
+template <typename T>
+py::array_t<T> view_of(const std::vector<T>& values, py::handle owner) {
+  return py::array_t<T>({static_cast<py::ssize_t>(values.size())}, {sizeof(T)}, values.data(),
+                        owner);
+}
+
+/// A new 1-D numpy array holding a copy of `values`.
+template <typename T>
+py::array_t<T> copy_of(std::span<const T> values) {
+  py::array_t<T> out(static_cast<py::ssize_t>(values.size()));
+  std::copy(values.begin(), values.end(), out.mutable_data());
+  return out;
+}
+
+template <typename T>
+using Array = py::array_t<T, py::array::c_style | py::array::forcecast>;
+
+/// The values of a 1-D array-like (list, numpy array, anything numpy converts).
+template <typename T>
+std::vector<T> vector_of(const Array<T>& array, const char* name) {
+  if (array.ndim() != 1) {
+    throw py::value_error(std::string(name) + " must be one-dimensional");
+  }
+  return std::vector<T>(array.data(), array.data() + array.size());
+}
+
+/// A Sample from a dict {"input_ids": ..., "loss_mask": ..., "labels": ..., "id": ...}, or from a
+/// bare sequence of token ids (then id = `default_id`).
+Sample sample_from_python(py::handle object, int64_t default_id);
+/// A dict of numpy arrays (input_ids, and loss_mask / labels when present) plus "id".
+py::dict sample_to_python(const Sample& sample);
+
+void bind_core(py::module_& m);
+void bind_packing(py::module_& m);
+void bind_comm(py::module_& m);
+void bind_pipeline(py::module_& m);
+
+}  // namespace thdpack::python

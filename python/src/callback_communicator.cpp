@@ -1,0 +1,185 @@
+#include "callback_communicator.hpp"
+
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+
+#include "thdpack/errors.hpp"
+
+namespace thdpack::python {
+namespace py = pybind11;
+namespace {
+
+py::array_t<uint8_t> bytes_array(std::span<const std::byte> data) {
+  py::array_t<uint8_t> out(static_cast<py::ssize_t>(data.size()));
+  if (!data.empty()) std::memcpy(out.mutable_data(), data.data(), data.size());
+  return out;
+}
+
+// Copies a bytes-like result (numpy array, bytes, bytearray, memoryview, CPU tensor via numpy) of
+// exactly `into.size()` bytes.
+void copy_result(const py::object& result, std::span<std::byte> into, const char* op) {
+  const py::buffer_info info = py::cast<py::buffer>(result).request();
+  const auto bytes = static_cast<size_t>(info.size * info.itemsize);
+  if (bytes != into.size()) {
+    throw CommError(std::string(op) + ": the callback returned " + std::to_string(bytes) +
+                    " bytes, expected " + std::to_string(into.size()));
+  }
+  if (bytes > 0) std::memcpy(into.data(), info.ptr, bytes);
+}
+
+const char* op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kMin:
+      return "min";
+  }
+  return "sum";
+}
+
+// Runs a Python call, turning its exceptions into CommError naming the operation.
+template <typename F>
+auto guarded(const char* op, F&& call) {
+  py::gil_scoped_acquire gil;
+  try {
+    return call();
+  } catch (py::error_already_set& e) {
+    throw CommError(std::string(op) + " failed in the Python communicator: " + e.what());
+  } catch (const py::cast_error& e) {
+    throw CommError(std::string(op) + ": the Python communicator returned the wrong type (" +
+                    e.what() + ")");
+  }
+}
+
+int64_t total(std::span<const int64_t> counts) {
+  int64_t t = 0;
+  for (int64_t c : counts) t += c;
+  return t;
+}
+
+}  // namespace
+
+CallbackCommunicator::CallbackCommunicator(py::object impl) : impl_(std::move(impl)) {
+  rank_ = impl_.attr("rank").cast<int>();
+  size_ = impl_.attr("size").cast<int>();
+  backend_ = py::hasattr(impl_, "backend") ? impl_.attr("backend").cast<std::string>() : "callback";
+  if (size_ < 1 || rank_ < 0 || rank_ >= size_) {
+    throw InvalidArgument("communicator rank " + std::to_string(rank_) + " / size " +
+                          std::to_string(size_) + " is not valid");
+  }
+}
+
+CallbackCommunicator::~CallbackCommunicator() {
+  py::gil_scoped_acquire gil;
+  impl_ = py::object();
+}
+
+void CallbackCommunicator::allgatherv(std::span<const std::byte> send, std::span<std::byte> recv,
+                                      std::span<const int64_t> counts) {
+  if (static_cast<int>(counts.size()) != size_ ||
+      total(counts) != static_cast<int64_t>(recv.size()) ||
+      counts[static_cast<size_t>(rank_)] != static_cast<int64_t>(send.size())) {
+    throw CommError("allgatherv: counts do not match the buffers");
+  }
+  ++stats_.collectives;
+  guarded("allgatherv", [&] {
+    const py::object r = impl_.attr("allgatherv")(
+        bytes_array(send), std::vector<int64_t>(counts.begin(), counts.end()));
+    copy_result(r, recv, "allgatherv");
+  });
+  if (size_ > 1) {
+    stats_.bytes_sent += static_cast<int64_t>(send.size()) * (size_ - 1);
+    stats_.bytes_received += static_cast<int64_t>(recv.size() - send.size());
+  }
+}
+
+void CallbackCommunicator::alltoallv(std::span<const std::byte> send,
+                                     std::span<const int64_t> send_counts,
+                                     std::span<std::byte> recv,
+                                     std::span<const int64_t> recv_counts) {
+  if (static_cast<int>(send_counts.size()) != size_ ||
+      static_cast<int>(recv_counts.size()) != size_ ||
+      total(send_counts) != static_cast<int64_t>(send.size()) ||
+      total(recv_counts) != static_cast<int64_t>(recv.size())) {
+    throw CommError("alltoallv: counts do not match the buffers");
+  }
+  ++stats_.collectives;
+  guarded("alltoallv", [&] {
+    const py::object r = impl_.attr("alltoallv")(
+        bytes_array(send), std::vector<int64_t>(send_counts.begin(), send_counts.end()),
+        std::vector<int64_t>(recv_counts.begin(), recv_counts.end()));
+    copy_result(r, recv, "alltoallv");
+  });
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    stats_.bytes_sent += send_counts[static_cast<size_t>(r)];
+    stats_.bytes_received += recv_counts[static_cast<size_t>(r)];
+  }
+}
+
+std::unique_ptr<CommRequest> CallbackCommunicator::ialltoallv(
+    std::span<const std::byte> send, std::span<const int64_t> send_counts,
+    std::span<std::byte> recv, std::span<const int64_t> recv_counts) {
+  alltoallv(send, send_counts, recv, recv_counts);
+  struct Done final : CommRequest {
+    void wait() override {}
+    bool test() override { return true; }
+  };
+  return std::make_unique<Done>();
+}
+
+void CallbackCommunicator::broadcast(std::span<std::byte> data, int root) {
+  if (root < 0 || root >= size_)
+    throw CommError("broadcast: root " + std::to_string(root) + " out of range");
+  ++stats_.collectives;
+  guarded("broadcast", [&] {
+    const py::object r = impl_.attr("broadcast")(bytes_array(data), root);
+    copy_result(r, data, "broadcast");
+  });
+  if (size_ > 1) {
+    if (rank_ == root) {
+      stats_.bytes_sent += static_cast<int64_t>(data.size()) * (size_ - 1);
+    } else {
+      stats_.bytes_received += static_cast<int64_t>(data.size());
+    }
+  }
+}
+
+template <typename T>
+void CallbackCommunicator::reduce(std::span<T> data, ReduceOp op) {
+  ++stats_.collectives;
+  guarded("allreduce", [&] {
+    py::array_t<T> values(static_cast<py::ssize_t>(data.size()));
+    std::copy(data.begin(), data.end(), values.mutable_data());
+    const py::object r = impl_.attr("allreduce")(values, op_name(op));
+    copy_result(r, std::as_writable_bytes(data), "allreduce");
+  });
+  if (size_ > 1) {
+    stats_.bytes_sent += static_cast<int64_t>(data.size_bytes());
+    stats_.bytes_received += static_cast<int64_t>(data.size_bytes());
+  }
+}
+
+void CallbackCommunicator::allreduce(std::span<int64_t> data, ReduceOp op) {
+  reduce(data, op);
+}
+void CallbackCommunicator::allreduce(std::span<double> data, ReduceOp op) {
+  reduce(data, op);
+}
+
+std::unique_ptr<Communicator> CallbackCommunicator::split(int, int) {
+  throw CommError(
+      "split: a callback communicator cannot split itself; create the groups in the framework "
+      "(e.g. torch.distributed.new_group) and pass them to the pipeline");
+}
+
+void CallbackCommunicator::barrier() {
+  ++stats_.collectives;
+  guarded("barrier", [&] { impl_.attr("barrier")(); });
+}
+
+}  // namespace thdpack::python

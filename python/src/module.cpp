@@ -1,0 +1,59 @@
+// The _thdpack extension module: the C++ core, communicators and pipeline for Python. The
+// thdpack package (python/thdpack) re-exports it and adds the torch adapters.
+
+#include "bindings.hpp"
+#include "thdpack/errors.hpp"
+
+namespace thdpack::python {
+namespace {
+
+// Python exception classes: InvalidArgument is a ValueError, CommError and InternalError are
+// RuntimeErrors, all of them thdpack.Error.
+void register_errors(py::module_& m) {
+  static py::handle base = PyErr_NewExceptionWithDoc(
+      "thdpack.Error", "Base of every error thdpack raises.", PyExc_Exception, nullptr);
+  auto make = [&](const char* name, const char* doc, PyObject* builtin) {
+    PyObject* bases = PyTuple_Pack(2, base.ptr(), builtin);
+    PyObject* cls = PyErr_NewExceptionWithDoc(name, doc, bases, nullptr);
+    Py_DECREF(bases);
+    return py::handle(cls);
+  };
+  static py::handle invalid = make("thdpack.InvalidArgument",
+                                   "Bad input or configuration (a ValueError).", PyExc_ValueError);
+  static py::handle comm =
+      make("thdpack.CommError", "A collective failed or a peer went away (a RuntimeError).",
+           PyExc_RuntimeError);
+  static py::handle internal =
+      make("thdpack.InternalError",
+           "A broken internal invariant: a bug in thdpack (a RuntimeError).", PyExc_RuntimeError);
+  m.attr("Error") = base;
+  m.attr("InvalidArgument") = invalid;
+  m.attr("CommError") = comm;
+  m.attr("InternalError") = internal;
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const InvalidArgument& e) {
+      PyErr_SetString(invalid.ptr(), e.what());
+    } catch (const CommError& e) {
+      PyErr_SetString(comm.ptr(), e.what());
+    } catch (const InternalError& e) {
+      PyErr_SetString(internal.ptr(), e.what());
+    } catch (const Error& e) {
+      PyErr_SetString(base.ptr(), e.what());
+    }
+  });
+}
+
+}  // namespace
+}  // namespace thdpack::python
+
+PYBIND11_MODULE(_thdpack, m) {
+  using namespace thdpack::python;
+  m.doc() = "thdpack: the packed-sequence (THD) data layer for distributed LLM training.";
+  register_errors(m);
+  bind_core(m);
+  bind_packing(m);
+  bind_comm(m);
+  bind_pipeline(m);
+}

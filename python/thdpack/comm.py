@@ -1,0 +1,123 @@
+"""Communicators from Python frameworks for thdpack's pipeline.
+
+``TorchCommunicator(group)`` runs thdpack's collectives over a ``torch.distributed`` process group
+(gloo on CPU, NCCL on GPU). Where a backend lacks a collective thdpack needs, it is built from the
+ones it has: variable-size allgather as a padded ``all_gather``; variable all-to-all as
+``all_to_all_single`` or, failing that, as pairwise ``isend``/``irecv``.
+
+``mpi4py_communicator(comm)`` gives thdpack's own MPI backend over an mpi4py communicator.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _thdpack
+
+_OPS = {"sum": "SUM", "max": "MAX", "min": "MIN"}
+
+
+class _TorchCollectives:
+    """The callback protocol of ``thdpack.CallbackCommunicator`` over one process group."""
+
+    def __init__(self, group=None, device=None):
+        import torch
+        import torch.distributed as dist
+
+        if not dist.is_initialized():
+            raise _thdpack.InvalidArgument(
+                "torch.distributed is not initialised: call init_process_group first")
+        self._torch = torch
+        self._dist = dist
+        self.group = group if group is not None else dist.group.WORLD
+        self.rank = dist.get_rank(self.group)
+        self.size = dist.get_world_size(self.group)
+        backend = dist.get_backend(self.group)
+        self.backend = f"torch-{backend}"
+        if device is None:
+            device = (torch.device("cuda", torch.cuda.current_device())
+                      if backend == "nccl" else torch.device("cpu"))
+        self.device = torch.device(device)
+        self._global = list(dist.get_process_group_ranks(self.group))
+        self._all_to_all_works = True
+
+    def _tensor(self, array):
+        return self._torch.from_numpy(np.ascontiguousarray(array)).to(self.device)
+
+    @staticmethod
+    def _host(tensor):
+        return tensor.cpu().numpy()
+
+    def allgatherv(self, send, counts):
+        width = max(max(counts), 1)
+        padded = np.zeros(width, dtype=np.uint8)
+        padded[: len(send)] = send
+        parts = [self._torch.empty(width, dtype=self._torch.uint8, device=self.device)
+                 for _ in range(self.size)]
+        self._dist.all_gather(parts, self._tensor(padded), group=self.group)
+        return np.concatenate([self._host(p)[:c] for p, c in zip(parts, counts)])
+
+    def alltoallv(self, send, send_counts, recv_counts):
+        torch = self._torch
+        out = torch.empty(int(sum(recv_counts)), dtype=torch.uint8, device=self.device)
+        if self._all_to_all_works:
+            try:
+                self._dist.all_to_all_single(out, self._tensor(send), list(map(int, recv_counts)),
+                                             list(map(int, send_counts)), group=self.group)
+                return self._host(out)
+            except RuntimeError as error:
+                if "not supported" not in str(error).lower():
+                    raise
+                self._all_to_all_works = False
+        return self._alltoallv_pairwise(send, send_counts, recv_counts)
+
+    def _alltoallv_pairwise(self, send, send_counts, recv_counts):
+        torch = self._torch
+        send_at = np.concatenate([[0], np.cumsum(send_counts)]).astype(int)
+        recv_at = np.concatenate([[0], np.cumsum(recv_counts)]).astype(int)
+        received = [None] * self.size
+        requests = []
+        for peer in range(self.size):
+            if peer == self.rank:
+                received[peer] = np.asarray(send[send_at[peer]:send_at[peer + 1]])
+                continue
+            if recv_counts[peer]:
+                buffer = torch.empty(int(recv_counts[peer]), dtype=torch.uint8, device=self.device)
+                received[peer] = buffer
+                requests.append(self._dist.irecv(buffer, src=self._global[peer], group=self.group))
+            if send_counts[peer]:
+                chunk = self._tensor(send[send_at[peer]:send_at[peer + 1]])
+                requests.append(self._dist.isend(chunk, dst=self._global[peer], group=self.group))
+        for request in requests:
+            request.wait()
+        parts = [r if isinstance(r, np.ndarray) else (self._host(r) if r is not None else
+                 np.zeros(0, dtype=np.uint8)) for r in received]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint8)
+
+    def broadcast(self, data, root):
+        tensor = self._tensor(data)
+        self._dist.broadcast(tensor, src=self._global[root], group=self.group)
+        return self._host(tensor)
+
+    def allreduce(self, data, op):
+        tensor = self._tensor(data)
+        self._dist.all_reduce(tensor, op=getattr(self._dist.ReduceOp, _OPS[op]), group=self.group)
+        return self._host(tensor)
+
+    def barrier(self):
+        self._dist.barrier(group=self.group)
+
+
+def TorchCommunicator(group=None, device=None) -> _thdpack.CallbackCommunicator:
+    """A thdpack communicator over a torch.distributed process group (default: the world)."""
+    return _thdpack.CallbackCommunicator(_TorchCollectives(group, device))
+
+
+def mpi4py_communicator(comm=None, timeout_seconds: float = 600.0):
+    """thdpack's MPI backend over a duplicate of an mpi4py communicator (default COMM_WORLD)."""
+    if not _thdpack.HAVE_MPI:
+        raise _thdpack.InvalidArgument("this thdpack build has no MPI backend")
+    from mpi4py import MPI
+
+    return _thdpack.MpiCommunicator.from_mpi4py(comm if comm is not None else MPI.COMM_WORLD,
+                                               timeout_seconds)

@@ -1,0 +1,205 @@
+"""PyTorch integration: this rank's packed micro-batches for each global batch, as torch tensors.
+
+``ThdPacker`` wraps thdpack's distributed pipeline for code that holds Megatron-style process
+groups (tensor, context, data and pipeline parallel)::
+
+    packer = ThdPacker(max_seqlen_per_dp_cp_rank=8192, tp_group=tp, cp_group=cp, dp_group=dp,
+                       pp_group=pp, model="llama3-8b")
+    for step in packer.wrap(my_rank_samples, samples_per_step=32):
+        for mb in step.microbatches:          # dicts of tensors, see PackedStep
+            loss = model(mb["tokens"], mb["position_ids"], mb["cu_seqlens"], mb["max_seqlen"])
+
+Groups may be omitted when their size is 1. Reading modes: "megatron" (TP rank 0 of the first and
+last pipeline stage reads and broadcasts to its TP peers; other ranks pass no samples) and
+"all-ranks" (every rank reads the samples of its DP index). Samples are dicts with a global "id",
+"input_ids" and optionally "loss_mask" or "labels" (lists, numpy arrays or tensors).
+
+With mpi4py instead of torch.distributed, pass ``mpi_comm`` (e.g. ``MPI.COMM_WORLD``) and the
+sizes (tp, cp, dp, pp) instead of groups.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Optional
+
+import numpy as np
+import torch
+
+from . import _thdpack
+from .comm import TorchCommunicator, mpi4py_communicator
+
+_FIELDS = ("tokens", "labels", "loss_mask", "position_ids", "padding_mask", "cu_seqlens",
+           "cu_seqlens_padded", "sample_ids")
+
+
+def _host_sample(sample: dict) -> dict:
+    out = {}
+    for key, value in sample.items():
+        if isinstance(value, torch.Tensor):
+            value = value.detach().cpu().numpy()
+        out[key] = value
+    return out
+
+
+@dataclass
+class PackedStep:
+    """One global batch on this rank.
+
+    ``microbatches[k]`` maps tokens, labels, loss_mask, position_ids, padding_mask, cu_seqlens,
+    cu_seqlens_padded, sample_ids to 1-D tensors (the fields this rank's pipeline stage does not
+    need are empty) and max_seqlen to a Python int. cu_seqlens and max_seqlen describe the whole
+    pack (what THD attention kernels take); per-row tensors hold this rank's CP slice.
+    ``flops`` has the global batch's seqlen sums (Megatron's FLOPs inputs) and, with a model, its
+    training TFLOPs.
+    """
+
+    microbatches: list
+    num_microbatches: int
+    flops: dict
+    virtual_stages: list
+    result: Any = field(repr=False)
+
+    def virtual_stage(self, stage: int) -> list:
+        """The micro-batches as virtual pipeline stage ``stage`` sees them (unneeded fields empty)."""
+        keep = self.virtual_stages[stage]
+        out = []
+        for mb in self.microbatches:
+            view = dict(mb)
+            if not keep["tokens"]:
+                view["tokens"] = view["position_ids"] = mb["tokens"][:0]
+            if not keep["labels"]:
+                view["labels"] = mb["labels"][:0]
+                view["loss_mask"] = mb["loss_mask"][:0]
+            out.append(view)
+        return out
+
+
+def microbatch_tensors(batch: "_thdpack.PackedBatch", device=None) -> dict:
+    """A PackedBatch as a dict of tensors sharing its memory (on CPU) plus max_seqlen as an int."""
+    out = {}
+    for name in _FIELDS:
+        tensor = torch.from_numpy(np.asarray(getattr(batch, name)))
+        out[name] = tensor if device is None else tensor.to(device, non_blocking=True)
+    out["max_seqlen"] = int(batch.max_seqlen)
+    return out
+
+
+class ThdPacker:
+    """This rank's packed micro-batches for each global batch, from its local samples."""
+
+    def __init__(self, *, max_seqlen_per_dp_cp_rank: int, tp_group=None, cp_group=None,
+                 dp_group=None, pp_group=None, mpi_comm=None, tp: int = 1, cp: int = 1,
+                 dp: Optional[int] = None, pp: int = 1, vpp: int = 1, vpp_group: int = 0,
+                 order: str = "tp-cp-ep-dp-pp", scheduler: str = "balanced",
+                 reading: str = "megatron", model=None, cost=None,
+                 sequence_parallel: bool = False, cp_mode: str = "zigzag",
+                 oversize: str = "error", device=None):
+        if mpi_comm is not None:
+            world = mpi4py_communicator(mpi_comm)
+            dp = dp if dp is not None else world.size // (tp * cp * pp)
+            groups = {}
+        else:
+            import torch.distributed as dist
+
+            size = lambda g: 1 if g is None else dist.get_world_size(g)  # noqa: E731
+            tp, cp, dp, pp = size(tp_group), size(cp_group), size(dp_group), size(pp_group)
+            world = TorchCommunicator(None, device)
+            groups = {"dp_group": TorchCommunicator(self._group_or_self(dp_group), device),
+                      "tp_group": TorchCommunicator(self._group_or_self(tp_group), device)}
+        self.model = _thdpack.model_preset(model) if isinstance(model, str) else model
+        if cost is None:
+            cost = (_thdpack.CostModel.from_model(self.model) if self.model is not None
+                    else _thdpack.CostModel())
+        topology = _thdpack.Topology(tp=tp, cp=cp, dp=dp, pp=pp, vpp=vpp, vpp_group=vpp_group,
+                                     order=order)
+        self.options = _thdpack.PipelineOptions(
+            topology=topology, max_seqlen_per_dp_cp_rank=max_seqlen_per_dp_cp_rank,
+            scheduler=scheduler, cost=cost, reading=reading, sequence_parallel=sequence_parallel,
+            cp_mode=cp_mode, oversize=oversize)
+        self.world = world
+        self.device = device
+        self.pipeline = _thdpack.Pipeline(world, self.options, **groups)
+
+    @staticmethod
+    def _group_or_self(group):
+        """A size-1 dimension without a group: a group of this rank alone."""
+        if group is not None:
+            return group
+        import torch.distributed as dist
+
+        rank = dist.get_rank()
+        # new_group must be entered by every rank for every group, in the same order.
+        mine = None
+        for r in range(dist.get_world_size()):
+            g = dist.new_group([r])
+            if r == rank:
+                mine = g
+        return mine
+
+    @property
+    def reads_data(self) -> bool:
+        """Whether this rank must pass samples to step()."""
+        return self.pipeline.reads_data
+
+    @property
+    def coordinates(self) -> dict:
+        return self.pipeline.coordinates
+
+    def step(self, samples: Iterable[dict] = ()) -> PackedStep:
+        """Collective over the world: this rank's micro-batches of one global batch."""
+        local = [_host_sample(s) for s in samples] if self.reads_data else []
+        result = self.pipeline.run_step(local)
+        sums = result.sums
+        flops = {
+            "seqlen_sum": sums["s1_real"],
+            "seqlen_squared_sum": sums["s2_real"],
+            "seqlen_sum_padded": sums["s1_padded"],
+            "seqlen_squared_sum_padded": sums["s2_padded"],
+        }
+        if self.model is not None:
+            flops["model_tflops"] = _thdpack.training_flops(
+                self.model, sums["s1_real"], sums["s2_real"]) / 1e12
+        return PackedStep(
+            microbatches=[microbatch_tensors(b, self.device) for b in result.microbatches],
+            num_microbatches=result.num_microbatches,
+            flops=flops,
+            virtual_stages=result.virtual_stages,
+            result=result,
+        )
+
+    def wrap(self, samples: Iterable[dict], samples_per_step: int) -> Iterator[PackedStep]:
+        """Steps over an iterator of this rank's samples, ``samples_per_step`` at a time.
+
+        Ranks that do not read (see ``reads_data``) pass any iterable (it is not consumed) and
+        must call this as many times as the readers.
+        """
+        iterator = iter(samples)
+        while True:
+            chunk = []
+            if self.reads_data:
+                for sample in iterator:
+                    chunk.append(sample)
+                    if len(chunk) == samples_per_step:
+                        break
+                done = len(chunk) < samples_per_step
+            else:
+                done = False
+            # Every rank must agree on stopping; the readers decide.
+            flag = np.array([1 if done else 0], dtype=np.int64)
+            stop = self._any(flag)
+            if stop:
+                return
+            yield self.step(chunk)
+
+    def _any(self, flag: np.ndarray) -> bool:
+        """True if any rank set its flag (one allreduce over the world)."""
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            t = torch.from_numpy(flag).to(self.device or "cpu")
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            return bool(t.item())
+        from mpi4py import MPI
+
+        return bool(MPI.COMM_WORLD.allreduce(int(flag[0]), op=MPI.MAX))

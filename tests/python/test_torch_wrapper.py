@@ -1,0 +1,93 @@
+"""thdpack.torch over real torch.distributed (gloo) processes: every rank's tensors equal the
+single-process reference for its coordinates, in both reading modes; and the same pipeline over
+mpi4py under mpirun."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import thdpack
+import thdpack.torch as tt
+from dist_support import megatron_groups, run_processes
+
+HERE = os.path.dirname(__file__)
+CONFIG = json.dumps({"mode": "distribution", "type": "lognormal", "min_seq_len": 4,
+                     "max_seq_len": 250, "mean_seq_len": 60, "lognormal_sigma": 1.0,
+                     "size": 10000, "seed": 3})
+FIELDS = ("tokens", "labels", "loss_mask", "position_ids", "padding_mask", "cu_seqlens",
+          "cu_seqlens_padded", "sample_ids")
+
+
+def _worker(rank, world, tp, cp, dp, reading, out_dir):
+    topology = thdpack.Topology(tp=tp, cp=cp, dp=dp)
+    groups = megatron_groups(topology, ("tp", "cp", "dp"))
+    packer = tt.ThdPacker(max_seqlen_per_dp_cp_rank=256, tp_group=groups["tp"],
+                          cp_group=groups["cp"], dp_group=groups["dp"], reading=reading,
+                          model="tiny-gpt")
+    dataset = thdpack.mock_dataset(CONFIG)
+    per_replica = 12
+    checked = 0
+    for step_index in range(2):
+        ids = thdpack.global_batch_indices(step_index, per_replica * dp, dataset.size)
+        d = packer.coordinates["dp"]
+        mine = [dataset.sample(int(i)) for i in ids[d * per_replica:(d + 1) * per_replica]]
+        step = packer.step(mine if packer.reads_data else [])
+        reference = thdpack.reference_microbatches(step.result.batch, step.result.plan,
+                                                   dataset.sample, packer.options, rank)
+        assert step.num_microbatches == len(reference)
+        for got, want in zip(step.microbatches, reference):
+            for field in FIELDS:
+                assert isinstance(got[field], torch.Tensor)
+                expected = torch.from_numpy(np.asarray(getattr(want, field)))
+                assert torch.equal(got[field], expected), (rank, field)
+            assert got["max_seqlen"] == want.max_seqlen
+            checked += 1
+        assert step.flops["seqlen_sum"] == step.result.sums["s1_real"]
+        assert step.flops["model_tflops"] > 0
+        thdpack.verify_step(packer.world, packer.options, step.result,
+                            mine if packer.reads_data else [], dataset.sample)
+    with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
+        json.dump({"rank": rank, "checked": checked, "coordinates": packer.coordinates}, f)
+
+
+@pytest.mark.parametrize("tp,cp,dp,reading", [(2, 1, 2, "megatron"), (1, 2, 2, "all-ranks"),
+                                              (2, 1, 2, "all-ranks")])
+def test_every_rank_matches_the_reference(tmp_path, tp, cp, dp, reading):
+    world = tp * cp * dp
+    run_processes(world, _worker, tp, cp, dp, reading, str(tmp_path))
+    reports = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(world)]
+    assert all(r["checked"] > 0 for r in reports)
+    assert sorted(r["coordinates"]["dp"] for r in reports) == sorted(list(range(dp)) * tp * cp)
+
+
+def test_wrap_steps_through_an_iterator_until_it_runs_out(tmp_path):
+    run_processes(2, _wrap_worker, str(tmp_path))
+    counts = [json.loads((tmp_path / f"wrap{r}.json").read_text())["steps"] for r in range(2)]
+    assert counts == [3, 3]  # 30 samples per rank, 10 per step
+
+
+def _wrap_worker(rank, world, out_dir):
+    topology = thdpack.Topology(dp=world)
+    groups = megatron_groups(topology, ("dp",))
+    packer = tt.ThdPacker(max_seqlen_per_dp_cp_rank=256, dp_group=groups["dp"])
+    dataset = thdpack.mock_dataset(CONFIG)
+    samples = (dataset.sample(i) for i in range(rank * 1000, rank * 1000 + 30))
+    steps = sum(1 for _ in packer.wrap(samples, samples_per_step=10))
+    with open(os.path.join(out_dir, f"wrap{rank}.json"), "w") as f:
+        json.dump({"steps": steps}, f)
+
+
+@pytest.mark.skipif(not thdpack.HAVE_MPI, reason="built without MPI")
+def test_pipeline_over_mpi4py():
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    result = subprocess.run(
+        ["mpirun", "--oversubscribe", "-np", "4", sys.executable,
+         os.path.join(HERE, "mpi4py_pipeline_check.py")],
+        capture_output=True, text=True, env=env, timeout=240)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("verified") == 4, result.stdout
