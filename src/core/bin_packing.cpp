@@ -12,8 +12,48 @@
 namespace thdpack {
 namespace detail {
 
+namespace {
+
+// Inputs beyond this many items sort with an LSD radix sort: the counting sort's scatter writes
+// to as many places as there are lengths and stops fitting in cache.
+constexpr int64_t kRadixThreshold = int64_t{1} << 22;
+
+// Stable LSD radix sort of (key = capacity - length, index) pairs, 8 bits per pass; every pass
+// streams through memory.
+SortedItems radix_sort_decreasing(std::span<const int64_t> lengths, int64_t capacity) {
+  struct Entry {
+    uint32_t key;
+    uint32_t index;
+  };
+  const size_t n = lengths.size();
+  std::vector<Entry> a(n), b(n);
+  for (size_t i = 0; i < n; ++i)
+    a[i] = {static_cast<uint32_t>(capacity - lengths[i]), static_cast<uint32_t>(i)};
+  for (int shift = 0; (static_cast<uint64_t>(capacity) >> shift) > 0; shift += 8) {
+    size_t count[257] = {};
+    for (const Entry& e : a) ++count[((e.key >> shift) & 0xffu) + 1];
+    for (size_t d = 0; d < 256; ++d) count[d + 1] += count[d];
+    for (const Entry& e : a) b[count[(e.key >> shift) & 0xffu]++] = e;
+    a.swap(b);
+  }
+  std::vector<Entry>().swap(b);
+  SortedItems sorted;
+  sorted.order.resize(n);
+  sorted.lengths.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    sorted.order[i] = a[i].index;
+    sorted.lengths[i] = capacity - static_cast<int64_t>(a[i].key);
+  }
+  return sorted;
+}
+
+}  // namespace
+
 SortedItems sort_decreasing(std::span<const int64_t> lengths, int64_t capacity) {
   const auto n = static_cast<int64_t>(lengths.size());
+  if (n >= kRadixThreshold && n < (int64_t{1} << 32) && capacity < (int64_t{1} << 32)) {
+    return radix_sort_decreasing(lengths, capacity);
+  }
   SortedItems sorted;
   sorted.order.resize(static_cast<size_t>(n));
   sorted.lengths.resize(static_cast<size_t>(n));
@@ -46,31 +86,39 @@ SortedItems sort_decreasing(std::span<const int64_t> lengths, int64_t capacity) 
 }
 
 int64_t l2_bound_of_descending(std::span<const int64_t> descending, int64_t capacity) {
-  if (descending.empty()) return 0;
-  const std::vector<int64_t> sorted(descending.rbegin(), descending.rend());  // ascending
-  std::vector<int64_t> prefix(sorted.size() + 1, 0);  // prefix[i] = sum of the i smallest
-  for (size_t i = 0; i < sorted.size(); ++i) prefix[i + 1] = prefix[i] + sorted[i];
-  const size_t n = sorted.size();
-  const auto half = static_cast<int64_t>(capacity / 2);  // items <= half are "small" (2w <= C)
-  const auto small_end =
-      static_cast<size_t>(std::upper_bound(sorted.begin(), sorted.end(), half) - sorted.begin());
-  // α runs over 0 and the distinct small lengths, increasing; the first item >= α moves right and
-  // the end of the items <= C-α moves left, so one sweep evaluates every α.
-  size_t big_end = n;
-  int64_t best = 0;
-  auto evaluate = [&](int64_t alpha, size_t j3_begin) {
-    while (big_end > 0 && sorted[big_end - 1] > capacity - alpha) --big_end;
+  const size_t n = descending.size();
+  if (n == 0) return 0;
+  // Read the descending array back to front as ascending, with running sums instead of prefix
+  // arrays, so the bound needs no memory beyond its input (100M items and more).
+  auto ascending = [&](size_t i) { return descending[n - 1 - i]; };
+  const int64_t half = capacity / 2;  // items <= half are "small" (2w <= C)
+  size_t small_end = 0;               // items <= half, counted from the small end
+  int64_t small_sum = 0, big_sum = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (ascending(i) <= half) {
+      small_sum += ascending(i);
+      ++small_end;
+    } else {
+      big_sum += ascending(i);
+    }
+  }
+  // α runs over 0 and the distinct small lengths, increasing: items > C-α leave J2 from the top,
+  // items < α leave J3 from the bottom; both ends only move one way.
+  size_t big_end = n, j3_begin = 0;
+  int64_t j2_sum = big_sum, j3_sum = small_sum, best = 0;
+  auto evaluate = [&](int64_t alpha) {
+    while (big_end > small_end && ascending(big_end - 1) > capacity - alpha)
+      j2_sum -= ascending(--big_end);
+    while (j3_begin < small_end && ascending(j3_begin) < alpha) j3_sum -= ascending(j3_begin++);
     const auto j1 = static_cast<int64_t>(n - big_end);
     const auto j2 = static_cast<int64_t>(big_end - small_end);
-    const int64_t j2_sum = prefix[big_end] - prefix[small_end];
-    const int64_t j3_sum = prefix[small_end] - prefix[j3_begin];
     const int64_t spare = j2 * capacity - j2_sum;
     const int64_t extra = j3_sum > spare ? (j3_sum - spare + capacity - 1) / capacity : 0;
     best = std::max(best, j1 + j2 + extra);
   };
-  evaluate(0, 0);
+  evaluate(0);
   for (size_t i = 0; i < small_end; ++i) {
-    if (i == 0 || sorted[i] != sorted[i - 1]) evaluate(sorted[i], i);
+    if (i == 0 || ascending(i) != ascending(i - 1)) evaluate(ascending(i));
   }
   return best;
 }
@@ -159,9 +207,12 @@ std::vector<int64_t> order_by_decreasing_length(std::span<const int64_t> lengths
 
 Bins best_fit_decreasing(std::span<const int64_t> lengths, int64_t capacity) {
   check_items_fit(lengths, capacity, "item");
-  const detail::SortedItems sorted = detail::sort_decreasing(lengths, capacity);
+  return detail::best_fit_decreasing_sorted(detail::sort_decreasing(lengths, capacity), capacity);
+}
+
+Bins detail::best_fit_decreasing_sorted(const SortedItems& sorted, int64_t capacity) {
   // The room index costs O(C) memory and time: worth it only when C is not much larger than n.
-  const auto n = static_cast<int64_t>(lengths.size());
+  const auto n = static_cast<int64_t>(sorted.lengths.size());
   if (capacity > kMaxIndexedCapacity || capacity > 16 * n + 65536) {
     return best_fit_tree(sorted, capacity);
   }
@@ -173,9 +224,9 @@ Bins best_fit_decreasing(std::span<const int64_t> lengths, int64_t capacity) {
   std::vector<int32_t> next_in_room;
   std::vector<int32_t> room_of;
   detail::SuccessorSet rooms(capacity + 1);
-  std::vector<int32_t> bin_seq(lengths.size());
-  next_in_room.reserve(lengths.size() / 2 + 1);
-  room_of.reserve(lengths.size() / 2 + 1);
+  std::vector<int32_t> bin_seq(sorted.lengths.size());
+  next_in_room.reserve(sorted.lengths.size() / 2 + 1);
+  room_of.reserve(sorted.lengths.size() / 2 + 1);
 
   for (size_t i = 0; i < sorted.lengths.size(); ++i) {
     const auto len = static_cast<int32_t>(sorted.lengths[i]);

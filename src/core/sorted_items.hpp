@@ -6,6 +6,8 @@
 #include <span>
 #include <vector>
 
+#include "thdpack/bin_packing.hpp"
+
 namespace thdpack::detail {
 
 /// Items in decreasing length (ties by increasing index) and their lengths in that order. Reading
@@ -20,7 +22,10 @@ struct SortedItems {
 /// must be in [1, capacity].
 SortedItems sort_decreasing(std::span<const int64_t> lengths, int64_t capacity);
 
-/// The Martello–Toth L2 bound of lengths given in decreasing order.
+/// Best-fit decreasing over items already sorted (best_fit_decreasing without the sort).
+Bins best_fit_decreasing_sorted(const SortedItems& sorted, int64_t capacity);
+
+/// The Martello–Toth L2 bound of lengths given in decreasing order (no extra memory).
 int64_t l2_bound_of_descending(std::span<const int64_t> descending, int64_t capacity);
 
 }  // namespace thdpack::detail

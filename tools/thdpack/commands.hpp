@@ -14,6 +14,8 @@ struct Command {
 
 Command add_plan_command(CLI::App& app);
 Command add_list_command(CLI::App& app);
+Command add_pack_command(CLI::App& app);
+Command add_convert_command(CLI::App& app);
 #ifdef THDPACK_HAVE_MPI
 Command add_run_command(CLI::App& app);
 #endif

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
 #ifdef THDPACK_HAVE_MPI
       thdpack::cli::add_run_command(app),
 #endif
+      thdpack::cli::add_pack_command(app), thdpack::cli::add_convert_command(app),
       thdpack::cli::add_list_command(app),
   };
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "thdpack/dataset.hpp"
+#include "thdpack/offline_packing.hpp"
 
 namespace thdpack::cli {
 
@@ -17,6 +18,7 @@ struct WorkloadFlags {
   std::string dataset_config;  // inline JSON or a file holding it
   std::string lengths_file;
   std::string jsonl_file;
+  std::string data_path;  // Megatron indexed dataset prefix, or "w1 prefix1 w2 prefix2 ..."
   int64_t seq_length = 0;
   bool jsonl_ignore_unknown_keys = false;
 
@@ -32,6 +34,7 @@ struct ResolvedWorkload {
   std::optional<int64_t> max_seqlen_per_dp_cp_rank;  ///< named workloads and --seq-length
   std::optional<int> cp;                             ///< named workloads
   std::optional<std::string> workload_name;          ///< for default_global_batch
+  PackSource source;  ///< how to reopen the dataset (recorded in pack files)
 };
 
 /// Resolves the flags; the default (none given) is the sft-8k workload. Throws InvalidArgument when

@@ -1,0 +1,182 @@
+// The pack file of `thdpack pack` and its reader.
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "thdpack/errors.hpp"
+#include "thdpack/indexed_dataset.hpp"
+#include "thdpack/offline_packing.hpp"
+
+namespace thdpack {
+namespace {
+
+constexpr char kMagic[8] = {'T', 'H', 'D', 'P', 'A', 'C', 'K', 'S'};
+constexpr uint64_t kVersion = 1;
+
+class Writer {
+ public:
+  explicit Writer(const std::string& path) : path_(path), f_(std::fopen(path.c_str(), "wb")) {
+    if (f_ == nullptr)
+      throw InvalidArgument("cannot create '" + path + "': " + std::strerror(errno));
+  }
+  ~Writer() {
+    if (f_ != nullptr) std::fclose(f_);
+  }
+  void bytes(const void* data, size_t n) {
+    if (n > 0 && std::fwrite(data, 1, n, f_) != n) {
+      throw InvalidArgument("cannot write '" + path_ + "': " + std::strerror(errno));
+    }
+  }
+  template <typename T>
+  void value(T v) {
+    bytes(&v, sizeof(T));
+  }
+  void text(const std::string& s) {
+    value(static_cast<uint32_t>(s.size()));
+    bytes(s.data(), s.size());
+  }
+  void close() {
+    const int rc = std::fclose(f_);
+    f_ = nullptr;
+    if (rc != 0) throw InvalidArgument("cannot close '" + path_ + "'");
+  }
+
+ private:
+  std::string path_;
+  std::FILE* f_;
+};
+
+class Reader {
+ public:
+  Reader(std::string path, std::vector<char> data)
+      : path_(std::move(path)), data_(std::move(data)) {}
+  template <typename T>
+  T value(const char* what) {
+    need(sizeof(T), what);
+    T v;
+    std::memcpy(&v, data_.data() + at_, sizeof(T));
+    at_ += sizeof(T);
+    return v;
+  }
+  std::string text(const char* what) {
+    const auto n = value<uint32_t>(what);
+    need(n, what);
+    std::string s(data_.data() + at_, n);
+    at_ += n;
+    return s;
+  }
+  void array(std::vector<int64_t>& out, uint64_t count, const char* what) {
+    if (count > (data_.size() - at_) / 8) fail(std::string(what) + ": the file is too short");
+    out.resize(static_cast<size_t>(count));
+    std::memcpy(out.data(), data_.data() + at_, static_cast<size_t>(count) * 8);
+    at_ += static_cast<size_t>(count) * 8;
+  }
+  [[noreturn]] void fail(const std::string& what) const {
+    throw InvalidArgument(path_ + ": byte " + std::to_string(at_) + ": " + what);
+  }
+  bool at_end() const { return at_ == data_.size(); }
+  size_t position() const { return at_; }
+
+ private:
+  void need(size_t n, const char* what) const {
+    if (data_.size() - at_ < n) fail(std::string("the file ends inside ") + what);
+  }
+  std::string path_;
+  std::vector<char> data_;
+  size_t at_ = 0;
+};
+
+}  // namespace
+
+void write_pack_file(const std::string& path, const Bins& packs, int64_t capacity, int64_t divisor,
+                     const PackSource& source) {
+  Writer w(path);
+  w.bytes(kMagic, sizeof(kMagic));
+  w.value(kVersion);
+  w.value(capacity);
+  w.value(divisor);
+  w.text(source.kind);
+  w.text(source.spec);
+  w.value(source.size);
+  w.value(static_cast<uint64_t>(packs.count()));
+  w.value(static_cast<uint64_t>(packs.items.size()));
+  w.bytes(packs.offsets.data(), packs.offsets.size() * 8);
+  w.bytes(packs.items.data(), packs.items.size() * 8);
+  w.close();
+}
+
+std::unique_ptr<Dataset> open_pack_source(const PackSource& source) {
+  if (source.kind == "indexed") return open_indexed_datasets(source.spec, source.size);
+  if (source.kind == "jsonl") return load_jsonl_dataset(source.spec);
+  if (source.kind == "mock") return make_mock_dataset(parse_mock_config(source.spec));
+  throw InvalidArgument("unknown pack source kind '" + source.kind + "'");
+}
+
+std::unique_ptr<PackedDataset> PackedDataset::open(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InvalidArgument("cannot open pack file '" + path + "'");
+  Reader r(path, std::vector<char>(std::istreambuf_iterator<char>(in), {}));
+  std::unique_ptr<PackedDataset> d(new PackedDataset());
+  char magic[8];
+  for (char& c : magic) c = r.value<char>("the magic");
+  if (std::memcmp(magic, kMagic, sizeof(kMagic)) != 0)
+    r.fail("not a thdpack pack file (magic THDPACKS expected)");
+  const auto version = r.value<uint64_t>("the version");
+  if (version != kVersion) r.fail("unsupported pack file version " + std::to_string(version));
+  d->capacity_ = r.value<int64_t>("the capacity");
+  d->divisor_ = r.value<int64_t>("the divisor");
+  if (d->capacity_ < 1 || d->divisor_ < 1) r.fail("capacity and divisor must be >= 1");
+  d->source_.kind = r.text("the source kind");
+  d->source_.spec = r.text("the source");
+  d->source_.size = r.value<int64_t>("the source size");
+  const auto packs = r.value<uint64_t>("the pack count");
+  const auto ids = r.value<uint64_t>("the sample count");
+  r.array(d->offsets_, packs + 1, "the pack offsets");
+  r.array(d->ids_, ids, "the sample indices");
+  if (!r.at_end()) r.fail("unexpected bytes after the sample indices");
+  if (d->offsets_.front() != 0 || d->offsets_.back() != static_cast<int64_t>(ids) ||
+      !std::is_sorted(d->offsets_.begin(), d->offsets_.end())) {
+    throw InvalidArgument(path + ": pack offsets must rise from 0 to the sample count");
+  }
+  for (size_t i = 0; i < d->ids_.size(); ++i) {
+    if (d->ids_[i] < 0 || d->ids_[i] >= d->source_.size) {
+      throw InvalidArgument(path + ": sample index " + std::to_string(d->ids_[i]) + " (entry " +
+                            std::to_string(i) + ") is outside the source's " +
+                            std::to_string(d->source_.size) + " samples");
+    }
+  }
+  d->dataset_ = open_pack_source(d->source_);
+  if (d->dataset_->size() != d->source_.size) {
+    throw InvalidArgument(path + ": its source " + d->source_.spec + " now has " +
+                          std::to_string(d->dataset_->size()) + " samples, not the " +
+                          std::to_string(d->source_.size) + " it was packed from");
+  }
+  return d;
+}
+
+std::span<const int64_t> PackedDataset::pack(int64_t p) const {
+  if (p < 0 || p >= num_packs()) {
+    throw InvalidArgument("pack " + std::to_string(p) + " outside [0, " +
+                          std::to_string(num_packs()) + ")");
+  }
+  const auto i = static_cast<size_t>(p);
+  return std::span<const int64_t>(ids_).subspan(static_cast<size_t>(offsets_[i]),
+                                                static_cast<size_t>(offsets_[i + 1] - offsets_[i]));
+}
+
+PackedBatch PackedDataset::batch(int64_t p, const PackOptions& options) const {
+  std::vector<Sample> samples;
+  for (int64_t id : pack(p)) samples.push_back(dataset_->sample(id));
+  std::vector<SampleView> views;
+  for (const Sample& s : samples) views.push_back(view_of(s));
+  PackOptions o = options;
+  o.divisor = divisor_;
+  o.capacity = capacity_;
+  return pack_samples(views, o);
+}
+
+}  // namespace thdpack

@@ -1,0 +1,273 @@
+// `thdpack pack`: offline packing of a whole dataset into packs of capacity C, written as a pack
+// file that training jobs read back as THD rows (and optionally as a Megatron indexed dataset whose
+// documents are the packs). `thdpack convert`: any dataset source to a Megatron indexed dataset.
+
+#include <chrono>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "progress.hpp"
+#include "table.hpp"
+#include "thdpack/errors.hpp"
+#include "thdpack/indexed_dataset.hpp"
+#include "thdpack/offline_packing.hpp"
+#include "workload_source.hpp"
+
+namespace thdpack::cli {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The first `limit` lengths (all when limit <= 0); straight from the index for indexed datasets.
+std::vector<int64_t> read_lengths(const Dataset& dataset, int64_t limit, bool progress) {
+  const int64_t n = limit > 0 ? std::min(limit, dataset.size()) : dataset.size();
+  std::vector<int64_t> lengths(static_cast<size_t>(n));
+  if (const auto* indexed = dynamic_cast<const IndexedDataset*>(&dataset)) {
+    const auto all = indexed->lengths();
+    std::copy(all.begin(), all.begin() + n, lengths.begin());
+    return lengths;
+  }
+  Progress bar("reading lengths", n, progress);
+  constexpr int64_t kChunk = 1 << 16;
+  for (int64_t i = 0; i < n; ++i) {
+    lengths[static_cast<size_t>(i)] = dataset.length(i);
+    if ((i + 1) % kChunk == 0) bar.advance(kChunk);
+  }
+  bar.finish();
+  return lengths;
+}
+
+struct PackFlags {
+  WorkloadFlags source;
+  int64_t capacity = 0;
+  std::string strategy = "bfd";
+  int64_t divisor = 1;
+  int64_t seed = -1;
+  int64_t group_size = 0;
+  int64_t limit = 0;
+  int64_t stream_open_packs = 0;
+  std::string out;
+  std::string materialize;
+  std::string dtype = "int32";
+  bool json = false;
+  bool no_progress = false;
+};
+
+// Streaming mode: samples in input order through a bounded number of open packs.
+Bins pack_streaming(std::span<const int64_t> lengths, const PackFlags& f) {
+  StreamingPacker packer(f.capacity, f.stream_open_packs, f.divisor);
+  std::vector<std::vector<int64_t>> closed;
+  Bins out;
+  auto drain = [&] {
+    for (auto& pack : closed) {
+      out.items.insert(out.items.end(), pack.begin(), pack.end());
+      out.offsets.push_back(static_cast<int64_t>(out.items.size()));
+    }
+    closed.clear();
+  };
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    packer.add(static_cast<int64_t>(i), lengths[i], closed);
+    drain();
+  }
+  packer.flush(closed);
+  drain();
+  return out;
+}
+
+void materialize(const PackedDataset& packed, const std::string& prefix, TokenDType dtype,
+                 bool progress) {
+  IndexedDatasetWriter writer(prefix, dtype);
+  Progress bar("writing packs", packed.num_packs(), progress);
+  for (int64_t p = 0; p < packed.num_packs(); ++p) {
+    for (int64_t id : packed.pack(p)) writer.add_sequence(packed.dataset().sample(id).input_ids);
+    writer.end_document();
+    bar.advance();
+  }
+  bar.finish();
+  writer.finish();
+}
+
+int run_pack(const PackFlags& f) {
+  const auto start = std::chrono::steady_clock::now();
+  const ResolvedWorkload w = resolve_workload(f.source);
+  const double open_seconds = seconds_since(start);
+  if (f.capacity < 1) throw InvalidArgument("--capacity must be given and >= 1");
+  const auto read_start = std::chrono::steady_clock::now();
+  const std::vector<int64_t> lengths = read_lengths(*w.dataset, f.limit, !f.no_progress);
+  const double read_seconds = seconds_since(read_start);
+
+  OfflinePackOptions o;
+  o.capacity = f.capacity;
+  o.divisor = f.divisor;
+  o.strategy = pack_strategy_from_name(f.strategy);
+  if (f.seed >= 0) o.shuffle_seed = static_cast<uint64_t>(f.seed);
+  std::vector<int64_t> groups;
+  if (f.group_size > 0) {
+    for (size_t i = 0; i < lengths.size(); ++i)
+      groups.push_back(static_cast<int64_t>(i) / f.group_size);
+    o.group_ids = groups;
+  }
+
+  const auto pack_start = std::chrono::steady_clock::now();
+  OfflinePacking result;
+  if (f.stream_open_packs > 0) {
+    if (f.group_size > 0) throw InvalidArgument("--stream does not support --group-size");
+    result.packs = pack_streaming(lengths, f);
+    std::vector<int64_t> padded(lengths.size());
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      padded[i] = round_up(lengths[i], f.divisor);
+      result.padded_tokens += padded[i];
+    }
+    result.lower_bound_l1 = bins_lower_bound_l1(padded, f.capacity);
+    result.lower_bound_l2 = bins_lower_bound_l2(padded, f.capacity);
+    result.fill = static_cast<double>(result.padded_tokens) /
+                  (static_cast<double>(result.packs.count()) * static_cast<double>(f.capacity));
+  } else {
+    result = pack_offline(lengths, o);
+  }
+  const double pack_seconds = seconds_since(pack_start);
+
+  double write_seconds = 0;
+  if (!f.out.empty()) {
+    const auto write_start = std::chrono::steady_clock::now();
+    PackSource source = w.source;
+    write_pack_file(f.out, result.packs, f.capacity, f.divisor, source);
+    write_seconds = seconds_since(write_start);
+    if (!f.materialize.empty()) {
+      materialize(*PackedDataset::open(f.out), f.materialize, token_dtype_from_name(f.dtype),
+                  !f.no_progress);
+    }
+  } else if (!f.materialize.empty()) {
+    throw InvalidArgument("--materialize needs --out (the pack file it is written from)");
+  }
+
+  const double total = seconds_since(start);
+  const int64_t packs = result.packs.count();
+  const double over_l2 =
+      result.lower_bound_l2 > 0
+          ? static_cast<double>(packs) / static_cast<double>(result.lower_bound_l2) - 1
+          : 0;
+  if (f.json) {
+    nlohmann::json j = {{"source", w.description},
+                        {"samples", lengths.size()},
+                        {"padded_tokens", result.padded_tokens},
+                        {"capacity", f.capacity},
+                        {"strategy", f.stream_open_packs > 0 ? "stream" : f.strategy},
+                        {"packs", packs},
+                        {"lower_bound_l1", result.lower_bound_l1},
+                        {"lower_bound_l2", result.lower_bound_l2},
+                        {"packs_over_l2", over_l2},
+                        {"fill", result.fill},
+                        {"seconds",
+                         {{"open", open_seconds},
+                          {"read_lengths", read_seconds},
+                          {"pack", pack_seconds},
+                          {"write", write_seconds},
+                          {"total", total}}},
+                        {"out", f.out}};
+    std::cout << j.dump(2) << '\n';
+    return 0;
+  }
+  std::cout << "source     " << w.description << '\n'
+            << "samples    " << lengths.size() << " (" << result.padded_tokens
+            << " padded tokens), capacity " << f.capacity << ", divisor " << f.divisor << '\n'
+            << "strategy   "
+            << (f.stream_open_packs > 0
+                    ? "stream (" + std::to_string(f.stream_open_packs) + " open packs)"
+                    : f.strategy)
+            << (f.group_size > 0 ? ", groups of " + std::to_string(f.group_size) : "")
+            << (f.seed >= 0 ? ", shuffled with seed " + std::to_string(f.seed) : "") << '\n'
+            << "packs      " << packs << " (L1 bound " << result.lower_bound_l1 << ", L2 bound "
+            << result.lower_bound_l2 << ": " << fixed(100 * over_l2, 3) << "% over L2), fill "
+            << fixed(100 * result.fill, 3) << "%\n"
+            << "time       " << fixed(total, 3) << " s (open " << fixed(open_seconds, 3)
+            << ", lengths " << fixed(read_seconds, 3) << ", pack " << fixed(pack_seconds, 3)
+            << ", write " << fixed(write_seconds, 3) << "), "
+            << fixed(static_cast<double>(lengths.size()) / std::max(total, 1e-9) / 1e6, 2)
+            << "M samples/s\n";
+  if (!f.out.empty()) std::cout << "wrote      " << f.out << '\n';
+  if (!f.materialize.empty()) std::cout << "wrote      " << f.materialize << ".bin/.idx\n";
+  return 0;
+}
+
+struct ConvertFlags {
+  WorkloadFlags source;
+  std::string out;
+  std::string dtype = "int32";
+  int64_t limit = 0;
+  bool lengths_only = false;
+  bool no_progress = false;
+};
+
+int run_convert(const ConvertFlags& f) {
+  if (f.out.empty()) throw InvalidArgument("--out PREFIX is required");
+  const ResolvedWorkload w = resolve_workload(f.source);
+  const int64_t n = f.limit > 0 ? std::min(f.limit, w.dataset->size()) : w.dataset->size();
+  IndexedDatasetWriter writer(f.out, token_dtype_from_name(f.dtype));
+  Progress bar("converting", n, !f.no_progress);
+  for (int64_t i = 0; i < n; ++i) {
+    if (f.lengths_only) {
+      writer.add_length_only(w.dataset->length(i));
+    } else {
+      writer.add_sequence(w.dataset->sample(i).input_ids);
+    }
+    if ((i + 1) % 4096 == 0) bar.advance(4096);
+  }
+  bar.finish();
+  writer.finish();
+  std::cout << "wrote " << f.out << ".bin/.idx: " << n << " sequences from " << w.description
+            << (f.lengths_only ? " (lengths only: tokens read as 0)" : "") << '\n';
+  return 0;
+}
+
+}  // namespace
+
+Command add_pack_command(CLI::App& app) {
+  auto f = std::make_shared<PackFlags>();
+  auto* cmd = app.add_subcommand(
+      "pack",
+      "pack a whole dataset offline into packs of --capacity tokens (a pack file that "
+      "training reads back as THD rows)");
+  f->source.add_to(*cmd);
+  cmd->add_option("--capacity,-C", f->capacity, "tokens per pack (padded)")->required();
+  cmd->add_option("--strategy", f->strategy, "bfd (default), ffd or next-fit")
+      ->capture_default_str();
+  cmd->add_option("--divisor", f->divisor, "pad each sample to a multiple of this (2*cp with CP)")
+      ->capture_default_str();
+  cmd->add_option("--seed", f->seed, "shuffle the pack order (or, for next-fit, the samples)");
+  cmd->add_option("--group-size", f->group_size,
+                  "keep each run of this many consecutive samples in one pack (GRPO groups, "
+                  "preference pairs)");
+  cmd->add_option("--limit", f->limit, "pack only the first N samples");
+  cmd->add_option("--stream", f->stream_open_packs,
+                  "streaming mode: input order with at most this many open packs");
+  cmd->add_option("--out,-o", f->out, "write the pack file here");
+  cmd->add_option(
+      "--materialize", f->materialize,
+      "also write the packs as a Megatron indexed dataset PREFIX (one document per pack)");
+  cmd->add_option("--dtype", f->dtype, "token dtype of --materialize")->capture_default_str();
+  cmd->add_flag("--json", f->json, "print the summary as JSON");
+  cmd->add_flag("--no-progress", f->no_progress, "no progress bar");
+
+  return {cmd, [f] { return run_pack(*f); }};
+}
+
+Command add_convert_command(CLI::App& app) {
+  auto c = std::make_shared<ConvertFlags>();
+  auto* cmd = app.add_subcommand(
+      "convert", "write any dataset source (JSONL, mock, indexed) as a Megatron indexed dataset");
+  c->source.add_to(*cmd);
+  cmd->add_option("--out,-o", c->out, "output prefix (PREFIX.bin, PREFIX.idx)")->required();
+  cmd->add_option("--dtype", c->dtype, "token dtype")->capture_default_str();
+  cmd->add_option("--limit", c->limit, "only the first N samples");
+  cmd->add_flag("--lengths-only", c->lengths_only,
+                "write the index only; .bin becomes a sparse file of zeros (benchmarks)");
+  cmd->add_flag("--no-progress", c->no_progress, "no progress bar");
+  return {cmd, [c] { return run_convert(*c); }};
+}
+
+}  // namespace thdpack::cli
