@@ -32,10 +32,10 @@ struct OfflinePackOptions {
   int64_t divisor = 1;  ///< each sample is padded to a multiple of this
   /// Seeded shuffle: the order of the packs (decreasing strategies; the packing itself, and so its
   /// fill, is unchanged) or the order of the samples (next-fit). No shuffle when unset.
-  std::optional<uint64_t> shuffle_seed;
+  std::optional<uint64_t> shuffle_seed = {};
   /// Optional, one per sample: samples with the same id are packed together (GRPO groups,
   /// preference pairs). A group longer than C is an InvalidArgument.
-  std::span<const int64_t> group_ids;
+  std::span<const int64_t> group_ids = {};
 };
 
 struct OfflinePacking {

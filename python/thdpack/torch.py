@@ -103,7 +103,11 @@ class ThdPacker:
             import torch.distributed as dist
 
             size = lambda g: 1 if g is None else dist.get_world_size(g)  # noqa: E731
-            tp, cp, dp, pp = size(tp_group), size(cp_group), size(dp_group), size(pp_group)
+            tp, cp, pp = size(tp_group), size(cp_group), size(pp_group)
+            dp = size(dp_group) if dp_group is not None else dist.get_world_size() // (tp * cp * pp)
+            if dp_group is None and dp > 1:
+                raise _thdpack.InvalidArgument(
+                    f"the world has {dist.get_world_size()} ranks, so dp is {dp}: pass dp_group")
             world = TorchCommunicator(None, device)
             groups = {"dp_group": TorchCommunicator(self._group_or_self(dp_group), device),
                       "tp_group": TorchCommunicator(self._group_or_self(tp_group), device)}
@@ -113,6 +117,9 @@ class ThdPacker:
                     else _thdpack.CostModel())
         topology = _thdpack.Topology(tp=tp, cp=cp, dp=dp, pp=pp, vpp=vpp, vpp_group=vpp_group,
                                      order=order)
+        if mpi_comm is None:
+            self._check_groups(topology, {"tp": tp_group, "cp": cp_group, "dp": dp_group,
+                                          "pp": pp_group})
         self.options = _thdpack.PipelineOptions(
             topology=topology, max_seqlen_per_dp_cp_rank=max_seqlen_per_dp_cp_rank,
             scheduler=scheduler, cost=cost, reading=reading, sequence_parallel=sequence_parallel,
@@ -122,20 +129,37 @@ class ThdPacker:
         self.pipeline = _thdpack.Pipeline(world, self.options, **groups)
 
     @staticmethod
-    def _group_or_self(group):
-        """A size-1 dimension without a group: a group of this rank alone."""
+    def _check_groups(topology, groups):
+        """Every given group must hold this rank's peers of its kind, in topology order."""
+        import torch.distributed as dist
+
+        rank = dist.get_rank()
+        for kind, group in groups.items():
+            if group is None:
+                continue
+            got = list(dist.get_process_group_ranks(group))
+            want = topology.group_ranks(kind, rank)
+            if got != want:
+                raise _thdpack.InvalidArgument(
+                    f"the {kind} group holds world ranks {got}, but {topology} puts rank {rank} "
+                    f"with {want}; build the groups in the topology's rank order (order=...)")
+
+    _singleton_groups = (None, [])  # (the world they belong to, one group per rank)
+
+    @classmethod
+    def _group_or_self(cls, group):
+        """A size-1 dimension without a group: a group of this rank alone (created once per
+        torch.distributed world)."""
         if group is not None:
             return group
         import torch.distributed as dist
 
-        rank = dist.get_rank()
-        # new_group must be entered by every rank for every group, in the same order.
-        mine = None
-        for r in range(dist.get_world_size()):
-            g = dist.new_group([r])
-            if r == rank:
-                mine = g
-        return mine
+        world = dist.distributed_c10d._get_default_group()
+        if cls._singleton_groups[0] is not world:
+            # new_group must be entered by every rank for every group, in the same order.
+            cls._singleton_groups = (world, [dist.new_group([r])
+                                             for r in range(dist.get_world_size())])
+        return cls._singleton_groups[1][dist.get_rank()]
 
     @property
     def reads_data(self) -> bool:
@@ -148,8 +172,9 @@ class ThdPacker:
 
     def step(self, samples: Iterable[dict] = ()) -> PackedStep:
         """Collective over the world: this rank's micro-batches of one global batch."""
-        local = [_host_sample(s) for s in samples] if self.reads_data else []
-        result = self.pipeline.run_step(local)
+        # Samples given to a rank that does not read are passed on, so that the pipeline reports
+        # the mistake on every rank instead of silently dropping them.
+        result = self.pipeline.run_step([_host_sample(s) for s in samples])
         sums = result.sums
         flops = {
             "seqlen_sum": sums["s1_real"],

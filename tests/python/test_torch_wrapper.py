@@ -91,3 +91,34 @@ def test_pipeline_over_mpi4py():
         capture_output=True, text=True, env=env, timeout=240)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("verified") == 4, result.stdout
+
+
+def _misuse_worker(rank, world, out_dir):
+    topology = thdpack.Topology(tp=1, cp=2, dp=2)
+    groups = megatron_groups(topology, ("cp", "dp"))
+    outcome = {}
+    try:  # CP and DP groups swapped
+        tt.ThdPacker(max_seqlen_per_dp_cp_rank=256, cp_group=groups["dp"], dp_group=groups["cp"])
+    except thdpack.InvalidArgument as error:
+        outcome["swapped"] = str(error)
+    packer = tt.ThdPacker(max_seqlen_per_dp_cp_rank=256, tp_group=None, cp_group=groups["cp"],
+                          dp_group=groups["dp"])
+    dataset = thdpack.mock_dataset(CONFIG)
+    d = packer.coordinates["dp"]
+    mine = [dataset.sample(i) for i in range(d * 8, d * 8 + 8)]
+    if packer.coordinates["cp"] == 1:
+        mine = mine[:-1]  # readers of one DP index disagree
+    try:
+        packer.step(mine)
+    except thdpack.InvalidArgument as error:
+        outcome["disagree"] = str(error)
+    with open(os.path.join(out_dir, f"misuse{rank}.json"), "w") as f:
+        json.dump(outcome, f)
+
+
+def test_misuse_fails_on_every_rank_with_a_clear_error(tmp_path):
+    run_processes(4, _misuse_worker, str(tmp_path))
+    for r in range(4):
+        outcome = json.loads((tmp_path / f"misuse{r}.json").read_text())
+        assert "cp group holds world ranks" in outcome["swapped"]
+        assert "must hold the same samples" in outcome["disagree"]
