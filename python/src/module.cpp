@@ -56,4 +56,5 @@ PYBIND11_MODULE(_thdpack, m) {
   bind_packing(m);
   bind_comm(m);
   bind_pipeline(m);
+  bind_datasets(m);
 }

@@ -33,7 +33,8 @@ __all__ = [
     # data
     "Dataset", "mock_dataset", "default_mock_config", "load_jsonl_dataset", "read_lengths_file",
     "workload", "workload_names", "default_global_batch", "GlobalBatch", "global_batch_indices",
-    "make_global_batch",
+    "make_global_batch", "open_indexed_dataset", "IndexedDatasetWriter", "pack_offline",
+    "PackedDataset",
     # distribution
     "Communicator", "CallbackCommunicator", "Pipeline", "PipelineOptions", "StepResult",
     "reads_data", "stage_fields", "gather_global_batch", "plan_global_batch",

@@ -1,0 +1,98 @@
+// Megatron indexed datasets, offline packing and pack files for Python.
+
+#include "bindings.hpp"
+#include "thdpack/errors.hpp"
+#include "thdpack/indexed_dataset.hpp"
+#include "thdpack/offline_packing.hpp"
+
+namespace thdpack::python {
+namespace {
+
+py::list packs_to_python(const Bins& bins) {
+  py::list out;
+  for (int64_t p = 0; p < bins.count(); ++p) out.append(copy_of(bins.bin(p)));
+  return out;
+}
+
+}  // namespace
+
+void bind_datasets(py::module_& m) {
+  m.def(
+      "open_indexed_dataset",
+      [](const std::string& data_path, int64_t size) {
+        return std::shared_ptr<Dataset>(open_indexed_datasets(data_path, size));
+      },
+      py::arg("data_path"), py::arg("size") = 0,
+      "A Megatron indexed dataset (prefix.bin + prefix.idx), or a blend 'w1 prefix1 w2 prefix2 "
+      "...' of `size` samples (default: all).");
+
+  py::class_<IndexedDatasetWriter>(m, "IndexedDatasetWriter",
+                                   "Writes a Megatron indexed dataset (call finish() at the end).")
+      .def(py::init([](const std::string& prefix, const std::string& dtype) {
+             return std::make_unique<IndexedDatasetWriter>(prefix, token_dtype_from_name(dtype));
+           }),
+           py::arg("prefix"), py::arg("dtype") = "int32")
+      .def(
+          "add_sequence",
+          [](IndexedDatasetWriter& w, const Array<int64_t>& tokens) {
+            w.add_sequence(vector_of(tokens, "tokens"));
+          },
+          py::arg("tokens"))
+      .def("end_document", &IndexedDatasetWriter::end_document)
+      .def("finish", &IndexedDatasetWriter::finish);
+
+  m.def(
+      "pack_offline",
+      [](const Array<int64_t>& lengths, int64_t capacity, const std::string& strategy,
+         int64_t divisor, const py::object& seed, const py::object& group_ids) {
+        const auto l = vector_of(lengths, "lengths");
+        std::vector<int64_t> groups;
+        if (!group_ids.is_none()) groups = vector_of(group_ids.cast<Array<int64_t>>(), "group_ids");
+        OfflinePackOptions o;
+        o.capacity = capacity;
+        o.strategy = pack_strategy_from_name(strategy);
+        o.divisor = divisor;
+        if (!seed.is_none()) o.shuffle_seed = seed.cast<uint64_t>();
+        o.group_ids = groups;
+        OfflinePacking result;
+        {
+          py::gil_scoped_release release;
+          result = pack_offline(l, o);
+        }
+        py::dict d;
+        d["packs"] = packs_to_python(result.packs);
+        d["padded_tokens"] = result.padded_tokens;
+        d["lower_bound_l1"] = result.lower_bound_l1;
+        d["lower_bound_l2"] = result.lower_bound_l2;
+        d["fill"] = result.fill;
+        return d;
+      },
+      py::arg("lengths"), py::kw_only(), py::arg("capacity"), py::arg("strategy") = "bfd",
+      py::arg("divisor") = 1, py::arg("seed") = py::none(), py::arg("group_ids") = py::none(),
+      "Packs a whole dataset's lengths into packs of `capacity` tokens: {'packs': [sample "
+      "indices per pack], 'lower_bound_l1', 'lower_bound_l2', 'fill', 'padded_tokens'}.");
+
+  py::class_<PackedDataset, std::shared_ptr<PackedDataset>>(
+      m, "PackedDataset", "A pack file of `thdpack pack` with its source: pack p is a THD row.")
+      .def_static(
+          "open",
+          [](const std::string& path) {
+            return std::shared_ptr<PackedDataset>(PackedDataset::open(path));
+          },
+          py::arg("path"))
+      .def("__len__", &PackedDataset::num_packs)
+      .def_property_readonly("num_packs", &PackedDataset::num_packs)
+      .def_property_readonly("capacity", &PackedDataset::capacity)
+      .def_property_readonly("divisor", &PackedDataset::divisor)
+      .def(
+          "pack", [](const PackedDataset& d, int64_t p) { return copy_of(d.pack(p)); },
+          py::arg("index"), "Sample indices (in the source) of pack `index`.")
+      .def(
+          "batch",
+          [](const PackedDataset& d, int64_t p) {
+            return std::make_shared<PackedBatch>(d.batch(p));
+          },
+          py::arg("index"), "Pack `index` as a PackedBatch (tokens, labels, cu_seqlens, ...).");
+}
+
+}  // namespace thdpack::python
