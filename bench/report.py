@@ -135,7 +135,19 @@ def pipeline_table(runs):
     return "\n".join(lines)
 
 
-def render(speed, quality, pipeline=None):
+def pack_table(pack):
+    lines = ["| samples | packs | L2 bound | over L2 | fill | end to end (open, read index, pack, write) | of which packing | FFD (thdpack) | plain BFD | plain FFD |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in pack["rows"]:
+        plain_bfd = f"{r['plain_bfd_packs']:,} packs, {r['plain_bfd_seconds']:.3f} s" if "plain_bfd_packs" in r else "-"
+        plain_ffd = f"{r['plain_ffd_packs']:,} packs, {r['plain_ffd_seconds']:.3f} s" if "plain_ffd_packs" in r else "- (O(n x packs))"
+        lines.append(f"| {r['samples']:,} | {r['packs']:,} | {r['l2']:,} | {100 * r['over_l2']:.4f}% | {100 * r['fill']:.3f}% | "
+                     f"{r['seconds_total']:.3f} s | {r['seconds_pack']:.3f} s | {r['ffd_packs']:,} packs, {r['ffd_seconds']:.3f} s | "
+                     f"{plain_bfd} | {plain_ffd} |")
+    return "\n".join(lines)
+
+
+def render(speed, quality, pipeline=None, pack=None):
     cpu = platform.processor() or platform.machine()
     return "\n\n".join([
         f"Measured by `bash scripts/bench.sh` ({cpu}, single thread; medians over repetitions; "
@@ -152,7 +164,11 @@ def render(speed, quality, pipeline=None):
         "on this machine, sft-8k global batches, median of 20 steps; the Megatron-style flow runs in "
         "the same process on the same plans: whole samples to every CP rank, one exchange per field, "
         "per-micro-batch TP broadcasts, PP metadata broadcast):\n\n" + pipeline_table(pipeline)
-    ] if pipeline else []))
+    ] if pipeline else []) + ([
+        "**Offline packing from Megatron indexed datasets** (`thdpack_pack_bench`: longtail-32k "
+        "lengths, capacity 32768, lengths read from the index; baselines implemented plainly in the "
+        "benchmark):\n\n" + pack_table(pack)
+    ] if pack else []))
 
 
 def main():
@@ -160,6 +176,7 @@ def main():
     ap.add_argument("--speed", required=True)
     ap.add_argument("--quality", required=True)
     ap.add_argument("--pipeline", nargs="*", default=[])
+    ap.add_argument("--pack")
     ap.add_argument("--readme")
     args = ap.parse_args()
     with open(args.speed) as f:
@@ -170,7 +187,11 @@ def main():
     for path in args.pipeline:
         with open(path) as f:
             pipeline.append(json.load(f))
-    text = render(speed, quality, pipeline)
+    pack = None
+    if args.pack:
+        with open(args.pack) as f:
+            pack = json.load(f)
+    text = render(speed, quality, pipeline, pack)
     print(text)
     if args.readme:
         with open(args.readme) as f:

@@ -28,6 +28,9 @@ fi
 ./build/bin/thdpack_speed_bench --benchmark_repetitions=15 --benchmark_report_aggregates_only=true \
   --benchmark_out=bench/results/speed.json --benchmark_out_format=json
 ./build/bin/thdpack_quality_bench --out bench/results/quality.json
+# Offline packing from indexed datasets, 10k, 1M and 100M samples (the 100M index takes ~2 GB of
+# disk in the temporary directory and ~8 GB of memory while packing).
+./build/bin/thdpack_pack_bench --huge --out bench/results/pack.json
 
 # Figure 8 under mpirun (oversubscribed on small machines): "ranks tp cp pp dp" per line.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -45,4 +48,4 @@ done <<LAYOUTS
 LAYOUTS
 
 /usr/bin/python3 bench/report.py --speed bench/results/speed.json --quality bench/results/quality.json \
-  --pipeline bench/results/pipeline_*.json --readme README.md
+  --pipeline bench/results/pipeline_*.json --pack bench/results/pack.json --readme README.md
