@@ -1,0 +1,228 @@
+#include "thdpack/moe_dispatch.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "thdpack/errors.hpp"
+
+namespace thdpack {
+namespace {
+
+// What each rank reports before any data moves, so that every rank reaches the same verdict.
+struct Status {
+  int64_t tokens = 0;
+  int64_t k = 0;
+  int64_t hidden = 0;
+  int64_t experts = 0;
+  int64_t bad = 0;  // this rank's routing or shapes are invalid (its message follows)
+};
+
+// Every rank raises the same error if any rank's input is bad or the ranks disagree on the shape.
+// One allgather; two more only when something is wrong (to share the message).
+void check_agreement(Communicator& ep, const Status& mine, const std::string& my_error) {
+  const std::vector<Status> all = allgather_value(ep, mine);
+  bool any_bad = false;
+  for (const Status& s : all) any_bad = any_bad || s.bad;
+  if (any_bad) {
+    const std::vector<char> text(my_error.begin(), my_error.end());
+    const std::vector<char> joined = allgather_vector<char>(ep, text);
+    const std::vector<int64_t> sizes = allgather_value<int64_t>(ep, static_cast<int64_t>(text.size()));
+    int64_t at = 0;
+    for (size_t r = 0; r < all.size(); ++r) {
+      if (all[r].bad) {
+        throw InvalidArgument("dispatch: EP rank " + std::to_string(r) + ": " +
+                              std::string(joined.begin() + at, joined.begin() + at + sizes[r]));
+      }
+      at += sizes[r];
+    }
+  }
+  for (size_t r = 1; r < all.size(); ++r) {
+    for (auto [name, a, b] : {std::tuple{"k", all[0].k, all[r].k},
+                              std::tuple{"hidden size", all[0].hidden, all[r].hidden},
+                              std::tuple{"number of experts", all[0].experts, all[r].experts}}) {
+      if (a != b) {
+        throw InvalidArgument(std::string("dispatch: EP ranks disagree on the ") + name + ": rank 0 has " +
+                              std::to_string(a) + ", rank " + std::to_string(r) + " has " +
+                              std::to_string(b));
+      }
+    }
+  }
+}
+
+// Bytes of one dispatched row: hidden floats, then k int64 local ids, then k float weights padded
+// to keep rows 8-byte aligned.
+int64_t row_bytes(int64_t hidden, int k) { return (hidden * 4 + k * 8 + k * 4 + 7) / 8 * 8; }
+
+std::vector<int64_t> scaled(const std::vector<int64_t>& rows, int64_t bytes) {
+  std::vector<int64_t> out(rows);
+  for (int64_t& v : out) v *= bytes;
+  return out;
+}
+
+int64_t total(const std::vector<int64_t>& v) {
+  int64_t t = 0;
+  for (int64_t x : v) t += x;
+  return t;
+}
+
+}  // namespace
+
+DispatchResult dispatch(Communicator& ep, std::span<const float> hidden,
+                        std::span<const int64_t> topk_idx, std::span<const float> topk_weights,
+                        int64_t num_tokens, int64_t hidden_size, int k,
+                        const DispatchOptions& options) {
+  const int ranks = ep.size();
+  Status mine{num_tokens, k, hidden_size, options.num_experts, 0};
+  std::string error;
+  try {
+    if (num_tokens < 0 || hidden_size < 1 || k < 1) {
+      throw InvalidArgument("needs tokens >= 0, hidden size >= 1 and k >= 1");
+    }
+    if (static_cast<int64_t>(hidden.size()) != num_tokens * hidden_size) {
+      throw InvalidArgument("hidden has " + std::to_string(hidden.size()) + " values, expected " +
+                            std::to_string(num_tokens) + " x " + std::to_string(hidden_size));
+    }
+    if (static_cast<int64_t>(topk_weights.size()) != num_tokens * k) {
+      throw InvalidArgument("topk_weights has " + std::to_string(topk_weights.size()) +
+                            " values, expected " + std::to_string(num_tokens) + " x " +
+                            std::to_string(k));
+    }
+    routing_layout(topk_idx, num_tokens, k, options.num_experts, ranks);  // validates the ids
+  } catch (const InvalidArgument& e) {
+    mine.bad = 1;
+    error = e.what();
+  }
+  check_agreement(ep, mine, error);
+
+  // Padded mode: equal shapes everywhere, pad rows routed nowhere.
+  int64_t padded_tokens = num_tokens;
+  std::vector<int64_t> padded_idx;
+  std::span<const int64_t> idx = topk_idx;
+  if (options.padded) {
+    Communicator& group = options.pad_group != nullptr ? *options.pad_group : ep;
+    std::vector<int64_t> most = {num_tokens};
+    group.allreduce(most, ReduceOp::kMax);
+    const int64_t align = std::max<int64_t>(options.pad_alignment, 1);
+    padded_tokens = std::max<int64_t>((most[0] + align - 1) / align * align, align);
+    padded_idx.assign(topk_idx.begin(), topk_idx.end());
+    padded_idx.resize(static_cast<size_t>(padded_tokens * k), -1);
+    idx = padded_idx;
+  }
+  const RoutingLayout layout = routing_layout(idx, padded_tokens, k, options.num_experts, ranks);
+  const int experts_per_rank = options.num_experts / ranks;
+
+  DispatchResult result;
+  DispatchHandle& h = result.handle;
+  h.hidden = hidden_size;
+  h.k = k;
+  h.num_tokens = num_tokens;
+  h.padded_tokens = padded_tokens;
+  h.send_rows = layout.tokens_per_rank;
+  h.recv_rows.assign(static_cast<size_t>(ranks), 0);
+  {
+    const std::vector<int64_t> eights(static_cast<size_t>(ranks), 8);
+    ep.alltoallv(std::as_bytes(std::span<const int64_t>(h.send_rows)), eights,
+                 std::as_writable_bytes(std::span<int64_t>(h.recv_rows)), eights);
+  }
+
+  const int64_t bytes = row_bytes(hidden_size, k);
+  std::vector<std::byte> send(static_cast<size_t>(total(h.send_rows) * bytes));
+  h.row_token.reserve(static_cast<size_t>(total(h.send_rows)));
+  std::byte* out = send.data();
+  for (int r = 0; r < ranks; ++r) {
+    const int64_t first_expert = static_cast<int64_t>(r) * experts_per_rank;
+    for (int64_t t = 0; t < padded_tokens; ++t) {
+      if (!layout.token_in_rank[static_cast<size_t>(t * ranks + r)]) continue;
+      h.row_token.push_back(t);
+      std::memset(out, 0, static_cast<size_t>(bytes));
+      // Pad rows (t >= num_tokens) never visit a rank, so every row here is a real token.
+      std::memcpy(out, hidden.data() + t * hidden_size, static_cast<size_t>(hidden_size) * 4);
+      auto* ids = reinterpret_cast<std::byte*>(out + hidden_size * 4);
+      auto* weights = ids + k * 8;
+      for (int j = 0; j < k; ++j) {
+        const int64_t e = idx[static_cast<size_t>(t * k + j)];
+        const bool local = e >= first_expert && e < first_expert + experts_per_rank;
+        const int64_t local_id = local ? e - first_expert : -1;
+        const float w = local ? topk_weights[static_cast<size_t>(t * k + j)] : 0.0f;
+        std::memcpy(ids + j * 8, &local_id, 8);
+        std::memcpy(weights + j * 4, &w, 4);
+      }
+      out += bytes;
+    }
+  }
+  std::vector<std::byte> recv(static_cast<size_t>(total(h.recv_rows) * bytes));
+  ep.alltoallv(send, scaled(h.send_rows, bytes), recv, scaled(h.recv_rows, bytes));
+
+  const int64_t rows = total(h.recv_rows);
+  result.hidden.resize(static_cast<size_t>(rows * hidden_size));
+  result.topk_idx.resize(static_cast<size_t>(rows * k));
+  result.topk_weights.resize(static_cast<size_t>(rows * k));
+  result.tokens_per_expert.assign(static_cast<size_t>(experts_per_rank), 0);
+  for (int64_t i = 0; i < rows; ++i) {
+    const std::byte* row = recv.data() + i * bytes;
+    std::memcpy(result.hidden.data() + i * hidden_size, row, static_cast<size_t>(hidden_size) * 4);
+    std::memcpy(result.topk_idx.data() + i * k, row + hidden_size * 4, static_cast<size_t>(k) * 8);
+    std::memcpy(result.topk_weights.data() + i * k, row + hidden_size * 4 + k * 8,
+                static_cast<size_t>(k) * 4);
+    for (int j = 0; j < k; ++j) {
+      const int64_t e = result.topk_idx[static_cast<size_t>(i * k + j)];
+      if (e >= 0) ++result.tokens_per_expert[static_cast<size_t>(e)];
+    }
+  }
+  const int64_t align = std::max<int64_t>(options.expert_alignment, 1);
+  for (int64_t c : result.tokens_per_expert) {
+    result.aligned_tokens_per_expert.push_back((c + align - 1) / align * align);
+  }
+  return result;
+}
+
+std::vector<float> combine(Communicator& ep, std::span<const float> expert_output,
+                           const DispatchHandle& h) {
+  const int64_t rows = total(h.recv_rows);
+  if (static_cast<int64_t>(expert_output.size()) != rows * h.hidden) {
+    throw InvalidArgument("combine: expert output has " + std::to_string(expert_output.size()) +
+                          " values, expected " + std::to_string(rows) + " rows x " +
+                          std::to_string(h.hidden));
+  }
+  const int64_t bytes = h.hidden * 4;
+  std::vector<float> back(static_cast<size_t>(total(h.send_rows) * h.hidden));
+  ep.alltoallv(std::as_bytes(expert_output), scaled(h.recv_rows, bytes),
+               std::as_writable_bytes(std::span<float>(back)), scaled(h.send_rows, bytes));
+  std::vector<float> out(static_cast<size_t>(h.padded_tokens * h.hidden), 0.0f);
+  for (size_t i = 0; i < h.row_token.size(); ++i) {
+    float* dst = out.data() + h.row_token[i] * h.hidden;
+    const float* src = back.data() + static_cast<int64_t>(i) * h.hidden;
+    for (int64_t c = 0; c < h.hidden; ++c) dst[c] += src[c];
+  }
+  out.resize(static_cast<size_t>(h.num_tokens * h.hidden));  // trim pad rows
+  return out;
+}
+
+std::vector<float> dispatch_backward(Communicator& ep, std::span<const float> grad_rows,
+                                     const DispatchHandle& handle) {
+  // d/dx of "copy token t to each rank it visits" sums the copies' gradients: a combine.
+  return combine(ep, grad_rows, handle);
+}
+
+std::vector<float> combine_backward(Communicator& ep, std::span<const float> grad_output,
+                                    const DispatchHandle& h) {
+  if (static_cast<int64_t>(grad_output.size()) != h.num_tokens * h.hidden) {
+    throw InvalidArgument("combine_backward: gradient has " + std::to_string(grad_output.size()) +
+                          " values, expected " + std::to_string(h.num_tokens) + " x " +
+                          std::to_string(h.hidden));
+  }
+  // d/d(row) of "sum the rows of token t" is token t's gradient: dispatch it along the same rows.
+  const int64_t bytes = h.hidden * 4;
+  std::vector<float> send(static_cast<size_t>(total(h.send_rows) * h.hidden));
+  for (size_t i = 0; i < h.row_token.size(); ++i) {
+    std::memcpy(send.data() + static_cast<int64_t>(i) * h.hidden,
+                grad_output.data() + h.row_token[i] * h.hidden, static_cast<size_t>(bytes));
+  }
+  std::vector<float> rows(static_cast<size_t>(total(h.recv_rows) * h.hidden));
+  ep.alltoallv(std::as_bytes(std::span<const float>(send)), scaled(h.send_rows, bytes),
+               std::as_writable_bytes(std::span<float>(rows)), scaled(h.recv_rows, bytes));
+  return rows;
+}
+
+}  // namespace thdpack
