@@ -15,6 +15,7 @@ packages=(
   openmpi-bin libopenmpi-dev
   python3 python3-dev python3-numpy python3-pybind11 pybind11-dev python3-pytest python3-torch
   python3-mpi4py
+  clang-14 libclang-rt-14-dev
 )
 
 if [ "${THDPACK_SKIP_APT:-0}" != "1" ]; then

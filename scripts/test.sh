@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what thdpack needs, builds it, and runs the whole test suite (unit and property tests,
-# CLI end-to-end tests, benchmark smoke runs).
+# CLI end-to-end tests, benchmark smoke runs, and a bounded libFuzzer run of the readers:
+# scripts/fuzz.sh, CTest label fuzz).
 #
 #   bash scripts/test.sh              # Release build in ./build, all tests
 #   bash scripts/test.sh --sanitize   # also an AddressSanitizer + UBSan build in ./build-sanitize
@@ -22,7 +23,7 @@ if [ "${1:-}" = "--sanitize" ]; then
   # CMake reads CXXFLAGS when it first configures the directory.
   THDPACK_SKIP_APT=1 BUILD_DIR=build-sanitize BUILD_TYPE=Debug \
     CXXFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer" \
-    CMAKE_ARGS="-DTHDPACK_BUILD_BENCH=OFF" bash scripts/setup.sh
+    CMAKE_ARGS="-DTHDPACK_BUILD_BENCH=OFF -DTHDPACK_FUZZ_IN_CTEST=OFF" bash scripts/setup.sh
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     ctest --test-dir build-sanitize --output-on-failure -j "$JOBS"
 fi

@@ -14,7 +14,8 @@
 // Opening validates everything it reads and throws InvalidArgument naming the file and the byte
 // or sequence position: wrong magic, version or dtype code, counts that do not fit the file,
 // negative or zero lengths, pointers that are not the running sum of the lengths or that run past
-// the end of .bin, document indices that are not increasing from 0 to the sequence count.
+// the end of .bin, document indices that decrease or do not run from 0 to the sequence count
+// (equal neighbours are an empty document, which Megatron writes for a record without tokens).
 
 #include <cstdint>
 #include <cstdio>
@@ -54,7 +55,8 @@ class IndexedDataset final : public Dataset {
 
   int64_t size() const override { return static_cast<int64_t>(lengths_.size()); }
   int64_t length(int64_t index) const override;
-  /// The tokens of sequence `index` as int64 (floating-point dtypes must hold integers).
+  /// The tokens of sequence `index` as int64. Floating-point dtypes must hold integers that fit
+  /// int64, else InvalidArgument names the .bin byte and the sequence.
   Sample sample(int64_t index) const override;
   std::string describe() const override;
 

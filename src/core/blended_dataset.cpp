@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "thdpack/errors.hpp"
@@ -15,13 +16,21 @@ BlendedDataset::BlendedDataset(std::vector<std::shared_ptr<const Dataset>> datas
   if (datasets_.size() > 32767) throw InvalidArgument("a blend takes at most 32767 datasets");
   double total = 0;
   for (size_t i = 0; i < weights_.size(); ++i) {
-    if (!(weights_[i] > 0) || datasets_[i]->size() == 0) {
-      throw InvalidArgument("blend weight " + std::to_string(i) +
-                            " must be > 0 and its dataset "
-                            "non-empty");
+    // An infinite weight would make every normalised weight NaN (or 0) and the blend arbitrary.
+    if (!(weights_[i] > 0) || !std::isfinite(weights_[i])) {
+      std::ostringstream w;
+      w << weights_[i];
+      throw InvalidArgument("blend weight " + std::to_string(i) + " is " + w.str() +
+                            "; weights must be finite and > 0");
+    }
+    if (datasets_[i]->size() == 0) {
+      throw InvalidArgument("blend dataset " + std::to_string(i) + " (" + datasets_[i]->describe() +
+                            ") is empty");
     }
     total += weights_[i];
   }
+  if (!std::isfinite(total))
+    throw InvalidArgument("blend weights add up to more than a double holds");
   for (double& w : weights_) w /= total;
   if (size < 1) throw InvalidArgument("a blend needs a size >= 1");
   // Megatron's build_blending_indices: each sample goes to the dataset furthest behind its share.
@@ -98,6 +107,10 @@ std::unique_ptr<Dataset> open_indexed_datasets(const std::string& data_path, int
     }
     if (used != words[i].size()) {
       throw InvalidArgument("data path '" + data_path + "': '" + words[i] + "' is not a weight");
+    }
+    if (!(w > 0) || !std::isfinite(w)) {
+      throw InvalidArgument("data path '" + data_path + "': weight '" + words[i] +
+                            "' must be finite and > 0");
     }
     weights.push_back(w);
     datasets.push_back(IndexedDataset::open(words[i + 1]));

@@ -6,8 +6,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
+#include <iomanip>
+#include <limits>
+#include <sstream>
+#include <type_traits>
 
+#include "readers.hpp"
 #include "thdpack/errors.hpp"
 
 namespace thdpack {
@@ -105,17 +111,14 @@ TokenDType token_dtype_from_name(const std::string& name) {
                         "'; use uint8, int8, int16, uint16, int32, int64, float32 or float64");
 }
 
-std::unique_ptr<IndexedDataset> IndexedDataset::open(const std::string& prefix) {
-  std::unique_ptr<IndexedDataset> d(new IndexedDataset());
-  d->prefix_ = prefix;
-  const std::string idx = prefix + ".idx";
-  const std::string bin = prefix + ".bin";
-  d->index_ = std::make_unique<Mapping>(idx);
-  d->data_ = std::make_unique<Mapping>(bin);
-  const std::byte* p = d->index_->data;
-  const int64_t size = d->index_->size;
-  auto bad = [&idx](int64_t at, const std::string& what) {
-    throw InvalidArgument(idx + ": byte " + std::to_string(at) + ": " + what);
+namespace detail {
+
+IndexContents parse_index(std::span<const std::byte> idx, const std::string& idx_name,
+                          const std::string& bin_name) {
+  const std::byte* p = idx.data();
+  const auto size = static_cast<int64_t>(idx.size());
+  auto bad = [&idx_name](int64_t at, const std::string& what) {
+    throw InvalidArgument(idx_name + ": byte " + std::to_string(at) + ": " + what);
   };
   if (size < kHeaderBytes) {
     bad(0, "file of " + std::to_string(size) + " bytes is shorter than the " +
@@ -128,7 +131,8 @@ std::unique_ptr<IndexedDataset> IndexedDataset::open(const std::string& prefix) 
   if (version != 1) bad(9, "unsupported version " + std::to_string(version) + " (expected 1)");
   const auto code = read_at<uint8_t>(p, 17);
   if (code < 1 || code > 8) bad(17, "unknown dtype code " + std::to_string(code));
-  d->dtype_ = static_cast<TokenDType>(code);
+  IndexContents c;
+  c.dtype = static_cast<TokenDType>(code);
   const auto sequences = read_at<uint64_t>(p, 18);
   const auto documents = read_at<uint64_t>(p, 26);
   // Sizes as unsigned arithmetic that cannot overflow for counts bounded by the file size.
@@ -145,55 +149,140 @@ std::unique_ptr<IndexedDataset> IndexedDataset::open(const std::string& prefix) 
                 " documents need " + std::to_string(expected) +
                 " (or that plus one mode byte per sequence)");
   }
+  // Megatron always writes the leading 0, so even an index without sequences has one entry.
+  if (documents == 0) {
+    bad(26, "document count 0; the document indices must run from 0 to the sequence count " +
+                std::to_string(sequences));
+  }
+  c.has_modes = sequences > 0 && body == expected + sequences;
   const auto n = static_cast<int64_t>(sequences);
-  d->lengths_.resize(static_cast<size_t>(n));
-  if (n > 0) std::memcpy(d->lengths_.data(), p + kHeaderBytes, static_cast<size_t>(n) * 4);
-  d->pointers_at_ = kHeaderBytes + 4 * n;
-  const int64_t item = token_size(d->dtype_);
-  int64_t expected_pointer = 0;
+  c.lengths.resize(static_cast<size_t>(n));
+  if (n > 0) std::memcpy(c.lengths.data(), p + kHeaderBytes, static_cast<size_t>(n) * 4);
+  c.pointers_at = kHeaderBytes + 4 * n;
+  const int64_t item = token_size(c.dtype);
+  int64_t end = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const int32_t len = d->lengths_[static_cast<size_t>(i)];
+    const int32_t len = c.lengths[static_cast<size_t>(i)];
     if (len <= 0) {
       bad(kHeaderBytes + 4 * i, "sequence " + std::to_string(i) + " has length " +
                                     std::to_string(len) + "; lengths must be >= 1");
     }
-    const auto pointer = read_at<int64_t>(p, d->pointers_at_ + 8 * i);
-    if (pointer != expected_pointer) {
-      bad(d->pointers_at_ + 8 * i,
+    const auto pointer = read_at<int64_t>(p, c.pointers_at + 8 * i);
+    if (pointer != end) {
+      bad(c.pointers_at + 8 * i,
           "sequence " + std::to_string(i) + " points to byte " + std::to_string(pointer) + " of " +
-              bin + ", but the lengths before it put it at " + std::to_string(expected_pointer));
+              bin_name + ", but the lengths before it put it at " + std::to_string(end));
     }
-    expected_pointer += len * item;
-    if (expected_pointer > d->data_->size) {
-      bad(d->pointers_at_ + 8 * i,
-          "sequence " + std::to_string(i) + " ends at byte " + std::to_string(expected_pointer) +
-              " but " + bin + " has only " + std::to_string(d->data_->size) +
-              " bytes (truncated data file, or an index of another dataset)");
+    // A sequence covers less than 2^34 bytes: the sum can only overflow past 2^29 sequences.
+    if (len * item > std::numeric_limits<int64_t>::max() - end) {
+      bad(kHeaderBytes + 4 * i, "sequence " + std::to_string(i) +
+                                    " ends past byte 2^63: the lengths cannot all be right");
     }
+    end += len * item;
   }
-  if (expected_pointer != d->data_->size) {
-    throw InvalidArgument(bin + ": " + std::to_string(d->data_->size) + " bytes, but its index " +
-                          idx + " accounts for " + std::to_string(expected_pointer) +
-                          ": the index does not match this data file");
-  }
-  const int64_t docs_at = d->pointers_at_ + 8 * n;
+  c.data_bytes = end;
+  const int64_t docs_at = c.pointers_at + 8 * n;
   const auto m = static_cast<int64_t>(documents);
-  d->document_indices_.resize(static_cast<size_t>(m));
+  c.document_indices.resize(static_cast<size_t>(m));
   for (int64_t j = 0; j < m; ++j) {
     const auto v = read_at<int64_t>(p, docs_at + 8 * j);
-    const int64_t previous = j == 0 ? -1 : d->document_indices_[static_cast<size_t>(j) - 1];
-    if ((j == 0 && v != 0) || (j > 0 && v <= previous) || v > n) {
+    const int64_t previous = j == 0 ? -1 : c.document_indices[static_cast<size_t>(j) - 1];
+    // Equal neighbours are an empty document, which Megatron's add_document writes for a record
+    // without tokens.
+    if ((j == 0 && v != 0) || (j > 0 && v < previous) || v > n) {
       bad(docs_at + 8 * j, "document index " + std::to_string(j) + " is " + std::to_string(v) +
-                               "; document indices must rise from 0 to the sequence count " +
+                               (j > 0 ? " after " + std::to_string(previous) : "") +
+                               "; document indices must not decrease and must run from 0 to "
+                               "the sequence count " +
                                std::to_string(n));
     }
-    d->document_indices_[static_cast<size_t>(j)] = v;
+    c.document_indices[static_cast<size_t>(j)] = v;
   }
-  if (m > 0 && d->document_indices_.back() != n) {
+  if (c.document_indices.back() != n) {
     bad(docs_at + 8 * (m - 1), "the last document index is " +
-                                   std::to_string(d->document_indices_.back()) +
+                                   std::to_string(c.document_indices.back()) +
                                    ", not the sequence count " + std::to_string(n));
   }
+  return c;
+}
+
+void check_data_size(const IndexContents& index, int64_t bin_bytes, const std::string& idx_name,
+                     const std::string& bin_name) {
+  if (bin_bytes < index.data_bytes) {
+    const int64_t item = token_size(index.dtype);
+    int64_t end = 0;
+    for (size_t i = 0; i < index.lengths.size(); ++i) {
+      end += index.lengths[i] * item;
+      if (end > bin_bytes) {
+        throw InvalidArgument(
+            idx_name + ": byte " + std::to_string(index.pointers_at + 8 * static_cast<int64_t>(i)) +
+            ": sequence " + std::to_string(i) + " ends at byte " + std::to_string(end) + " but " +
+            bin_name + " has only " + std::to_string(bin_bytes) +
+            " bytes (truncated data file, or an index of another dataset)");
+      }
+    }
+  }
+  if (bin_bytes != index.data_bytes) {
+    throw InvalidArgument(bin_name + ": byte " + std::to_string(index.data_bytes) + ": " +
+                          std::to_string(bin_bytes - index.data_bytes) +
+                          " bytes after the last sequence; its index " + idx_name +
+                          " accounts for " + std::to_string(index.data_bytes) + " of its " +
+                          std::to_string(bin_bytes) +
+                          " bytes: the index does not match this data file");
+  }
+}
+
+int64_t decode_tokens(const std::byte* data, TokenDType dtype, std::span<int64_t> out) {
+  const auto n = static_cast<int64_t>(out.size());
+  auto convert = [&]<typename T>(T) -> int64_t {
+    for (int64_t j = 0; j < n; ++j) {
+      const T v = read_at<T>(data, j * static_cast<int64_t>(sizeof(T)));
+      if constexpr (std::is_floating_point_v<T>) {
+        // Only integers in [-2^63, 2^63) convert to int64 without undefined behaviour.
+        constexpr T kLimit = static_cast<T>(9223372036854775808.0);
+        if (!(v >= -kLimit && v < kLimit) || std::trunc(v) != v) return j;
+      }
+      out[static_cast<size_t>(j)] = static_cast<int64_t>(v);
+    }
+    return -1;
+  };
+  switch (dtype) {
+    case TokenDType::kUint8:
+      return convert(uint8_t{});
+    case TokenDType::kInt8:
+      return convert(int8_t{});
+    case TokenDType::kInt16:
+      return convert(int16_t{});
+    case TokenDType::kUint16:
+      return convert(uint16_t{});
+    case TokenDType::kInt32:
+      return convert(int32_t{});
+    case TokenDType::kInt64:
+      return convert(int64_t{});
+    case TokenDType::kFloat32:
+      return convert(float{});
+    case TokenDType::kFloat64:
+      return convert(double{});
+  }
+  return -1;
+}
+
+}  // namespace detail
+
+std::unique_ptr<IndexedDataset> IndexedDataset::open(const std::string& prefix) {
+  std::unique_ptr<IndexedDataset> d(new IndexedDataset());
+  d->prefix_ = prefix;
+  const std::string idx = prefix + ".idx";
+  const std::string bin = prefix + ".bin";
+  d->index_ = std::make_unique<Mapping>(idx);
+  detail::IndexContents c =
+      detail::parse_index({d->index_->data, static_cast<size_t>(d->index_->size)}, idx, bin);
+  d->data_ = std::make_unique<Mapping>(bin);
+  detail::check_data_size(c, d->data_->size, idx, bin);
+  d->dtype_ = c.dtype;
+  d->lengths_ = std::move(c.lengths);
+  d->pointers_at_ = c.pointers_at;
+  d->document_indices_ = std::move(c.document_indices);
   return d;
 }
 
@@ -214,41 +303,23 @@ int64_t IndexedDataset::pointer(int64_t index) const {
 
 Sample IndexedDataset::sample(int64_t index) const {
   const int64_t len = length(index);
-  const std::byte* at = data_->data + pointer(index);
+  const int64_t at = pointer(index);
   Sample s;
   s.id = index;
   s.input_ids.resize(static_cast<size_t>(len));
-  auto convert = [&]<typename T>(T) {
-    for (int64_t j = 0; j < len; ++j) {
-      s.input_ids[static_cast<size_t>(j)] =
-          static_cast<int64_t>(read_at<T>(at, j * static_cast<int64_t>(sizeof(T))));
+  const int64_t bad = detail::decode_tokens(data_->data + at, dtype_, s.input_ids);
+  if (bad >= 0) {
+    const int64_t byte = at + bad * token_size(dtype_);
+    std::ostringstream value;
+    value << std::setprecision(17);
+    if (dtype_ == TokenDType::kFloat32) {
+      value << read_at<float>(data_->data, byte);
+    } else {
+      value << read_at<double>(data_->data, byte);
     }
-  };
-  switch (dtype_) {
-    case TokenDType::kUint8:
-      convert(uint8_t{});
-      break;
-    case TokenDType::kInt8:
-      convert(int8_t{});
-      break;
-    case TokenDType::kInt16:
-      convert(int16_t{});
-      break;
-    case TokenDType::kUint16:
-      convert(uint16_t{});
-      break;
-    case TokenDType::kInt32:
-      convert(int32_t{});
-      break;
-    case TokenDType::kInt64:
-      convert(int64_t{});
-      break;
-    case TokenDType::kFloat32:
-      convert(float{});
-      break;
-    case TokenDType::kFloat64:
-      convert(double{});
-      break;
+    throw InvalidArgument(prefix_ + ".bin: byte " + std::to_string(byte) + ": token " +
+                          std::to_string(bad) + " of sequence " + std::to_string(index) + " is " +
+                          value.str() + ", not an integer token id that fits int64");
   }
   return s;
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "thdpack/errors.hpp"
 #include "thdpack/indexed_dataset.hpp"
@@ -26,6 +27,15 @@ void append_as(std::vector<std::byte>& out, std::span<const int64_t> tokens, Tok
       }
     }
     const T t = static_cast<T>(v);
+    if constexpr (std::is_floating_point_v<T>) {
+      // Beyond 2^24 (float32) or 2^53 (float64) not every integer has a float: reading the token
+      // back would give another one.
+      constexpr T kLimit = static_cast<T>(9223372036854775808.0);
+      if (!(t >= -kLimit && t < kLimit) || static_cast<int64_t>(t) != v) {
+        throw InvalidArgument("token " + std::to_string(v) + " has no exact value in dtype " +
+                              token_dtype_name(dtype));
+      }
+    }
     std::memcpy(out.data() + at + i * sizeof(T), &t, sizeof(T));
   }
 }

@@ -1,8 +1,10 @@
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "readers.hpp"
 #include "thdpack/dataset.hpp"
 #include "thdpack/errors.hpp"
 
@@ -50,7 +52,7 @@ class LineParser {
     json object;
     try {
       object = json::parse(line);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e400
       fail(std::string("not valid JSON (") + e.what() + ")");
     }
     if (!object.is_object()) fail("expected a JSON object with \"input_ids\"");
@@ -98,6 +100,12 @@ class LineParser {
       if (!v.is_number_integer()) {
         fail("\"" + key + "\"[" + std::to_string(i) + "] must be an integer, got " + v.dump());
       }
+      // Values past int64 would wrap when read as int64 (2^64-100 into the ignore id -100).
+      if (v.is_number_unsigned() &&
+          v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        fail("\"" + key + "\"[" + std::to_string(i) + "] = " + v.dump() +
+             " is out of range (token ids must fit int64)");
+      }
       const int64_t x = v.get<int64_t>();
       if (x < min_value && !(also_allowed != 0 && x == also_allowed)) {
         std::string why = "\"" + key + "\"[" + std::to_string(i) + "] = " + std::to_string(x) +
@@ -144,6 +152,11 @@ bool blank(const std::string& line) {
 
 }  // namespace
 
+Sample detail::parse_jsonl_line(const std::string& line, int64_t id, const JsonlOptions& options,
+                                const std::string& where) {
+  return LineParser(options, where).parse(line, id);
+}
+
 std::unique_ptr<Dataset> load_jsonl_dataset(const std::string& path, const JsonlOptions& options) {
   std::ifstream in(path);
   if (!in) throw InvalidArgument("cannot open JSONL file '" + path + "'");
@@ -153,8 +166,8 @@ std::unique_ptr<Dataset> load_jsonl_dataset(const std::string& path, const Jsonl
   while (std::getline(in, line)) {
     ++line_no;
     if (blank(line)) continue;
-    LineParser parser(options, path + ":" + std::to_string(line_no));
-    samples.push_back(parser.parse(line, static_cast<int64_t>(samples.size())));
+    samples.push_back(detail::parse_jsonl_line(line, static_cast<int64_t>(samples.size()), options,
+                                               path + ":" + std::to_string(line_no)));
   }
   if (samples.empty()) throw InvalidArgument("JSONL file '" + path + "' holds no samples");
   return std::make_unique<JsonlDataset>(path, std::move(samples));

@@ -2,6 +2,7 @@
 #include <charconv>
 #include <fstream>
 
+#include "readers.hpp"
 #include "thdpack/dataset.hpp"
 #include "thdpack/errors.hpp"
 
@@ -27,6 +28,10 @@ bool looks_numeric(const std::string& s) {
 std::vector<int64_t> read_lengths_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw InvalidArgument("cannot open lengths file '" + path + "'");
+  return detail::parse_lengths(in, path);
+}
+
+std::vector<int64_t> detail::parse_lengths(std::istream& in, const std::string& path) {
   std::vector<int64_t> lengths;
   std::string line;
   int64_t line_no = 0;

@@ -1,5 +1,6 @@
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -37,6 +38,11 @@ class ConfigReader {
   int64_t integer(const char* key) {
     const json& v = take(key);
     if (!v.is_number_integer()) fail(key, "an integer");
+    // Past int64 the value would wrap (2^64-1 into -1).
+    if (v.is_number_unsigned() &&
+        v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      fail(key, "an integer that fits int64");
+    }
     return v.get<int64_t>();
   }
 
@@ -104,7 +110,7 @@ MockConfig parse_mock_config(const std::string& json_text, const std::string& ba
   json root;
   try {
     root = json::parse(json_text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e400
     throw InvalidArgument(std::string("mock dataset config is not valid JSON: ") + e.what());
   }
   if (!root.is_object()) throw InvalidArgument("mock dataset config must be a JSON object");
@@ -172,8 +178,12 @@ void validate(const MockConfig& c) {
   require(c.size >= 1, "'size' must be >= 1, got " + std::to_string(c.size));
   switch (c.type) {
     case LengthDistributionType::kLognormal:
-      require(c.mean_seq_len > 0, "'mean_seq_len' must be > 0");
-      require(c.lognormal_sigma >= 0, "'lognormal_sigma' must be >= 0");
+      require(std::isfinite(c.mean_seq_len) && c.mean_seq_len > 0,
+              "'mean_seq_len' must be > 0 and finite");
+      // mu = ln(mean) - sigma^2/2 and sigma*z must stay finite: with sigma^2 overflowing, a draw
+      // of -inf + inf is NaN, which has no length.
+      require(c.lognormal_sigma >= 0 && c.lognormal_sigma <= 1e150,
+              "'lognormal_sigma' must be in [0, 1e150], got " + json(c.lognormal_sigma).dump());
       [[fallthrough]];
     case LengthDistributionType::kUniform:
       require(c.min_seq_len >= 1,

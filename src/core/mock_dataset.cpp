@@ -23,9 +23,11 @@ class LengthSampler {
         const double u1 = detail::counter_uniform(c_.seed, i, 0);
         const double u2 = detail::counter_uniform(c_.seed, i, 1);
         const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
-        double x = std::exp(mu_ + c_.lognormal_sigma * z);
-        x = std::min(std::max(x, static_cast<double>(c_.min_seq_len)),
-                     static_cast<double>(c_.max_seq_len));
+        const double x = std::exp(mu_ + c_.lognormal_sigma * z);
+        // Clip before converting: a max_seq_len near 2^63 is 2^63 as a double, which does not
+        // convert back to int64.
+        if (!(x > static_cast<double>(c_.min_seq_len))) return c_.min_seq_len;
+        if (x >= static_cast<double>(c_.max_seq_len)) return c_.max_seq_len;
         return static_cast<int64_t>(x);
       }
       case LengthDistributionType::kUniform:

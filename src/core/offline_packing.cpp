@@ -22,13 +22,8 @@ struct Items {
 Items make_items(std::span<const int64_t> lengths, const OfflinePackOptions& o) {
   Items items;
   const auto n = static_cast<int64_t>(lengths.size());
-  for (int64_t i = 0; i < n; ++i) {
-    if (lengths[static_cast<size_t>(i)] < 1) {
-      throw InvalidArgument("sample " + std::to_string(i) + " has length " +
-                            std::to_string(lengths[static_cast<size_t>(i)]) +
-                            "; lengths must be >= 1");
-    }
-  }
+  // Real lengths first: rounding a length near 2^63 up to the divisor would overflow.
+  check_items_fit(lengths, o.capacity, "sample");
   if (o.group_ids.empty()) {
     items.lengths.resize(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) {
@@ -56,6 +51,19 @@ Items make_items(std::span<const int64_t> lengths, const OfflinePackOptions& o) 
     ++items.offsets[item + 1];
   }
   std::partial_sum(items.offsets.begin(), items.offsets.end(), items.offsets.begin());
+  for (size_t item = 0; item < count; ++item) {
+    if (items.lengths[item] > o.capacity) {
+      // Name the group as the caller does (its id), not by our numbering of the groups.
+      int64_t first = 0;
+      while (item_of[static_cast<size_t>(first)] != static_cast<int64_t>(item)) ++first;
+      throw InvalidArgument(
+          "group " + std::to_string(o.group_ids[static_cast<size_t>(first)]) + " (" +
+          std::to_string(items.offsets[item + 1] - items.offsets[item]) + " samples from sample " +
+          std::to_string(first) + ") has " + std::to_string(items.lengths[item]) +
+          " padded tokens but the pack capacity is " + std::to_string(o.capacity) +
+          "; a group is packed whole, so raise the capacity");
+    }
+  }
   std::vector<int64_t> cursor(items.offsets.begin(), items.offsets.end() - 1);
   items.samples.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
@@ -160,11 +168,14 @@ void StreamingPacker::close(size_t index, std::vector<std::vector<int64_t>>& clo
 }
 
 void StreamingPacker::add(int64_t id, int64_t length, std::vector<std::vector<int64_t>>& closed) {
-  const int64_t padded = round_up(length, divisor_);
-  if (length < 1 || padded > capacity_) {
-    throw InvalidArgument("sample " + std::to_string(id) + " has " + std::to_string(length) +
-                          " tokens; the pack capacity is " + std::to_string(capacity_));
+  // Checked before rounding: rounding a length near 2^63 up to the divisor would overflow.
+  if (length < 1 || length > capacity_ || round_up(length, divisor_) > capacity_) {
+    throw InvalidArgument(
+        "sample " + std::to_string(id) + " has " + std::to_string(length) + " tokens" +
+        (divisor_ > 1 ? " (padded to a multiple of " + std::to_string(divisor_) + ")" : "") +
+        "; lengths must be >= 1 and fit the pack capacity " + std::to_string(capacity_));
   }
+  const int64_t padded = round_up(length, divisor_);
   size_t best = open_.size();
   for (size_t i = 0; i < open_.size(); ++i) {
     const int64_t room = capacity_ - open_[i].used;

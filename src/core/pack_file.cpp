@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 
 #include "thdpack/errors.hpp"
 #include "thdpack/indexed_dataset.hpp"
@@ -56,6 +57,7 @@ class Reader {
       : path_(std::move(path)), data_(std::move(data)) {}
   template <typename T>
   T value(const char* what) {
+    start_ = at_;
     need(sizeof(T), what);
     T v;
     std::memcpy(&v, data_.data() + at_, sizeof(T));
@@ -70,13 +72,16 @@ class Reader {
     return s;
   }
   void array(std::vector<int64_t>& out, uint64_t count, const char* what) {
+    start_ = at_;
     if (count > (data_.size() - at_) / 8) fail(std::string(what) + ": the file is too short");
     out.resize(static_cast<size_t>(count));
-    std::memcpy(out.data(), data_.data() + at_, static_cast<size_t>(count) * 8);
+    if (count > 0) std::memcpy(out.data(), data_.data() + at_, static_cast<size_t>(count) * 8);
     at_ += static_cast<size_t>(count) * 8;
   }
-  [[noreturn]] void fail(const std::string& what) const {
-    throw InvalidArgument(path_ + ": byte " + std::to_string(at_) + ": " + what);
+  // Errors name the byte where the value read last (or being read) starts.
+  [[noreturn]] void fail(const std::string& what) const { fail_at(start_, what); }
+  [[noreturn]] void fail_at(size_t at, const std::string& what) const {
+    throw InvalidArgument(path_ + ": byte " + std::to_string(at) + ": " + what);
   }
   bool at_end() const { return at_ == data_.size(); }
   size_t position() const { return at_; }
@@ -88,6 +93,7 @@ class Reader {
   std::string path_;
   std::vector<char> data_;
   size_t at_ = 0;
+  size_t start_ = 0;
 };
 
 }  // namespace
@@ -123,33 +129,58 @@ std::unique_ptr<PackedDataset> PackedDataset::open(const std::string& path) {
   std::unique_ptr<PackedDataset> d(new PackedDataset());
   char magic[8];
   for (char& c : magic) c = r.value<char>("the magic");
-  if (std::memcmp(magic, kMagic, sizeof(kMagic)) != 0)
-    r.fail("not a thdpack pack file (magic THDPACKS expected)");
+  if (std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) {
+    r.fail_at(0, "not a thdpack pack file (magic THDPACKS expected)");
+  }
   const auto version = r.value<uint64_t>("the version");
   if (version != kVersion) r.fail("unsupported pack file version " + std::to_string(version));
   d->capacity_ = r.value<int64_t>("the capacity");
   d->divisor_ = r.value<int64_t>("the divisor");
-  if (d->capacity_ < 1 || d->divisor_ < 1) r.fail("capacity and divisor must be >= 1");
+  if (d->capacity_ < 1 || d->divisor_ < 1) {
+    r.fail_at(16, "capacity " + std::to_string(d->capacity_) + " and divisor " +
+                      std::to_string(d->divisor_) + " must be >= 1");
+  }
   d->source_.kind = r.text("the source kind");
   d->source_.spec = r.text("the source");
   d->source_.size = r.value<int64_t>("the source size");
+  const size_t packs_at = r.position();
   const auto packs = r.value<uint64_t>("the pack count");
   const auto ids = r.value<uint64_t>("the sample count");
+  // packs + 1 offsets: a count of 2^64-1 would wrap to 0 and leave no offsets at all.
+  if (packs >= std::numeric_limits<uint64_t>::max() / 8) {
+    r.fail_at(packs_at, "pack count " + std::to_string(packs) + " does not fit the file");
+  }
   r.array(d->offsets_, packs + 1, "the pack offsets");
   r.array(d->ids_, ids, "the sample indices");
-  if (!r.at_end()) r.fail("unexpected bytes after the sample indices");
-  if (d->offsets_.front() != 0 || d->offsets_.back() != static_cast<int64_t>(ids) ||
-      !std::is_sorted(d->offsets_.begin(), d->offsets_.end())) {
-    throw InvalidArgument(path + ": pack offsets must rise from 0 to the sample count");
-  }
-  for (size_t i = 0; i < d->ids_.size(); ++i) {
-    if (d->ids_[i] < 0 || d->ids_[i] >= d->source_.size) {
-      throw InvalidArgument(path + ": sample index " + std::to_string(d->ids_[i]) + " (entry " +
-                            std::to_string(i) + ") is outside the source's " +
-                            std::to_string(d->source_.size) + " samples");
+  if (!r.at_end()) r.fail_at(r.position(), "unexpected bytes after the sample indices");
+  // The offsets and then the sample indices end the file: their byte positions, for messages.
+  const size_t offsets_at = r.position() - 8 * (static_cast<size_t>(packs) + 1 + ids);
+  for (size_t p = 0; p < d->offsets_.size(); ++p) {
+    const int64_t v = d->offsets_[p];
+    const bool ok = (p == 0 ? v == 0 : v >= d->offsets_[p - 1]) &&
+                    (p + 1 < d->offsets_.size() ? v <= static_cast<int64_t>(ids)
+                                                : v == static_cast<int64_t>(ids));
+    if (!ok) {
+      throw InvalidArgument(path + ": byte " + std::to_string(offsets_at + 8 * p) +
+                            ": pack offset " + std::to_string(p) + " is " + std::to_string(v) +
+                            "; pack offsets must rise from 0 to the sample count " +
+                            std::to_string(ids));
     }
   }
-  d->dataset_ = open_pack_source(d->source_);
+  const size_t ids_at = offsets_at + 8 * d->offsets_.size();
+  for (size_t i = 0; i < d->ids_.size(); ++i) {
+    if (d->ids_[i] < 0 || d->ids_[i] >= d->source_.size) {
+      throw InvalidArgument(path + ": byte " + std::to_string(ids_at + 8 * i) + ": sample index " +
+                            std::to_string(d->ids_[i]) + " (entry " + std::to_string(i) +
+                            ") is outside the source's " + std::to_string(d->source_.size) +
+                            " samples");
+    }
+  }
+  try {
+    d->dataset_ = open_pack_source(d->source_);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(path + ": cannot open its " + d->source_.kind + " source: " + e.what());
+  }
   if (d->dataset_->size() != d->source_.size) {
     throw InvalidArgument(path + ": its source " + d->source_.spec + " now has " +
                           std::to_string(d->dataset_->size()) + " samples, not the " +

@@ -6,14 +6,9 @@
 
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <cctype>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <numeric>
 #include <ostream>
@@ -21,6 +16,7 @@
 #include <vector>
 
 #include "expect_throw.hpp"
+#include "temp_dir.hpp"
 #include "thdpack/errors.hpp"
 
 namespace thdpack {
@@ -28,42 +24,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using test_util::expect_throw_with;
-
-// A fresh directory under the system temp dir, removed with everything in it at the end.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::string name = std::string("thdpack_dataset_test_") + std::to_string(::getpid()) + "_" +
-                       std::to_string(counter++) + "_" + (info ? info->name() : "x");
-    // Parameterized test names hold '/': keep the directory one level deep.
-    for (char& ch : name) {
-      if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-    }
-    path_ = fs::temp_directory_path() / name;
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const fs::path& path() const { return path_; }
-
-  std::string write(const std::string& name, const std::string& content) const {
-    const fs::path file = path_ / name;
-    std::ofstream out(file, std::ios::binary);
-    out << content;
-    return file.string();
-  }
-
- private:
-  fs::path path_;
-};
+using test_util::TempDir;
 
 std::vector<int64_t> lengths_of(const Dataset& d, int64_t n) {
   std::vector<int64_t> out(static_cast<size_t>(n));

@@ -1,0 +1,43 @@
+#pragma once
+// Checks inside fuzz targets. A failed check aborts, which libFuzzer (and the replay driver of the
+// regular build) reports as a finding, with the input that caused it.
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "thdpack/errors.hpp"
+
+#define FUZZ_CHECK(condition)                                                                  \
+  do {                                                                                         \
+    if (!(condition)) {                                                                        \
+      std::fprintf(stderr, "fuzz check failed: %s (%s:%d)\n", #condition, __FILE__, __LINE__); \
+      std::abort();                                                                            \
+    }                                                                                          \
+  } while (0)
+
+namespace thdpack::fuzz {
+
+/// `body` must not throw InvalidArgument (other exceptions escape and are findings anyway).
+template <typename F>
+void expect_accepted(F&& body, const char* what) {
+  try {
+    body();
+  } catch (const InvalidArgument& e) {
+    std::fprintf(stderr, "fuzz check failed: %s threw: %s\n", what, e.what());
+    std::abort();
+  }
+}
+
+/// `body` must throw InvalidArgument.
+template <typename F>
+void expect_rejected(F&& body, const char* what) {
+  try {
+    body();
+  } catch (const InvalidArgument&) {
+    return;
+  }
+  std::fprintf(stderr, "fuzz check failed: %s was accepted\n", what);
+  std::abort();
+}
+
+}  // namespace thdpack::fuzz
