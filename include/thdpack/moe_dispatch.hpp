@@ -37,8 +37,8 @@ struct DispatchOptions {
 struct DispatchHandle {
   int64_t hidden = 0;
   int k = 1;
-  int64_t num_tokens = 0;         ///< this rank's tokens as given
-  int64_t padded_tokens = 0;      ///< after padding (== num_tokens when not padded)
+  int64_t num_tokens = 0;          ///< this rank's tokens as given
+  int64_t padded_tokens = 0;       ///< after padding (== num_tokens when not padded)
   std::vector<int64_t> send_rows;  ///< [ranks] rows sent to each rank
   std::vector<int64_t> recv_rows;  ///< [ranks] rows received from each rank
   std::vector<int64_t> row_token;  ///< for each sent row (rank-major, token order): its token
@@ -64,8 +64,9 @@ struct DispatchResult {
 /// Sends each token once to every EP rank hosting one of its experts. `hidden` is [num_tokens,
 /// hidden], `topk_idx` and `topk_weights` are [num_tokens, k]. Checks on every rank, with one
 /// collective, that all ranks passed valid routing and the same k and hidden size (InvalidArgument
-/// naming the first bad rank, on every rank); then one exchange of counts and one alltoallv of
-/// rows (hidden state, local expert ids and weights together).
+/// naming the first bad rank, on every rank); then one exchange of counts and the rows: hidden
+/// states straight into the result and, concurrently, the local expert ids and weights (two
+/// alltoallvs in flight together).
 DispatchResult dispatch(Communicator& ep, std::span<const float> hidden,
                         std::span<const int64_t> topk_idx, std::span<const float> topk_weights,
                         int64_t num_tokens, int64_t hidden_size, int k,
@@ -75,6 +76,13 @@ DispatchResult dispatch(Communicator& ep, std::span<const float> hidden,
 /// source token, unweighted (experts apply their gate weights). Returns [num_tokens, hidden].
 std::vector<float> combine(Communicator& ep, std::span<const float> expert_output,
                            const DispatchHandle& handle);
+
+/// combine for rows of any width: `values` is [received rows, columns] in dispatch's row order;
+/// returns [num_tokens, columns], each token's rows summed. With columns = k this carries the
+/// gradient of the dispatched gate weights back (each (token, expert) pair is local on one rank
+/// only, so the sum picks that rank's value when the others are masked to 0).
+std::vector<float> combine_values(Communicator& ep, std::span<const float> values, int64_t columns,
+                                  const DispatchHandle& handle);
 
 /// Backward of dispatch: the gradient of the received rows, summed back per token (a combine).
 std::vector<float> dispatch_backward(Communicator& ep, std::span<const float> grad_rows,

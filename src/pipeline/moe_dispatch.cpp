@@ -27,7 +27,8 @@ void check_agreement(Communicator& ep, const Status& mine, const std::string& my
   if (any_bad) {
     const std::vector<char> text(my_error.begin(), my_error.end());
     const std::vector<char> joined = allgather_vector<char>(ep, text);
-    const std::vector<int64_t> sizes = allgather_value<int64_t>(ep, static_cast<int64_t>(text.size()));
+    const std::vector<int64_t> sizes =
+        allgather_value<int64_t>(ep, static_cast<int64_t>(text.size()));
     int64_t at = 0;
     for (size_t r = 0; r < all.size(); ++r) {
       if (all[r].bad) {
@@ -42,17 +43,19 @@ void check_agreement(Communicator& ep, const Status& mine, const std::string& my
                               std::tuple{"hidden size", all[0].hidden, all[r].hidden},
                               std::tuple{"number of experts", all[0].experts, all[r].experts}}) {
       if (a != b) {
-        throw InvalidArgument(std::string("dispatch: EP ranks disagree on the ") + name + ": rank 0 has " +
-                              std::to_string(a) + ", rank " + std::to_string(r) + " has " +
-                              std::to_string(b));
+        throw InvalidArgument(std::string("dispatch: EP ranks disagree on the ") + name +
+                              ": rank 0 has " + std::to_string(a) + ", rank " + std::to_string(r) +
+                              " has " + std::to_string(b));
       }
     }
   }
 }
 
-// Bytes of one dispatched row: hidden floats, then k int64 local ids, then k float weights padded
-// to keep rows 8-byte aligned.
-int64_t row_bytes(int64_t hidden, int k) { return (hidden * 4 + k * 8 + k * 4 + 7) / 8 * 8; }
+// Bytes of one dispatched row's routing: k int64 local ids, then k float weights, padded to keep
+// rows 8-byte aligned.
+int64_t meta_bytes(int k) {
+  return (k * 8 + k * 4 + 7) / 8 * 8;
+}
 
 std::vector<int64_t> scaled(const std::vector<int64_t>& rows, int64_t bytes) {
   std::vector<int64_t> out(rows);
@@ -126,20 +129,25 @@ DispatchResult dispatch(Communicator& ep, std::span<const float> hidden,
                  std::as_writable_bytes(std::span<int64_t>(h.recv_rows)), eights);
   }
 
-  const int64_t bytes = row_bytes(hidden_size, k);
-  std::vector<std::byte> send(static_cast<size_t>(total(h.send_rows) * bytes));
-  h.row_token.reserve(static_cast<size_t>(total(h.send_rows)));
-  std::byte* out = send.data();
+  // Hidden states travel in their own alltoallv straight into the result (no staging copy); the
+  // local ids and weights travel beside them in a second one, both in flight together.
+  const int64_t sent = total(h.send_rows);
+  const int64_t rows = total(h.recv_rows);
+  const int64_t meta = meta_bytes(k);
+  std::vector<float> send_hidden(static_cast<size_t>(sent * hidden_size));
+  std::vector<std::byte> send_meta(static_cast<size_t>(sent * meta));
+  h.row_token.reserve(static_cast<size_t>(sent));
+  int64_t row = 0;
   for (int r = 0; r < ranks; ++r) {
     const int64_t first_expert = static_cast<int64_t>(r) * experts_per_rank;
     for (int64_t t = 0; t < padded_tokens; ++t) {
       if (!layout.token_in_rank[static_cast<size_t>(t * ranks + r)]) continue;
       h.row_token.push_back(t);
-      std::memset(out, 0, static_cast<size_t>(bytes));
       // Pad rows (t >= num_tokens) never visit a rank, so every row here is a real token.
-      std::memcpy(out, hidden.data() + t * hidden_size, static_cast<size_t>(hidden_size) * 4);
-      auto* ids = reinterpret_cast<std::byte*>(out + hidden_size * 4);
-      auto* weights = ids + k * 8;
+      std::memcpy(send_hidden.data() + row * hidden_size, hidden.data() + t * hidden_size,
+                  static_cast<size_t>(hidden_size) * 4);
+      std::byte* ids = send_meta.data() + row * meta;
+      std::byte* weights = ids + k * 8;
       for (int j = 0; j < k; ++j) {
         const int64_t e = idx[static_cast<size_t>(t * k + j)];
         const bool local = e >= first_expert && e < first_expert + experts_per_rank;
@@ -148,23 +156,28 @@ DispatchResult dispatch(Communicator& ep, std::span<const float> hidden,
         std::memcpy(ids + j * 8, &local_id, 8);
         std::memcpy(weights + j * 4, &w, 4);
       }
-      out += bytes;
+      ++row;
     }
   }
-  std::vector<std::byte> recv(static_cast<size_t>(total(h.recv_rows) * bytes));
-  ep.alltoallv(send, scaled(h.send_rows, bytes), recv, scaled(h.recv_rows, bytes));
-
-  const int64_t rows = total(h.recv_rows);
   result.hidden.resize(static_cast<size_t>(rows * hidden_size));
+  std::vector<std::byte> recv_meta(static_cast<size_t>(rows * meta));
+  const std::vector<int64_t> send_hidden_bytes = scaled(h.send_rows, hidden_size * 4);
+  const std::vector<int64_t> recv_hidden_bytes = scaled(h.recv_rows, hidden_size * 4);
+  const std::vector<int64_t> send_meta_bytes = scaled(h.send_rows, meta);
+  const std::vector<int64_t> recv_meta_bytes = scaled(h.recv_rows, meta);
+  auto hidden_request =
+      ep.ialltoallv(std::as_bytes(std::span<const float>(send_hidden)), send_hidden_bytes,
+                    std::as_writable_bytes(std::span<float>(result.hidden)), recv_hidden_bytes);
+  ep.alltoallv(send_meta, send_meta_bytes, recv_meta, recv_meta_bytes);
+  hidden_request->wait();
+
   result.topk_idx.resize(static_cast<size_t>(rows * k));
   result.topk_weights.resize(static_cast<size_t>(rows * k));
   result.tokens_per_expert.assign(static_cast<size_t>(experts_per_rank), 0);
   for (int64_t i = 0; i < rows; ++i) {
-    const std::byte* row = recv.data() + i * bytes;
-    std::memcpy(result.hidden.data() + i * hidden_size, row, static_cast<size_t>(hidden_size) * 4);
-    std::memcpy(result.topk_idx.data() + i * k, row + hidden_size * 4, static_cast<size_t>(k) * 8);
-    std::memcpy(result.topk_weights.data() + i * k, row + hidden_size * 4 + k * 8,
-                static_cast<size_t>(k) * 4);
+    const std::byte* m = recv_meta.data() + i * meta;
+    std::memcpy(result.topk_idx.data() + i * k, m, static_cast<size_t>(k) * 8);
+    std::memcpy(result.topk_weights.data() + i * k, m + k * 8, static_cast<size_t>(k) * 4);
     for (int j = 0; j < k; ++j) {
       const int64_t e = result.topk_idx[static_cast<size_t>(i * k + j)];
       if (e >= 0) ++result.tokens_per_expert[static_cast<size_t>(e)];
@@ -177,26 +190,31 @@ DispatchResult dispatch(Communicator& ep, std::span<const float> hidden,
   return result;
 }
 
+std::vector<float> combine_values(Communicator& ep, std::span<const float> values, int64_t columns,
+                                  const DispatchHandle& h) {
+  const int64_t rows = total(h.recv_rows);
+  if (columns < 1 || static_cast<int64_t>(values.size()) != rows * columns) {
+    throw InvalidArgument("combine: expert output has " + std::to_string(values.size()) +
+                          " values, expected " + std::to_string(rows) + " rows x " +
+                          std::to_string(columns));
+  }
+  const int64_t bytes = columns * 4;
+  std::vector<float> back(static_cast<size_t>(total(h.send_rows) * columns));
+  ep.alltoallv(std::as_bytes(values), scaled(h.recv_rows, bytes),
+               std::as_writable_bytes(std::span<float>(back)), scaled(h.send_rows, bytes));
+  std::vector<float> out(static_cast<size_t>(h.padded_tokens * columns), 0.0f);
+  for (size_t i = 0; i < h.row_token.size(); ++i) {
+    float* dst = out.data() + h.row_token[i] * columns;
+    const float* src = back.data() + static_cast<int64_t>(i) * columns;
+    for (int64_t c = 0; c < columns; ++c) dst[c] += src[c];
+  }
+  out.resize(static_cast<size_t>(h.num_tokens * columns));  // trim pad rows
+  return out;
+}
+
 std::vector<float> combine(Communicator& ep, std::span<const float> expert_output,
                            const DispatchHandle& h) {
-  const int64_t rows = total(h.recv_rows);
-  if (static_cast<int64_t>(expert_output.size()) != rows * h.hidden) {
-    throw InvalidArgument("combine: expert output has " + std::to_string(expert_output.size()) +
-                          " values, expected " + std::to_string(rows) + " rows x " +
-                          std::to_string(h.hidden));
-  }
-  const int64_t bytes = h.hidden * 4;
-  std::vector<float> back(static_cast<size_t>(total(h.send_rows) * h.hidden));
-  ep.alltoallv(std::as_bytes(expert_output), scaled(h.recv_rows, bytes),
-               std::as_writable_bytes(std::span<float>(back)), scaled(h.send_rows, bytes));
-  std::vector<float> out(static_cast<size_t>(h.padded_tokens * h.hidden), 0.0f);
-  for (size_t i = 0; i < h.row_token.size(); ++i) {
-    float* dst = out.data() + h.row_token[i] * h.hidden;
-    const float* src = back.data() + static_cast<int64_t>(i) * h.hidden;
-    for (int64_t c = 0; c < h.hidden; ++c) dst[c] += src[c];
-  }
-  out.resize(static_cast<size_t>(h.num_tokens * h.hidden));  // trim pad rows
-  return out;
+  return combine_values(ep, expert_output, h.hidden, h);
 }
 
 std::vector<float> dispatch_backward(Communicator& ep, std::span<const float> grad_rows,

@@ -41,7 +41,8 @@ Routing random_routing(int rank, int experts, uint64_t seed) {
 
 // Expert e's weight matrix, the same on every rank.
 float weight(int64_t e, int64_t row, int64_t col) {
-  return static_cast<float>(std::sin(0.7 * static_cast<double>(e + 1) + 0.3 * static_cast<double>(row) -
+  return static_cast<float>(std::sin(0.7 * static_cast<double>(e + 1) +
+                                     0.3 * static_cast<double>(row) -
                                      0.11 * static_cast<double>(col)));
 }
 
@@ -56,7 +57,8 @@ std::vector<float> apply_experts(const DispatchResult& d, int rank, int experts_
       const float w = d.topk_weights[static_cast<size_t>(i * kTopK + j)];
       for (int64_t o = 0; o < kHidden; ++o) {
         float acc = 0;
-        for (int64_t c = 0; c < kHidden; ++c) acc += weight(e, o, c) * d.hidden[static_cast<size_t>(i * kHidden + c)];
+        for (int64_t c = 0; c < kHidden; ++c)
+          acc += weight(e, o, c) * d.hidden[static_cast<size_t>(i * kHidden + c)];
         out[static_cast<size_t>(i * kHidden + o)] += w * acc;
       }
     }
@@ -94,10 +96,12 @@ void check_moe_dispatch(Communicator& ep, uint64_t seed) {
   const RoutingLayout layout = routing_layout(r.topk, r.tokens, kTopK, experts, ranks);
   for (int64_t t = 0; t < r.tokens; ++t) {
     int visits = 0;
-    for (int q = 0; q < ranks; ++q) visits += layout.token_in_rank[static_cast<size_t>(t * ranks + q)];
+    for (int q = 0; q < ranks; ++q)
+      visits += layout.token_in_rank[static_cast<size_t>(t * ranks + q)];
     for (int64_t c = 0; c < kHidden; ++c) {
       const float x = r.hidden[static_cast<size_t>(t * kHidden + c)];
-      EXPECT_NEAR(identity[static_cast<size_t>(t * kHidden + c)], x * static_cast<float>(visits), 1e-6f);
+      EXPECT_NEAR(identity[static_cast<size_t>(t * kHidden + c)], x * static_cast<float>(visits),
+                  1e-6f);
     }
   }
   int64_t pairs = 0;
@@ -109,7 +113,8 @@ void check_moe_dispatch(Communicator& ep, uint64_t seed) {
   // Every (token, expert) pair arrives exactly once across the EP group.
   int64_t sent_pairs = 0;
   for (int64_t v : r.topk) sent_pairs += v >= 0;
-  EXPECT_EQ(global_sum(ep, static_cast<double>(pairs)), global_sum(ep, static_cast<double>(sent_pairs)));
+  EXPECT_EQ(global_sum(ep, static_cast<double>(pairs)),
+            global_sum(ep, static_cast<double>(sent_pairs)));
 
   // Linear experts with gate weights applied in the expert equal the dense computation.
   const std::vector<float> y = combine(ep, apply_experts(d, ep.rank(), experts / ranks), d.handle);
@@ -120,7 +125,8 @@ void check_moe_dispatch(Communicator& ep, uint64_t seed) {
         const int64_t e = r.topk[static_cast<size_t>(t * kTopK + j)];
         if (e < 0) continue;
         double acc = 0;
-        for (int64_t c = 0; c < kHidden; ++c) acc += weight(e, o, c) * r.hidden[static_cast<size_t>(t * kHidden + c)];
+        for (int64_t c = 0; c < kHidden; ++c)
+          acc += weight(e, o, c) * r.hidden[static_cast<size_t>(t * kHidden + c)];
         want += r.weights[static_cast<size_t>(t * kTopK + j)] * acc;
       }
       EXPECT_NEAR(y[static_cast<size_t>(t * kHidden + o)], want, 1e-4);
@@ -131,7 +137,8 @@ void check_moe_dispatch(Communicator& ep, uint64_t seed) {
   DispatchOptions padded = options;
   padded.padded = true;
   padded.pad_alignment = 64;
-  const DispatchResult p = dispatch(ep, r.hidden, r.topk, r.weights, r.tokens, kHidden, kTopK, padded);
+  const DispatchResult p =
+      dispatch(ep, r.hidden, r.topk, r.weights, r.tokens, kHidden, kTopK, padded);
   EXPECT_EQ(p.hidden, d.hidden);
   EXPECT_EQ(p.topk_idx, d.topk_idx);
   EXPECT_EQ(p.topk_weights, d.topk_weights);
@@ -152,6 +159,13 @@ void check_moe_dispatch(Communicator& ep, uint64_t seed) {
   const double lhs2 = global_sum(ep, dot(combine(ep, g, d.handle), u));
   const double rhs2 = global_sum(ep, dot(g, combine_backward(ep, u, d.handle)));
   EXPECT_NEAR(lhs2, rhs2, 1e-4 * (1 + std::abs(lhs2)));
+  // The dispatched gate weights: their gradient, masked to the local experts, combined as k
+  // columns, is the adjoint of dispatching the weights.
+  std::vector<float> gw(d.topk_weights.size());
+  for (size_t i = 0; i < gw.size(); ++i) gw[i] = d.topk_idx[i] >= 0 ? value(rng) : 0.0f;
+  const double lhs3 = global_sum(ep, dot(d.topk_weights, gw));
+  const double rhs3 = global_sum(ep, dot(r.weights, combine_values(ep, gw, kTopK, d.handle)));
+  EXPECT_NEAR(lhs3, rhs3, 1e-4 * (1 + std::abs(lhs3)));
 }
 
 void check_moe_validation(Communicator& ep) {
@@ -169,7 +183,8 @@ void check_moe_validation(Communicator& ep) {
   };
   // An expert id out of range on the last rank.
   std::vector<int64_t> bad = r.topk;
-  if (ep.rank() == ep.size() - 1) bad.assign(bad.size(), 0), bad.push_back(experts), bad.push_back(0);
+  if (ep.rank() == ep.size() - 1)
+    bad.assign(bad.size(), 0), bad.push_back(experts), bad.push_back(0);
   std::vector<float> hidden = r.hidden, weights = r.weights;
   int64_t tokens = r.tokens;
   if (ep.rank() == ep.size() - 1) {
