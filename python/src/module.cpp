@@ -57,4 +57,5 @@ PYBIND11_MODULE(_thdpack, m) {
   bind_comm(m);
   bind_pipeline(m);
   bind_datasets(m);
+  bind_moe(m);
 }

@@ -7,6 +7,7 @@ The C++ core, communicators and pipeline (module ``thdpack._thdpack``), re-expor
 * packing: ``pack``, ``PackedBatch``, ``padding_divisor``, ``cp_slice``, ``cp_unslice``,
   ``cp_global_rows``, offline bin packing (``best_fit_decreasing`` ...)
 * data: ``mock_dataset``, ``load_jsonl_dataset``, ``workload``, ``make_global_batch``
+* MoE expert parallelism: ``thdpack.moe`` (numpy), ``thdpack.torch.moe_dispatch``/``moe_combine``
 * distribution: ``Pipeline``, ``PipelineOptions``, ``StepResult``, ``verify_step``,
   ``reference_microbatches``, communicators (``MpiCommunicator.from_mpi4py``,
   ``thdpack.comm.TorchCommunicator``)

@@ -222,3 +222,29 @@ def reference_microbatches(batch: GlobalBatch, plan: Plan, sample_of: Callable[[
                            options: PipelineOptions, rank: int) -> list[PackedBatch]: ...
 def verify_step(world: Communicator, options: PipelineOptions, result: StepResult,
                 local_samples: Sequence[dict], sample_of: Callable[[int], dict]) -> None: ...
+
+# MoE expert-parallel dispatch and combine (thdpack.moe re-exports these with DeepEP's names).
+class DispatchHandle:
+    hidden: int
+    k: int
+    num_tokens: int
+    padded_tokens: int
+    send_rows: np.ndarray
+    recv_rows: np.ndarray
+    num_recv_rows: int
+
+def moe_dispatch_layout(topk_idx: np.ndarray, num_experts: int,
+                        ranks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+def moe_dispatch(comm: Communicator, x: np.ndarray, topk_idx: np.ndarray,
+                 topk_weights: np.ndarray, num_experts: int, expert_alignment: int = 1,
+                 padded: bool = False, pad_alignment: int = 64,
+                 pad_group: Optional[Communicator] = None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                            DispatchHandle]: ...
+def moe_combine(comm: Communicator, x: np.ndarray, handle: DispatchHandle) -> np.ndarray: ...
+def moe_dispatch_backward(comm: Communicator, grad: np.ndarray,
+                          handle: DispatchHandle) -> np.ndarray: ...
+def moe_combine_backward(comm: Communicator, grad: np.ndarray,
+                         handle: DispatchHandle) -> np.ndarray: ...
+def moe_combine_values(comm: Communicator, values: np.ndarray,
+                       handle: DispatchHandle) -> np.ndarray: ...

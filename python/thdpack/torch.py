@@ -14,6 +14,9 @@ last pipeline stage reads and broadcasts to its TP peers; other ranks pass no sa
 "all-ranks" (every rank reads the samples of its DP index). Samples are dicts with a global "id",
 "input_ids" and optionally "loss_mask" or "labels" (lists, numpy arrays or tensors).
 
+MoE expert parallelism: ``moe_dispatch`` and ``moe_combine`` (differentiable; see
+``thdpack.torch_moe``).
+
 With mpi4py instead of torch.distributed, pass ``mpi_comm`` (e.g. ``MPI.COMM_WORLD``) and the
 sizes (tp, cp, dp, pp) instead of groups.
 """
@@ -28,6 +31,7 @@ import torch
 
 from . import _thdpack
 from .comm import TorchCommunicator, mpi4py_communicator
+from .torch_moe import MoeCombine, MoeDispatch, MoeDispatchOutput, moe_combine, moe_dispatch  # noqa: F401
 
 _FIELDS = ("tokens", "labels", "loss_mask", "position_ids", "padding_mask", "cu_seqlens",
            "cu_seqlens_padded", "sample_ids")

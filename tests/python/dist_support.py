@@ -1,22 +1,16 @@
 """Helpers for tests that start several torch.distributed (gloo) processes."""
 
 import os
-import socket
+import tempfile
 
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _entry(rank, world, port, fn, args):
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+def _entry(rank, world, store_path, fn, args):
+    # A file store: no TCP port to pick, so no race with other processes picking the same one.
+    dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank,
+                            world_size=world)
     try:
         fn(rank, world, *args)
     finally:
@@ -25,7 +19,9 @@ def _entry(rank, world, port, fn, args):
 
 def run_processes(world: int, fn, *args) -> None:
     """Runs fn(rank, world, *args) in `world` gloo processes; raises if any process fails."""
-    mp.spawn(_entry, args=(world, free_port(), fn, args), nprocs=world, join=True)
+    with tempfile.TemporaryDirectory(prefix="thdpack-gloo-") as tmp:
+        store = os.path.join(tmp, "store")
+        mp.spawn(_entry, args=(world, store, fn, args), nprocs=world, join=True)
 
 
 def megatron_groups(topology, kinds=("tp", "cp", "dp", "pp")):
