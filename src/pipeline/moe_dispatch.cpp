@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "thdpack/errors.hpp"
@@ -62,6 +63,22 @@ std::vector<int64_t> scaled(const std::vector<int64_t>& rows, int64_t bytes) {
   for (int64_t& v : out) v *= bytes;
   return out;
 }
+
+// A buffer that is written in full before it is read: not zero-filled first (the staging buffers
+// are as large as the hidden states, and filling them costs as much as the copy itself).
+template <typename T>
+class Scratch {
+ public:
+  explicit Scratch(int64_t n)
+      : data_(new T[static_cast<size_t>(n)]), size_(static_cast<size_t>(n)) {}
+  T* data() { return data_.get(); }
+  std::span<T> span() { return {data_.get(), size_}; }
+  std::span<const T> span() const { return {data_.get(), size_}; }
+
+ private:
+  std::unique_ptr<T[]> data_;
+  size_t size_;
+};
 
 int64_t total(const std::vector<int64_t>& v) {
   int64_t t = 0;
@@ -134,8 +151,8 @@ DispatchResult dispatch(Communicator& ep, std::span<const float> hidden,
   const int64_t sent = total(h.send_rows);
   const int64_t rows = total(h.recv_rows);
   const int64_t meta = meta_bytes(k);
-  std::vector<float> send_hidden(static_cast<size_t>(sent * hidden_size));
-  std::vector<std::byte> send_meta(static_cast<size_t>(sent * meta));
+  Scratch<float> send_hidden(sent * hidden_size);
+  Scratch<std::byte> send_meta(sent * meta);
   h.row_token.reserve(static_cast<size_t>(sent));
   int64_t row = 0;
   for (int r = 0; r < ranks; ++r) {
@@ -160,15 +177,15 @@ DispatchResult dispatch(Communicator& ep, std::span<const float> hidden,
     }
   }
   result.hidden.resize(static_cast<size_t>(rows * hidden_size));
-  std::vector<std::byte> recv_meta(static_cast<size_t>(rows * meta));
+  Scratch<std::byte> recv_meta(rows * meta);
   const std::vector<int64_t> send_hidden_bytes = scaled(h.send_rows, hidden_size * 4);
   const std::vector<int64_t> recv_hidden_bytes = scaled(h.recv_rows, hidden_size * 4);
   const std::vector<int64_t> send_meta_bytes = scaled(h.send_rows, meta);
   const std::vector<int64_t> recv_meta_bytes = scaled(h.recv_rows, meta);
   auto hidden_request =
-      ep.ialltoallv(std::as_bytes(std::span<const float>(send_hidden)), send_hidden_bytes,
+      ep.ialltoallv(std::as_bytes(send_hidden.span()), send_hidden_bytes,
                     std::as_writable_bytes(std::span<float>(result.hidden)), recv_hidden_bytes);
-  ep.alltoallv(send_meta, send_meta_bytes, recv_meta, recv_meta_bytes);
+  ep.alltoallv(send_meta.span(), send_meta_bytes, recv_meta.span(), recv_meta_bytes);
   hidden_request->wait();
 
   result.topk_idx.resize(static_cast<size_t>(rows * k));
@@ -199,9 +216,9 @@ std::vector<float> combine_values(Communicator& ep, std::span<const float> value
                           std::to_string(columns));
   }
   const int64_t bytes = columns * 4;
-  std::vector<float> back(static_cast<size_t>(total(h.send_rows) * columns));
+  Scratch<float> back(total(h.send_rows) * columns);
   ep.alltoallv(std::as_bytes(values), scaled(h.recv_rows, bytes),
-               std::as_writable_bytes(std::span<float>(back)), scaled(h.send_rows, bytes));
+               std::as_writable_bytes(back.span()), scaled(h.send_rows, bytes));
   std::vector<float> out(static_cast<size_t>(h.padded_tokens * columns), 0.0f);
   for (size_t i = 0; i < h.row_token.size(); ++i) {
     float* dst = out.data() + h.row_token[i] * columns;
@@ -232,13 +249,13 @@ std::vector<float> combine_backward(Communicator& ep, std::span<const float> gra
   }
   // d/d(row) of "sum the rows of token t" is token t's gradient: dispatch it along the same rows.
   const int64_t bytes = h.hidden * 4;
-  std::vector<float> send(static_cast<size_t>(total(h.send_rows) * h.hidden));
+  Scratch<float> send(total(h.send_rows) * h.hidden);
   for (size_t i = 0; i < h.row_token.size(); ++i) {
     std::memcpy(send.data() + static_cast<int64_t>(i) * h.hidden,
                 grad_output.data() + h.row_token[i] * h.hidden, static_cast<size_t>(bytes));
   }
   std::vector<float> rows(static_cast<size_t>(total(h.recv_rows) * h.hidden));
-  ep.alltoallv(std::as_bytes(std::span<const float>(send)), scaled(h.send_rows, bytes),
+  ep.alltoallv(std::as_bytes(send.span()), scaled(h.send_rows, bytes),
                std::as_writable_bytes(std::span<float>(rows)), scaled(h.recv_rows, bytes));
   return rows;
 }
