@@ -4,7 +4,7 @@
 #   bash scripts/bench.sh            # setup + build, speed and quality benchmarks, README table
 #   bash scripts/bench.sh --quick    # fewer repetitions and cases (a smoke run; README untouched)
 #
-# Results land in bench/results/{speed,quality}.json.
+# Results land in bench/results/ (speed, quality, pack, pipeline_*, moe_* JSON).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0
@@ -20,8 +20,10 @@ if [ "$quick" = 1 ]; then
   ./build/bin/thdpack_quality_bench --quick --out "$out/quality.json"
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 8 \
     ./build/bin/thdpack_pipeline_bench --tp 2 --cp 2 --dp 2 --steps 2 --out "$out/pipeline.json" >/dev/null
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 8 \
+    ./build/bin/thdpack_moe_bench --tokens 1024 --hidden 64 --reps 2 --out "$out/moe.json" >/dev/null
   /usr/bin/python3 bench/report.py --speed "$out/speed.json" --quality "$out/quality.json" \
-    --pipeline "$out/pipeline.json" >/dev/null
+    --pipeline "$out/pipeline.json" --moe "$out/moe.json" >/dev/null
   echo "[bench] quick run OK ($out)"
   exit 0
 fi
@@ -47,5 +49,19 @@ done <<LAYOUTS
 16 1 2 1 8
 LAYOUTS
 
+# Figure 10: MoE dispatch and combine on 8 ranks, "tokens-per-rank hidden experts topk" per line.
+rm -f bench/results/moe_*.json
+while read -r tokens hidden experts topk; do
+  mpirun --oversubscribe -np 8 ./build/bin/thdpack_moe_bench --tokens "$tokens" --hidden "$hidden" \
+    --experts "$experts" --topk "$topk" --reps 10 \
+    --out "bench/results/moe_8_t${tokens}_h${hidden}_e${experts}_k${topk}.json" </dev/null >/dev/null
+done <<SHAPES
+8192 1024 64 2
+8192 1024 64 8
+16384 256 64 4
+4096 2048 128 8
+SHAPES
+
 /usr/bin/python3 bench/report.py --speed bench/results/speed.json --quality bench/results/quality.json \
-  --pipeline bench/results/pipeline_*.json --pack bench/results/pack.json --readme README.md
+  --pipeline bench/results/pipeline_*.json --pack bench/results/pack.json \
+  --moe bench/results/moe_*.json --readme README.md
