@@ -50,7 +50,11 @@ int64_t bins_lower_bound_l2(std::span<const int64_t> lengths, int64_t capacity);
 std::vector<int64_t> order_by_decreasing_length(std::span<const int64_t> lengths, int64_t capacity);
 
 /// Throws InvalidArgument unless capacity >= 1 and 1 <= lengths[i] <= capacity for every i;
-/// `what` names the items in the message ("sample", "group").
-void check_items_fit(std::span<const int64_t> lengths, int64_t capacity, const std::string& what);
+/// `what` names the items in the message ("sample", "group"); `capacity_name` and `remedy` say
+/// what the capacity is and how to fix an item that does not fit.
+void check_items_fit(
+    std::span<const int64_t> lengths, int64_t capacity, const std::string& what,
+    const std::string& capacity_name = "the pack capacity (max_seqlen_per_dp_cp_rank x cp)",
+    const std::string& remedy = "raise --max-seqlen-per-dp-cp-rank or truncate");
 
 }  // namespace thdpack

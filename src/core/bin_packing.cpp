@@ -182,7 +182,8 @@ Bins best_fit_tree(const detail::SortedItems& sorted, int64_t capacity) {
 
 }  // namespace
 
-void check_items_fit(std::span<const int64_t> lengths, int64_t capacity, const std::string& what) {
+void check_items_fit(std::span<const int64_t> lengths, int64_t capacity, const std::string& what,
+                     const std::string& capacity_name, const std::string& remedy) {
   if (capacity < 1)
     throw InvalidArgument("pack capacity must be >= 1, got " + std::to_string(capacity));
   for (size_t i = 0; i < lengths.size(); ++i) {
@@ -192,9 +193,8 @@ void check_items_fit(std::span<const int64_t> lengths, int64_t capacity, const s
     }
     if (lengths[i] > capacity) {
       throw InvalidArgument(what + " " + std::to_string(i) + " has " + std::to_string(lengths[i]) +
-                            " tokens but the pack capacity (max_seqlen_per_dp_cp_rank x cp) is " +
-                            std::to_string(capacity) +
-                            "; raise --max-seqlen-per-dp-cp-rank or truncate");
+                            " tokens but " + capacity_name + " is " + std::to_string(capacity) +
+                            "; " + remedy);
     }
   }
 }

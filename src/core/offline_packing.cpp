@@ -23,7 +23,8 @@ Items make_items(std::span<const int64_t> lengths, const OfflinePackOptions& o) 
   Items items;
   const auto n = static_cast<int64_t>(lengths.size());
   // Real lengths first: rounding a length near 2^63 up to the divisor would overflow.
-  check_items_fit(lengths, o.capacity, "sample");
+  check_items_fit(lengths, o.capacity, "sample", "the pack capacity",
+                  "raise the capacity (--capacity) or drop the sample");
   if (o.group_ids.empty()) {
     items.lengths.resize(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) {
