@@ -546,7 +546,7 @@ TEST(HostilePacking, SampleLongerThanTheCapacity) {
     o.strategy = strategy;
     expect_throw_with<InvalidArgument>(
         [&] { pack_offline(lengths, o); },
-        {"sample 2 has 200 tokens but the pack capacity (max_seqlen_per_dp_cp_rank x cp) is 100"});
+        {"sample 2 has 200 tokens but the pack capacity is 100", "--capacity"});
   }
   OfflinePackOptions padded;
   padded.capacity = 100;
