@@ -99,6 +99,11 @@ class Communicator {
   /// Blocks until every rank has arrived.
   virtual void barrier() = 0;
 
+  /// Whether collectives may be issued from a thread other than the one that created this
+  /// communicator (one thread at a time, never concurrently). MPI: only when MPI was initialised
+  /// with MPI_THREAD_SERIALIZED or higher.
+  virtual bool allows_other_threads() const { return true; }
+
   const CommStats& stats() const { return stats_; }
 
  protected:

@@ -58,6 +58,7 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return "mpi"; }
+  bool allows_other_threads() const override;
 
   void allgatherv(std::span<const std::byte> send, std::span<std::byte> recv,
                   std::span<const int64_t> counts) override;

@@ -382,6 +382,11 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, const MpiOptions& options, bool 
   state_->timeout_seconds = options_.timeout_seconds;
 }
 
+bool MpiCommunicator::allows_other_threads() const {
+  int level = MPI_THREAD_SINGLE;
+  return MPI_Query_thread(&level) == MPI_SUCCESS && level >= MPI_THREAD_SERIALIZED;
+}
+
 MpiCommunicator::~MpiCommunicator() {
   if (comm_ == MPI_COMM_NULL) return;
   int finalized = 1;

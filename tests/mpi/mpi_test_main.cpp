@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
   }
 
   int provided = 0;
-  if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+  if (MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
     std::fprintf(stderr, "MPI_Init_thread failed\n");
     return 2;
   }

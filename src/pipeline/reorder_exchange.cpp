@@ -1,0 +1,397 @@
+// The intra-microbatch reordering exchange (reorder_exchange.hpp): gather metadata, assign,
+// move serialized samples with one alltoallv, check what arrived; optionally on a background
+// thread, one window ahead.
+
+#include "thdpack/reorder_exchange.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <numeric>
+#include <string>
+#include <thread>
+
+#include "thdpack/errors.hpp"
+
+namespace thdpack {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// What every rank says about its window before any metadata moves.
+struct WindowHeader {
+  uint64_t fingerprint = 0;  // of the schema
+  int64_t microbatches = 0;
+  int64_t shard_size = 0;  // samples per micro-batch (the largest shard when they differ)
+  int64_t error = 0;       // 1: this rank's samples are bad (its message follows)
+};
+
+// Per-sample metadata as int64 words: id, cost, vision cost (doubles as bits), then the dims.
+constexpr int64_t kFixedWords = 3;
+
+int64_t as_word(double v) {
+  return std::bit_cast<int64_t>(v);
+}
+double as_double(int64_t w) {
+  return std::bit_cast<double>(w);
+}
+
+// Every rank throws the same InvalidArgument when any rank reported an error; messages travel
+// only then.
+void raise_if_any(Communicator& group, const std::vector<WindowHeader>& headers,
+                  const std::string& my_error) {
+  bool any = false;
+  for (const WindowHeader& h : headers) any = any || h.error != 0;
+  if (!any) return;
+  const std::vector<char> text(my_error.begin(), my_error.end());
+  const std::vector<int64_t> sizes =
+      allgather_value<int64_t>(group, static_cast<int64_t>(text.size()));
+  const std::vector<char> joined = allgather_vector<char>(group, text);
+  int64_t at = 0;
+  for (size_t r = 0; r < headers.size(); ++r) {
+    if (headers[r].error != 0) {
+      throw InvalidArgument("reorder: DP rank " + std::to_string(r) + ": " +
+                            std::string(joined.begin() + at, joined.begin() + at + sizes[r]));
+    }
+    at += sizes[r];
+  }
+}
+
+double spread(const std::vector<double>& per_rank) {
+  const auto [lo, hi] = std::minmax_element(per_rank.begin(), per_rank.end());
+  if (*hi <= 0) return 1.0;
+  if (*lo <= 0) return std::numeric_limits<double>::infinity();
+  return *hi / *lo;
+}
+
+double mean_spread(const std::vector<std::vector<double>>& per_mb) {
+  if (per_mb.empty()) return 1.0;
+  double sum = 0;
+  for (const auto& v : per_mb) sum += spread(v);
+  return sum / static_cast<double>(per_mb.size());
+}
+
+}  // namespace
+
+struct ReorderExchange::State {
+  Communicator* group = nullptr;
+  SampleSchema schema;
+  ReorderOptions options;
+  int64_t groups = 1;
+  int dp = 1;
+  int rank = 0;
+  int64_t shard = 0;  // B / dp
+  int64_t words = 0;  // metadata words per sample
+
+  std::thread worker;
+  ReorderedWindow pending;
+  std::exception_ptr pending_error;
+  bool in_flight = false;
+
+  ReorderedWindow run(std::vector<std::vector<MultimodalSample>> shards);
+};
+
+ReorderExchange::ReorderExchange(Communicator& dp_group, SampleSchema schema,
+                                 ReorderOptions options)
+    : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  s.group = &dp_group;
+  s.schema = std::move(schema);
+  s.options = std::move(options);
+  s.dp = dp_group.size();
+  s.rank = dp_group.rank();
+  ReorderOptions& o = s.options;
+  validate(o.cost, o.reorder);
+  if (o.window < 1) {
+    throw InvalidArgument("reorder window must be >= 1 micro-batch, got " +
+                          std::to_string(o.window));
+  }
+  if (o.module_dp_sizes.empty()) o.module_dp_sizes = {s.dp};
+  if (std::find(o.module_dp_sizes.begin(), o.module_dp_sizes.end(), s.dp) ==
+      o.module_dp_sizes.end()) {
+    throw InvalidArgument("reorder: this DP group has " + std::to_string(s.dp) +
+                          " ranks but the module DP sizes given do not include " +
+                          std::to_string(s.dp));
+  }
+  s.groups = canonical_groups(o.module_dp_sizes);
+  if (o.microbatch_size < 1 || o.microbatch_size % s.groups != 0) {
+    throw InvalidArgument(
+        "reorder: the micro-batch size " + std::to_string(o.microbatch_size) +
+        " must be a positive multiple of G = lcm(module DP sizes) = " + std::to_string(s.groups));
+  }
+  s.shard = o.microbatch_size / s.dp;
+  s.words = kFixedWords + s.schema.total_dims();
+}
+
+ReorderExchange::~ReorderExchange() {
+  if (state_ && state_->worker.joinable()) state_->worker.join();
+}
+
+const ReorderOptions& ReorderExchange::options() const {
+  return state_->options;
+}
+int64_t ReorderExchange::groups() const {
+  return state_->groups;
+}
+bool ReorderExchange::in_flight() const {
+  return state_->in_flight;
+}
+
+ReorderedWindow ReorderExchange::exchange(std::vector<std::vector<MultimodalSample>> shards) {
+  if (state_->in_flight) {
+    throw InvalidArgument("reorder: exchange() while a window is in flight; call finish() first");
+  }
+  const auto start = Clock::now();
+  ReorderedWindow out = state_->run(std::move(shards));
+  out.stats.exchange_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return out;
+}
+
+void ReorderExchange::start(std::vector<std::vector<MultimodalSample>> shards) {
+  State& s = *state_;
+  if (s.in_flight) {
+    throw InvalidArgument("reorder: start() while a window is in flight; call finish() first");
+  }
+  if (!s.group->allows_other_threads()) {
+    throw InvalidArgument(
+        "reorder: overlapped exchange runs collectives on a background thread, which this "
+        "communicator does not allow (MPI needs MPI_Init_thread with MPI_THREAD_SERIALIZED or "
+        "higher); initialise MPI so, or use the synchronous exchange");
+  }
+  s.in_flight = true;
+  s.pending_error = nullptr;
+  s.worker = std::thread([&s, shards = std::move(shards)]() mutable {
+    try {
+      s.pending = s.run(std::move(shards));
+    } catch (...) {
+      s.pending_error = std::current_exception();
+    }
+  });
+}
+
+ReorderedWindow ReorderExchange::finish() {
+  State& s = *state_;
+  if (!s.in_flight) throw InvalidArgument("reorder: finish() without start()");
+  const auto start = Clock::now();
+  s.worker.join();
+  s.in_flight = false;
+  if (s.pending_error) std::rethrow_exception(s.pending_error);
+  ReorderedWindow out = std::move(s.pending);
+  out.stats.exchange_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return out;
+}
+
+ReorderedWindow ReorderExchange::State::run(std::vector<std::vector<MultimodalSample>> shards) {
+  Communicator& g = *group;
+  const int64_t window_mbs = static_cast<int64_t>(shards.size());
+  const int64_t n_local = window_mbs * shard;
+
+  // 1. Local metadata and checks; a bad sample fails every rank with the same message.
+  std::vector<int64_t> meta(static_cast<size_t>(n_local * words));
+  std::vector<int64_t> local_bytes(static_cast<size_t>(n_local));
+  std::string error;
+  try {
+    if (window_mbs < 1 || window_mbs > options.window) {
+      throw InvalidArgument("a window holds 1 to " + std::to_string(options.window) +
+                            " micro-batches, got " + std::to_string(window_mbs));
+    }
+    for (int64_t k = 0; k < window_mbs; ++k) {
+      const auto& mb = shards[static_cast<size_t>(k)];
+      if (static_cast<int64_t>(mb.size()) != shard) {
+        throw InvalidArgument("micro-batch " + std::to_string(k) + " of the window has " +
+                              std::to_string(mb.size()) +
+                              " samples on this rank, expected B/dp = " + std::to_string(shard));
+      }
+      for (int64_t j = 0; j < shard; ++j) {
+        const MultimodalSample& sample = mb[static_cast<size_t>(j)];
+        const std::vector<int64_t> dims = sample_dims(sample, schema);
+        if (options.check_vision) check_vision_fields(sample, options.cost);
+        const std::span<const int64_t> ids = sample.fields.at(kInputIdsField).int64_values();
+        int64_t* m = meta.data() + (k * shard + j) * words;
+        m[0] = sample.id;
+        m[1] = as_word(sample_cost(ids, options.cost));
+        m[2] = as_word(options.cost.vision_weight *
+                       static_cast<double>(image_patches(ids, options.cost)));
+        std::copy(dims.begin(), dims.end(), m + kFixedWords);
+        local_bytes[static_cast<size_t>(k * shard + j)] = serialized_size(schema, dims);
+      }
+    }
+  } catch (const InvalidArgument& e) {
+    error = e.what();
+  }
+  const WindowHeader mine{schema.fingerprint(), window_mbs, shard, error.empty() ? 0 : 1};
+  const std::vector<WindowHeader> headers = allgather_value(g, mine);
+  raise_if_any(g, headers, error);
+  for (int r = 1; r < dp; ++r) {
+    const WindowHeader& h = headers[static_cast<size_t>(r)];
+    if (h.fingerprint != headers[0].fingerprint || h.microbatches != headers[0].microbatches) {
+      throw InvalidArgument("reorder: DP ranks 0 and " + std::to_string(r) + " disagree on the " +
+                            (h.fingerprint != headers[0].fingerprint
+                                 ? std::string("sample schema (field names, types or ranks)")
+                                 : "number of micro-batches in the window (" +
+                                       std::to_string(headers[0].microbatches) + " vs " +
+                                       std::to_string(h.microbatches) + ")"));
+    }
+  }
+
+  // 2. Everyone's metadata: rank r's samples of micro-batch k are positions r·shard + j.
+  const std::vector<int64_t> all_meta = allgather_vector<int64_t>(g, meta);
+  auto record = [&](int64_t k, int64_t p) {
+    const int64_t src = p / shard;
+    return all_meta.data() + ((src * window_mbs + k) * shard + p % shard) * words;
+  };
+
+  // 3. Assignment per micro-batch and the resulting moves.
+  const int64_t B = options.microbatch_size;
+  const int64_t groups_per_rank = groups / dp;
+  ReorderedWindow out;
+  ReorderWindowStats& st = out.stats;
+  st.microbatches = window_mbs;
+  std::vector<std::vector<int64_t>> send_order(static_cast<size_t>(dp));  // (k, p) pairs flat
+  std::vector<std::vector<int64_t>> recv_order(static_cast<size_t>(dp));
+  std::vector<int64_t> send_bytes(static_cast<size_t>(dp), 0);
+  std::vector<int64_t> recv_bytes(static_cast<size_t>(dp), 0);
+  std::vector<std::vector<int64_t>> slot_of(static_cast<size_t>(window_mbs));  // position -> slot
+  std::vector<std::vector<double>> cost_before_all, cost_after_all;
+  out.microbatches.resize(static_cast<size_t>(window_mbs));
+  out.positions.resize(static_cast<size_t>(window_mbs));
+  for (int64_t k = 0; k < window_mbs; ++k) {
+    std::vector<double> costs(static_cast<size_t>(B)), vision(static_cast<size_t>(B));
+    for (int64_t p = 0; p < B; ++p) {
+      costs[static_cast<size_t>(p)] = as_double(record(k, p)[1]);
+      vision[static_cast<size_t>(p)] = as_double(record(k, p)[2]);
+    }
+    const GroupAssignment a = options.reorder ? assign_groups(costs, groups, options.assignment)
+                                              : home_assignment(costs, groups);
+    std::vector<double> vision_before(static_cast<size_t>(dp), 0.0), vision_after = vision_before;
+    std::vector<double> cost_before = vision_before, cost_after = vision_before;
+    auto& slots = slot_of[static_cast<size_t>(k)];
+    slots.assign(static_cast<size_t>(B), -1);
+    for (int64_t gi = 0; gi < groups; ++gi) {
+      const int dst = static_cast<int>(gi / groups_per_rank);
+      for (int64_t p : a.members[static_cast<size_t>(gi)]) {
+        const int src = static_cast<int>(p / shard);
+        const int64_t* m = record(k, p);
+        vision_before[static_cast<size_t>(src)] += as_double(m[2]);
+        vision_after[static_cast<size_t>(dst)] += as_double(m[2]);
+        cost_before[static_cast<size_t>(src)] += as_double(m[1]);
+        cost_after[static_cast<size_t>(dst)] += as_double(m[1]);
+        if (src == dst && dst != rank) continue;
+        const int64_t bytes =
+            serialized_size(schema, std::span<const int64_t>(m + kFixedWords, m + words));
+        if (src != dst) {
+          ++st.samples_moved;
+          st.bytes_moved += bytes;
+        }
+        if (dst == rank) {
+          slots[static_cast<size_t>(p)] =
+              static_cast<int64_t>(out.positions[static_cast<size_t>(k)].size());
+          out.positions[static_cast<size_t>(k)].push_back(p);
+          if (src != rank) {
+            recv_order[static_cast<size_t>(src)].insert(recv_order[static_cast<size_t>(src)].end(),
+                                                        {k, p});
+            recv_bytes[static_cast<size_t>(src)] += bytes;
+          }
+        } else if (src == rank) {
+          send_order[static_cast<size_t>(dst)].insert(send_order[static_cast<size_t>(dst)].end(),
+                                                      {k, p});
+          send_bytes[static_cast<size_t>(dst)] += bytes;
+        }
+      }
+    }
+    st.sample_costs.push_back(std::move(costs));
+    st.sample_vision_costs.push_back(std::move(vision));
+    st.vision_cost_before.push_back(std::move(vision_before));
+    st.vision_cost_after.push_back(std::move(vision_after));
+    cost_before_all.push_back(std::move(cost_before));
+    cost_after_all.push_back(std::move(cost_after));
+    out.microbatches[static_cast<size_t>(k)].resize(out.positions[static_cast<size_t>(k)].size());
+  }
+  st.cost_spread_before = mean_spread(cost_before_all);
+  st.cost_spread_after = mean_spread(cost_after_all);
+  st.spread_before = mean_spread(st.vision_cost_before);
+  st.spread_after = mean_spread(st.vision_cost_after);
+
+  // 4. Serialize what leaves, in (destination, micro-batch, position) order; move what stays.
+  std::vector<std::byte> send(
+      static_cast<size_t>(std::accumulate(send_bytes.begin(), send_bytes.end(), int64_t{0})));
+  int64_t at = 0;
+  for (int dst = 0; dst < dp; ++dst) {
+    const auto& order = send_order[static_cast<size_t>(dst)];
+    for (size_t i = 0; i < order.size(); i += 2) {
+      const int64_t k = order[i], p = order[i + 1];
+      const int64_t j = p - static_cast<int64_t>(rank) * shard;
+      const int64_t bytes = local_bytes[static_cast<size_t>(k * shard + j)];
+      serialize_sample(
+          shards[static_cast<size_t>(k)][static_cast<size_t>(j)], schema,
+          std::span<std::byte>(send).subspan(static_cast<size_t>(at), static_cast<size_t>(bytes)));
+      at += bytes;
+    }
+  }
+  std::vector<std::vector<uint8_t>> filled(static_cast<size_t>(window_mbs));
+  for (int64_t k = 0; k < window_mbs; ++k) {
+    filled[static_cast<size_t>(k)].assign(out.positions[static_cast<size_t>(k)].size(), 0);
+  }
+  auto place = [&](int64_t k, int64_t p, MultimodalSample sample) {
+    const int64_t slot = slot_of[static_cast<size_t>(k)][static_cast<size_t>(p)];
+    auto& flag = filled[static_cast<size_t>(k)];
+    if (slot < 0 || flag[static_cast<size_t>(slot)]) {
+      throw InternalError("reorder: position " + std::to_string(p) + " of micro-batch " +
+                          std::to_string(k) + " arrived " +
+                          (slot < 0 ? "here by mistake" : "twice"));
+    }
+    flag[static_cast<size_t>(slot)] = 1;
+    out.microbatches[static_cast<size_t>(k)][static_cast<size_t>(slot)] = std::move(sample);
+  };
+  for (int64_t k = 0; k < window_mbs; ++k) {
+    for (int64_t j = 0; j < shard; ++j) {
+      const int64_t p = static_cast<int64_t>(rank) * shard + j;
+      if (slot_of[static_cast<size_t>(k)][static_cast<size_t>(p)] >= 0) {
+        place(k, p, std::move(shards[static_cast<size_t>(k)][static_cast<size_t>(j)]));
+      }
+    }
+  }
+
+  // 5. One alltoallv (skipped when nothing moves anywhere), then unpack in the agreed order.
+  std::vector<std::byte> recv(
+      static_cast<size_t>(std::accumulate(recv_bytes.begin(), recv_bytes.end(), int64_t{0})));
+  if (st.samples_moved > 0) g.alltoallv(send, send_bytes, recv, recv_bytes);
+  at = 0;
+  for (int src = 0; src < dp; ++src) {
+    const int64_t begin = at;
+    const auto& order = recv_order[static_cast<size_t>(src)];
+    for (size_t i = 0; i < order.size(); i += 2) {
+      const int64_t k = order[i], p = order[i + 1];
+      const int64_t* m = record(k, p);
+      const std::span<const int64_t> dims(m + kFixedWords, m + words);
+      const int64_t bytes = serialized_size(schema, dims);
+      if (at + bytes > static_cast<int64_t>(recv.size())) {
+        throw InternalError("reorder: the samples from DP rank " + std::to_string(src) +
+                            " run past the bytes received");
+      }
+      place(k, p,
+            deserialize_sample(std::span<const std::byte>(recv).subspan(static_cast<size_t>(at),
+                                                                        static_cast<size_t>(bytes)),
+                               schema, m[0], dims));
+      at += bytes;
+    }
+    if (at - begin != recv_bytes[static_cast<size_t>(src)]) {
+      throw InternalError("reorder: consumed " + std::to_string(at - begin) +
+                          " bytes from DP rank " + std::to_string(src) + " but received " +
+                          std::to_string(recv_bytes[static_cast<size_t>(src)]));
+    }
+  }
+  for (int64_t k = 0; k < window_mbs; ++k) {
+    const auto& flag = filled[static_cast<size_t>(k)];
+    if (std::find(flag.begin(), flag.end(), 0) != flag.end()) {
+      throw InternalError("reorder: a slot of micro-batch " + std::to_string(k) +
+                          " received no sample");
+    }
+  }
+  return out;
+}
+
+}  // namespace thdpack
