@@ -44,6 +44,11 @@ struct ReorderOptions {
   bool check_vision = true;
 };
 
+/// InvalidArgument unless the options suit a DP group of `dp` ranks: valid cost weights (see
+/// validate(ReorderCost, bool)), window >= 1, dp among the module DP sizes, and B a positive
+/// multiple of G = lcm(module DP sizes). ReorderExchange's constructor calls it.
+void validate(const ReorderOptions& options, int dp);
+
 /// Figures of one window, identical on every rank (computed from the gathered metadata), except
 /// exchange_seconds, which is this rank's own.
 struct ReorderWindowStats {

@@ -94,6 +94,27 @@ struct ReorderExchange::State {
   ReorderedWindow run(std::vector<std::vector<MultimodalSample>> shards);
 };
 
+void validate(const ReorderOptions& o, int dp) {
+  validate(o.cost, o.reorder);
+  if (o.window < 1) {
+    throw InvalidArgument("reorder window must be >= 1 micro-batch, got " +
+                          std::to_string(o.window));
+  }
+  const std::vector<int> sizes =
+      o.module_dp_sizes.empty() ? std::vector<int>{dp} : o.module_dp_sizes;
+  if (std::find(sizes.begin(), sizes.end(), dp) == sizes.end()) {
+    throw InvalidArgument("reorder: this DP group has " + std::to_string(dp) +
+                          " ranks but the module DP sizes given do not include " +
+                          std::to_string(dp));
+  }
+  const int64_t groups = canonical_groups(sizes);
+  if (o.microbatch_size < 1 || o.microbatch_size % groups != 0) {
+    throw InvalidArgument(
+        "reorder: the micro-batch size " + std::to_string(o.microbatch_size) +
+        " must be a positive multiple of G = lcm(module DP sizes) = " + std::to_string(groups));
+  }
+}
+
 ReorderExchange::ReorderExchange(Communicator& dp_group, SampleSchema schema,
                                  ReorderOptions options)
     : state_(std::make_unique<State>()) {
@@ -104,24 +125,9 @@ ReorderExchange::ReorderExchange(Communicator& dp_group, SampleSchema schema,
   s.dp = dp_group.size();
   s.rank = dp_group.rank();
   ReorderOptions& o = s.options;
-  validate(o.cost, o.reorder);
-  if (o.window < 1) {
-    throw InvalidArgument("reorder window must be >= 1 micro-batch, got " +
-                          std::to_string(o.window));
-  }
+  validate(o, s.dp);
   if (o.module_dp_sizes.empty()) o.module_dp_sizes = {s.dp};
-  if (std::find(o.module_dp_sizes.begin(), o.module_dp_sizes.end(), s.dp) ==
-      o.module_dp_sizes.end()) {
-    throw InvalidArgument("reorder: this DP group has " + std::to_string(s.dp) +
-                          " ranks but the module DP sizes given do not include " +
-                          std::to_string(s.dp));
-  }
   s.groups = canonical_groups(o.module_dp_sizes);
-  if (o.microbatch_size < 1 || o.microbatch_size % s.groups != 0) {
-    throw InvalidArgument(
-        "reorder: the micro-batch size " + std::to_string(o.microbatch_size) +
-        " must be a positive multiple of G = lcm(module DP sizes) = " + std::to_string(s.groups));
-  }
   s.shard = o.microbatch_size / s.dp;
   s.words = kFixedWords + s.schema.total_dims();
 }

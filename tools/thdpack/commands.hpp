@@ -18,6 +18,7 @@ Command add_pack_command(CLI::App& app);
 Command add_convert_command(CLI::App& app);
 #ifdef THDPACK_HAVE_MPI
 Command add_run_command(CLI::App& app);
+Command add_reorder_command(CLI::App& app);
 #endif
 
 }  // namespace thdpack::cli

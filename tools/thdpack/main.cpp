@@ -14,7 +14,7 @@ int main(int argc, char** argv) {
   const std::vector<thdpack::cli::Command> commands = {
       thdpack::cli::add_plan_command(app),
 #ifdef THDPACK_HAVE_MPI
-      thdpack::cli::add_run_command(app),
+      thdpack::cli::add_run_command(app),  thdpack::cli::add_reorder_command(app),
 #endif
       thdpack::cli::add_pack_command(app), thdpack::cli::add_convert_command(app),
       thdpack::cli::add_list_command(app),

@@ -4,13 +4,9 @@
 
 #include <mpi.h>
 
-#include <chrono>
-#include <cstdio>
-#include <iostream>
-#include <thread>
-
 #include "commands.hpp"
 #include "job_flags.hpp"
+#include "mpi_job.hpp"
 #include "run_report.hpp"
 #include "thdpack/errors.hpp"
 #include "thdpack/mpi_communicator.hpp"
@@ -96,20 +92,6 @@ int run(const RunFlags& f, int rank, int world_size) {
   return 0;
 }
 
-// Waits up to `seconds` for every rank to reach this point after an error. True when all did (the
-// error was seen everywhere and MPI can shut down cleanly); false when some rank is elsewhere.
-bool all_ranks_failed(double seconds) {
-  MPI_Request request;
-  if (MPI_Ibarrier(MPI_COMM_WORLD, &request) != MPI_SUCCESS) return false;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  int done = 0;
-  while (!done && std::chrono::steady_clock::now() < deadline) {
-    if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
-    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return done != 0;
-}
-
 }  // namespace
 
 Command add_run_command(CLI::App& app) {
@@ -133,38 +115,8 @@ Command add_run_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--json", flags->json, "print the summary as JSON (rank 0)");
   return {cmd, [flags] {
-            int provided = 0;
-            MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
-            int rank = 0, size = 1;
-            MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-            MPI_Comm_size(MPI_COMM_WORLD, &size);
-            int code = 0;
-            std::string error;
-            try {
-              code = run(*flags, rank, size);
-            } catch (const InvalidArgument& e) {
-              code = 2;
-              error = e.what();
-            } catch (const Error& e) {
-              code = 3;
-              error = e.what();
-            } catch (const std::exception& e) {
-              code = 4;
-              error = std::string("unexpected error: ") + e.what();
-            }
-            if (code != 0) {
-              // Errors thdpack detects from gathered data are raised on every rank alike: print
-              // once and shut down cleanly. Anything else: this rank alone knows, so stop the job.
-              const bool everywhere = all_ranks_failed(10.0);
-              if (rank == 0 || !everywhere) {
-                std::fprintf(stderr, "thdpack: error%s: %s\n",
-                             everywhere ? "" : (" on rank " + std::to_string(rank)).c_str(),
-                             error.c_str());
-              }
-              if (!everywhere) MPI_Abort(MPI_COMM_WORLD, code);
-            }
-            MPI_Finalize();
-            return code;
+            return run_mpi_job(MPI_THREAD_FUNNELED,
+                               [&](int rank, int size) { return run(*flags, rank, size); });
           }};
 }
 

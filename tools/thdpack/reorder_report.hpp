@@ -1,0 +1,50 @@
+#pragma once
+// What `thdpack reorder` prints: the setup, one line per window (rank 0) with the spread of
+// per-rank vision cost before and after reordering (and after the reference longest-first
+// assignment of the same costs), the samples and bytes moved and the exchange time with and
+// without overlap (the slowest rank), then a summary.
+
+#include <vector>
+
+#include "thdpack/communicator.hpp"
+#include "thdpack/reorder_exchange.hpp"
+#include "thdpack/vl_workload.hpp"
+
+namespace thdpack::cli {
+
+class ReorderReport {
+ public:
+  ReorderReport(Communicator& world, bool json) : world_(world), json_(json) {}
+
+  void begin(const ReorderOptions& options, const VisionLanguageWorkload& workload,
+             int64_t microbatches, double compute_ms);
+  /// The same windows run synchronously and overlapped. Collective (one allreduce).
+  void windows(const std::vector<ReorderWindowStats>& sync,
+               const std::vector<ReorderWindowStats>& overlapped);
+  /// Wall time of each mode and this rank's packed row lengths (empty without in-batch
+  /// packing). Collective (one allreduce).
+  void finish(double sync_wall_seconds, double overlapped_wall_seconds,
+              const std::vector<int64_t>& packed_tokens);
+
+ private:
+  struct WindowFigures {
+    int64_t microbatches = 0;
+    double spread_before = 0;     ///< mean over micro-batches of max/min per-rank vision cost
+    double spread_after = 0;      ///< after this run's assignment
+    double spread_reference = 0;  ///< after longest-first on the same costs
+    double peak_after = 0;        ///< mean of max/mean per-rank vision cost after
+    int64_t samples = 0;
+    int64_t samples_moved = 0;
+    int64_t bytes_moved = 0;
+    double sync_seconds = 0;     ///< slowest rank's exchange()
+    double exposed_seconds = 0;  ///< slowest rank's wait in finish() when overlapped
+  };
+
+  Communicator& world_;
+  bool json_;
+  ReorderOptions options_;
+  int64_t groups_ = 1;
+  std::vector<WindowFigures> windows_;
+};
+
+}  // namespace thdpack::cli
