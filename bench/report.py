@@ -159,7 +159,26 @@ def moe_table(runs):
     return "\n".join(lines)
 
 
-def render(speed, quality, pipeline=None, pack=None, moe=None):
+def reorder_table(runs):
+    def spread(v):
+        return "inf" if v is None else f"{v:.3f}x"
+    lines = ["| DP ranks | workload | micro-batches x samples | vision-cost spread before | after, longest-first (reference) | after, ours | slowest rank / mean, ours | samples moved, ours / longest-first | MB moved | exchange ms, synchronous / overlapped (exposed) | wall s, synchronous / overlapped |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in sorted(runs, key=lambda r: (r["workload"]["max_side"], r["ranks"])):
+        w = r["workload"]
+        name = (f"{100 * w['text_only_fraction']:.0f}% text-only, {w['mean_images']:g} images, "
+                f"sides {w['min_side']}..{w['max_side']}")
+        lines.append(f"| {r['ranks']} | {name} | {r['microbatches']} x {r['microbatch_size']} | "
+                     f"{spread(r['spread_before_mean'])} | {spread(r['spread_reference_mean'])} | "
+                     f"{spread(r['spread_after_mean'])} | {r['max_over_mean_after']:.4f}x | "
+                     f"{r['samples_moved']:,} / {r['reference_samples_moved']:,} of {r['samples']:,} | "
+                     f"{r['bytes_moved'] / 1e6:,.1f} | {1e3 * r['sync_exchange_seconds']:.0f} / "
+                     f"{1e3 * r['overlapped_exposed_seconds']:.0f} | {r['sync_wall_seconds']:.2f} / "
+                     f"{r['overlapped_wall_seconds']:.2f} |")
+    return "\n".join(lines)
+
+
+def render(speed, quality, pipeline=None, pack=None, moe=None, reorder=None):
     cpu = platform.processor() or platform.machine()
     return "\n\n".join([
         f"Measured by `bash scripts/bench.sh` ({cpu}, single thread; medians over repetitions; "
@@ -188,7 +207,15 @@ def render(speed, quality, pipeline=None, pack=None, moe=None):
         "to 64 and its pad rows route nowhere, so they add no traffic; the floor is one alltoallv of "
         "the same hidden-state bytes there and back with buffers reused, measured in the same run):\n\n"
         + moe_table(moe)
-    ] if moe else []))
+    ] if moe else []) + ([
+        "**Multimodal intra-microbatch reordering** (`thdpack reorder --microbatches 48 -W 2 "
+        "--compute-ms 20` under `mpirun --oversubscribe` on this machine; 8 samples per rank per "
+        "micro-batch of the synthetic vision-language workload; spread = max/min of per-rank vision "
+        "cost, mean over micro-batches; the reference is count-capped longest-first on the same "
+        "costs; the compute step is simulated as a sleep proportional to the rank's cost, which the "
+        "overlapped exchange of the next window hides; Megatron-Bridge reports 1.27x -> 1.07x at "
+        "dp 4 and 1.55x -> 1.04x at dp 8 on its own data):\n\n" + reorder_table(reorder)
+    ] if reorder else []))
 
 
 def main():
@@ -198,6 +225,7 @@ def main():
     ap.add_argument("--pipeline", nargs="*", default=[])
     ap.add_argument("--pack")
     ap.add_argument("--moe", nargs="*", default=[])
+    ap.add_argument("--reorder", nargs="*", default=[])
     ap.add_argument("--readme")
     args = ap.parse_args()
     with open(args.speed) as f:
@@ -216,7 +244,11 @@ def main():
     for path in args.moe:
         with open(path) as f:
             moe.append(json.load(f))
-    text = render(speed, quality, pipeline, pack, moe)
+    reorder = []
+    for path in args.reorder:
+        with open(path) as f:
+            reorder.append(json.load(f))
+    text = render(speed, quality, pipeline, pack, moe, reorder)
     print(text)
     if args.readme:
         with open(args.readme) as f:

@@ -4,7 +4,7 @@
 #   bash scripts/bench.sh            # setup + build, speed and quality benchmarks, README table
 #   bash scripts/bench.sh --quick    # fewer repetitions and cases (a smoke run; README untouched)
 #
-# Results land in bench/results/ (speed, quality, pack, pipeline_*, moe_* JSON).
+# Results land in bench/results/ (speed, quality, pack, pipeline_*, moe_*, reorder_* JSON).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0
@@ -22,8 +22,10 @@ if [ "$quick" = 1 ]; then
     ./build/bin/thdpack_pipeline_bench --tp 2 --cp 2 --dp 2 --steps 2 --out "$out/pipeline.json" >/dev/null
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 8 \
     ./build/bin/thdpack_moe_bench --tokens 1024 --hidden 64 --reps 2 --out "$out/moe.json" >/dev/null
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 4 \
+    ./build/bin/thdpack reorder --microbatches 4 --compute-ms 1 --json >"$out/reorder.json"
   /usr/bin/python3 bench/report.py --speed "$out/speed.json" --quality "$out/quality.json" \
-    --pipeline "$out/pipeline.json" --moe "$out/moe.json" >/dev/null
+    --pipeline "$out/pipeline.json" --moe "$out/moe.json" --reorder "$out/reorder.json" >/dev/null
   echo "[bench] quick run OK ($out)"
   exit 0
 fi
@@ -62,6 +64,20 @@ done <<SHAPES
 4096 2048 128 8
 SHAPES
 
+# Multimodal reordering at dp 4 and 8: "ranks name extra-flags" per line (the default workload,
+# then a milder one with one mid-sized image per sample).
+rm -f bench/results/reorder_*.json
+while read -r ranks name flags; do
+  # shellcheck disable=SC2086  # the flags are split on purpose
+  mpirun --oversubscribe -np "$ranks" ./build/bin/thdpack reorder --microbatches 48 -W 2 \
+    --compute-ms 20 --json $flags >"bench/results/reorder_${ranks}_${name}.json" </dev/null
+done <<RUNS
+4 default
+8 default
+4 mild --text-only-fraction 0 --mean-images 1 --min-side 12 --max-side 24
+8 mild --text-only-fraction 0 --mean-images 1 --min-side 12 --max-side 24
+RUNS
+
 /usr/bin/python3 bench/report.py --speed bench/results/speed.json --quality bench/results/quality.json \
   --pipeline bench/results/pipeline_*.json --pack bench/results/pack.json \
-  --moe bench/results/moe_*.json --readme README.md
+  --moe bench/results/moe_*.json --reorder bench/results/reorder_*.json --readme README.md

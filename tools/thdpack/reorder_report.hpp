@@ -35,6 +35,7 @@ class ReorderReport {
     double peak_after = 0;        ///< mean of max/mean per-rank vision cost after
     int64_t samples = 0;
     int64_t samples_moved = 0;
+    int64_t reference_moved = 0;  ///< samples longest-first would move
     int64_t bytes_moved = 0;
     double sync_seconds = 0;     ///< slowest rank's exchange()
     double exposed_seconds = 0;  ///< slowest rank's wait in finish() when overlapped
@@ -43,6 +44,7 @@ class ReorderReport {
   Communicator& world_;
   bool json_;
   ReorderOptions options_;
+  VisionLanguageWorkload workload_;
   int64_t groups_ = 1;
   std::vector<WindowFigures> windows_;
 };
