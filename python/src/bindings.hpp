@@ -55,5 +55,6 @@ void bind_comm(py::module_& m);
 void bind_pipeline(py::module_& m);
 void bind_datasets(py::module_& m);
 void bind_moe(py::module_& m);
+void bind_reorder(py::module_& m);
 
 }  // namespace thdpack::python

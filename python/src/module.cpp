@@ -58,4 +58,5 @@ PYBIND11_MODULE(_thdpack, m) {
   bind_pipeline(m);
   bind_datasets(m);
   bind_moe(m);
+  bind_reorder(m);
 }

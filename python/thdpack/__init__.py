@@ -7,6 +7,9 @@ The C++ core, communicators and pipeline (module ``thdpack._thdpack``), re-expor
 * packing: ``pack``, ``PackedBatch``, ``padding_divisor``, ``cp_slice``, ``cp_unslice``,
   ``cp_global_rows``, offline bin packing (``best_fit_decreasing`` ...)
 * data: ``mock_dataset``, ``load_jsonl_dataset``, ``workload``, ``make_global_batch``
+* multimodal reordering: ``ReorderExchange``, ``ReorderCost``, ``sample_cost``,
+  ``assign_groups``, ``canonical_groups``, ``owned_groups``, ``shard_positions``,
+  ``pack_language_shard``, the synthetic ``VisionLanguageWorkload`` / ``vl_sample``
 * MoE expert parallelism: ``thdpack.moe`` (numpy), ``thdpack.torch.moe_dispatch``/``moe_combine``
 * distribution: ``Pipeline``, ``PipelineOptions``, ``StepResult``, ``verify_step``,
   ``reference_microbatches``, communicators (``MpiCommunicator.from_mpi4py``,
@@ -36,6 +39,10 @@ __all__ = [
     "workload", "workload_names", "default_global_batch", "GlobalBatch", "global_batch_indices",
     "make_global_batch", "open_indexed_dataset", "IndexedDatasetWriter", "pack_offline",
     "PackedDataset",
+    # multimodal reordering
+    "ReorderCost", "image_patches", "sample_cost", "canonical_groups", "owned_groups",
+    "shard_positions", "GroupAssignment", "assign_groups", "VisionLanguageWorkload", "vl_sample",
+    "vl_cost", "pack_language_shard", "ReorderExchange",
     # distribution
     "Communicator", "CallbackCommunicator", "Pipeline", "PipelineOptions", "StepResult",
     "reads_data", "stage_fields", "gather_global_batch", "plan_global_batch",

@@ -248,3 +248,66 @@ def moe_combine_backward(comm: Communicator, grad: np.ndarray,
                          handle: DispatchHandle) -> np.ndarray: ...
 def moe_combine_values(comm: Communicator, values: np.ndarray,
                        handle: DispatchHandle) -> np.ndarray: ...
+
+# Multimodal intra-microbatch reordering. A multimodal sample is a dict of arrays: "id" (int),
+# "input_ids" int64[L], and any other fields (int64, int32, uint8 or float32), e.g.
+# "pixel_values" float32[patches, dim] and "image_grid_thw" int64[images, 3].
+MultimodalSample = dict[str, Any]
+ReorderedWindow = tuple[list[list[MultimodalSample]], list[npt.NDArray[np.int64]], dict[str, Any]]
+
+class ReorderCost:
+    def __init__(self, *, vision_weight: float = 1.0, text_weight: float = 0.0,
+                 image_token_id: int = -1, spatial_merge_size: int = 2, pad_id: int = 0) -> None: ...
+    vision_weight: float
+    text_weight: float
+    image_token_id: int
+    spatial_merge_size: int
+    pad_id: int
+
+def image_patches(input_ids: IntArray, cost: ReorderCost) -> int: ...
+def sample_cost(input_ids: IntArray, cost: ReorderCost) -> float: ...
+def canonical_groups(module_dp_sizes: Sequence[int]) -> int: ...
+def owned_groups(groups: int, dp: int, rank: int) -> tuple[int, int]: ...
+def shard_positions(microbatch_size: int, dp: int, rank: int) -> tuple[int, int]: ...
+
+class GroupAssignment:
+    groups: int
+    members: list[npt.NDArray[np.int64]]
+    group_cost: npt.NDArray[np.float64]
+    group_of: npt.NDArray[np.int64]
+
+def assign_groups(costs: npt.ArrayLike, groups: int, *,
+                  method: Literal["refined", "longest_first"] = "refined",
+                  max_swaps: int = 1000) -> GroupAssignment: ...
+
+class VisionLanguageWorkload:
+    def __init__(self) -> None: ...
+    seed: int
+    text_only_fraction: float
+    mean_images: float
+    max_images: int
+    min_side: int
+    max_side: int
+    median_text_tokens: int
+    pixel_dim: int
+    image_token_id: int
+    spatial_merge_size: int
+
+def vl_sample(workload: VisionLanguageWorkload, index: int) -> MultimodalSample: ...
+def vl_cost(workload: VisionLanguageWorkload, *, vision_weight: float = 1.0,
+            text_weight: float = 0.0) -> ReorderCost: ...
+def pack_language_shard(samples: Sequence[MultimodalSample], *, pad_id: int = 0,
+                        ignore_id: int = -100, divisor: int = 1) -> PackedBatch: ...
+
+class ReorderExchange:
+    def __init__(self, group: Communicator, *, microbatch_size: int, window: int = 1,
+                 cost: ReorderCost = ..., method: Literal["refined", "longest_first"] = "refined",
+                 max_swaps: int = 1000, module_dp_sizes: Optional[Sequence[int]] = None,
+                 reorder: bool = True, check_vision: bool = True) -> None: ...
+    def exchange(self, shards: Sequence[Sequence[MultimodalSample]]) -> ReorderedWindow: ...
+    def start(self, shards: Sequence[Sequence[MultimodalSample]]) -> None: ...
+    def finish(self) -> ReorderedWindow: ...
+    @property
+    def in_flight(self) -> bool: ...
+    @property
+    def groups(self) -> int: ...
