@@ -227,6 +227,14 @@ void swap_equal_costs_home(std::vector<std::vector<int64_t>>& members,
   }
 }
 
+int64_t samples_at_home(const std::vector<std::vector<int64_t>>& members, int64_t per_group) {
+  int64_t n = 0;
+  for (size_t g = 0; g < members.size(); ++g) {
+    for (int64_t p : members[g]) n += static_cast<size_t>(p / per_group) == g ? 1 : 0;
+  }
+  return n;
+}
+
 }  // namespace
 
 int64_t canonical_groups(std::span<const int> module_dp_sizes) {
@@ -294,8 +302,16 @@ GroupAssignment assign_groups(std::span<const double> costs, int64_t groups,
   GroupAssignment refined = finish(std::move(g.members), costs);
   GroupAssignment home = home_assignment(costs, groups);
   if (max_cost(home) <= max_cost(refined)) return home;
-  auto members = relabel_towards_home(std::move(refined.members), per_group);
-  swap_equal_costs_home(members, costs, per_group);
+  // Relabelling and equal-cost swaps each keep more samples home and can enable one another:
+  // alternate until neither gains (each round gains at least one sample, so at most B rounds).
+  auto members = std::move(refined.members);
+  for (int64_t home_count = -1;;) {
+    members = relabel_towards_home(std::move(members), per_group);
+    swap_equal_costs_home(members, costs, per_group);
+    const int64_t now = samples_at_home(members, per_group);
+    if (now <= home_count) break;
+    home_count = now;
+  }
   return finish(std::move(members), costs);
 }
 

@@ -195,7 +195,8 @@ std::vector<int64_t> sample_dims(const MultimodalSample& sample, const SampleSch
     dims.insert(dims.end(), f.shape.begin(), f.shape.end());
   }
   if (sample.fields.size() != schema.fields.size()) {
-    for (const auto& [name, field] : sample.fields) {
+    for (const auto& entry : sample.fields) {
+      const std::string& name = entry.first;
       const bool known = std::any_of(schema.fields.begin(), schema.fields.end(),
                                      [&](const FieldSpec& s) { return s.name == name; });
       if (!known) throw InvalidArgument(field_label(sample.id, name) + " is not in the schema");

@@ -33,12 +33,15 @@ int64_t image_count(const VisionLanguageWorkload& w, int64_t index) {
   if (uniform(w, index, kTextOnly) < w.text_only_fraction) return 0;
   // 1 + geometric(q) with mean 1 + q / (1 - q) = mean_images.
   const double q = (w.mean_images - 1.0) / w.mean_images;
-  int64_t extra = 0;
-  if (q > 0) {
-    extra =
-        static_cast<int64_t>(std::floor(std::log(uniform(w, index, kImageCount)) / std::log(q)));
+  // A mean so large that q rounds to 1 means "always the cap" (log q would be 0).
+  const double max_extra = static_cast<double>(w.max_images - 1);
+  double extra = 0;
+  if (q >= 1) {
+    extra = max_extra;
+  } else if (q > 0) {
+    extra = std::floor(std::log(uniform(w, index, kImageCount)) / std::log(q));
   }
-  return std::clamp<int64_t>(1 + extra, 1, w.max_images);
+  return 1 + static_cast<int64_t>(std::clamp(extra, 0.0, max_extra));
 }
 
 int64_t image_side(const VisionLanguageWorkload& w, int64_t index, uint64_t stream) {
@@ -53,7 +56,8 @@ int64_t text_tokens(const VisionLanguageWorkload& w, int64_t index) {
   const double u2 = uniform(w, index, kTextLength2);
   const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
   const double x = std::exp(std::log(static_cast<double>(w.median_text_tokens)) + w.text_sigma * z);
-  return std::clamp<int64_t>(std::llround(x), 1, w.max_text_tokens);
+  // Clamped as a double: a draw beyond the int64 range must not reach llround.
+  return std::llround(std::clamp(x, 1.0, static_cast<double>(w.max_text_tokens)));
 }
 
 }  // namespace
