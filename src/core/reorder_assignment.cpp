@@ -235,6 +235,20 @@ int64_t samples_at_home(const std::vector<std::vector<int64_t>>& members, int64_
   return n;
 }
 
+/// Rank `rank`'s block of `total` items split evenly over `dp` ranks; `what` names the total.
+GroupRange rank_block(int64_t total, int dp, int rank, const std::string& what) {
+  if (dp < 1 || total < 0 || total % dp != 0) {
+    throw InvalidArgument(what + " " + std::to_string(total) +
+                          " must be a multiple of the DP size " + std::to_string(dp));
+  }
+  if (rank < 0 || rank >= dp) {
+    throw InvalidArgument("DP rank " + std::to_string(rank) + " is outside [0, " +
+                          std::to_string(dp) + ")");
+  }
+  const int64_t per_rank = total / dp;
+  return {rank * per_rank, (rank + 1) * per_rank};
+}
+
 }  // namespace
 
 int64_t canonical_groups(std::span<const int> module_dp_sizes) {
@@ -253,29 +267,15 @@ int64_t canonical_groups(std::span<const int> module_dp_sizes) {
 }
 
 GroupRange owned_groups(int64_t groups, int dp, int rank) {
-  if (dp < 1 || groups < 1 || groups % dp != 0) {
-    throw InvalidArgument("the number of canonical groups " + std::to_string(groups) +
-                          " must be a positive multiple of the DP size " + std::to_string(dp));
+  if (groups < 1) {
+    throw InvalidArgument("the number of canonical groups must be >= 1, got " +
+                          std::to_string(groups));
   }
-  if (rank < 0 || rank >= dp) {
-    throw InvalidArgument("DP rank " + std::to_string(rank) + " is outside [0, " +
-                          std::to_string(dp) + ")");
-  }
-  const int64_t per_rank = groups / dp;
-  return {rank * per_rank, (rank + 1) * per_rank};
+  return rank_block(groups, dp, rank, "the number of canonical groups");
 }
 
 GroupRange shard_positions(int64_t microbatch_size, int dp, int rank) {
-  if (dp < 1 || microbatch_size < 0 || microbatch_size % dp != 0) {
-    throw InvalidArgument("the micro-batch size " + std::to_string(microbatch_size) +
-                          " must be a multiple of the DP size " + std::to_string(dp));
-  }
-  if (rank < 0 || rank >= dp) {
-    throw InvalidArgument("DP rank " + std::to_string(rank) + " is outside [0, " +
-                          std::to_string(dp) + ")");
-  }
-  const int64_t per_rank = microbatch_size / dp;
-  return {rank * per_rank, (rank + 1) * per_rank};
+  return rank_block(microbatch_size, dp, rank, "the micro-batch size");
 }
 
 GroupAssignment home_assignment(std::span<const double> costs, int64_t groups) {

@@ -34,3 +34,4 @@ def megatron_groups(topology, kinds=("tp", "cp", "dp", "pp")):
             if rank in ranks:
                 mine[kind] = group
     return mine
+

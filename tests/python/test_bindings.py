@@ -10,6 +10,8 @@ import pytest
 
 import thdpack
 
+from solo_communicator import SoloCommunicator
+
 
 def test_topology_follows_megatron_order():
     t = thdpack.Topology(tp=2, cp=2, dp=2, pp=2)
@@ -142,31 +144,10 @@ def test_long_calls_release_the_gil():
     assert len(results) == 2 and results[0] == results[1]
 
 
-class _SoloCommunicator:
-    """The callback protocol for a world of one rank."""
-
-    rank, size, backend = 0, 1, "solo"
-
-    def allgatherv(self, send, counts):
-        return send
-
-    def alltoallv(self, send, send_counts, recv_counts):
-        return send
-
-    def broadcast(self, data, root):
-        return data
-
-    def allreduce(self, data, op):
-        return data
-
-    def barrier(self):
-        pass
-
-
 def test_pipeline_over_a_callback_communicator_matches_the_reference():
     dataset = thdpack.mock_dataset(json.dumps({"mode": "distribution", "type": "uniform",
                                                "min_seq_len": 4, "max_seq_len": 60}))
-    world = thdpack.CallbackCommunicator(_SoloCommunicator())
+    world = thdpack.CallbackCommunicator(SoloCommunicator())
     options = thdpack.PipelineOptions(topology=thdpack.Topology(), max_seqlen_per_dp_cp_rank=128)
     # A callback communicator cannot split itself; with one rank every group is the world.
     with pytest.raises(thdpack.CommError, match="cannot split"):
@@ -184,7 +165,7 @@ def test_pipeline_over_a_callback_communicator_matches_the_reference():
 
 
 def test_python_exceptions_in_a_communicator_become_comm_errors():
-    class Broken(_SoloCommunicator):
+    class Broken(SoloCommunicator):
         def allgatherv(self, send, counts):
             raise OSError("link down")
 

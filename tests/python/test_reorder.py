@@ -9,6 +9,7 @@ import thdpack
 from thdpack.comm import TorchCommunicator
 
 from dist_support import run_processes
+from solo_communicator import SoloCommunicator
 
 WORKLOAD = thdpack.VisionLanguageWorkload()
 WORKLOAD.max_side = 12  # small images keep the test fast
@@ -149,7 +150,7 @@ def test_a_bad_sample_fails_on_every_rank():
 
 
 def test_exchange_option_errors():
-    group = thdpack.CallbackCommunicator(_OneRank())
+    group = thdpack.CallbackCommunicator(SoloCommunicator())
     with pytest.raises(thdpack.InvalidArgument, match="window"):
         thdpack.ReorderExchange(group, microbatch_size=4, window=0, cost=COST)
     with pytest.raises(thdpack.InvalidArgument, match="both zero"):
@@ -162,23 +163,3 @@ def test_exchange_option_errors():
     shard = [thdpack.vl_sample(WORKLOAD, 0), thdpack.vl_sample(WORKLOAD, 1)]
     (mbs, positions, stats), = [exchange.exchange([shard])]
     assert sorted(s["id"] for s in mbs[0]) == [0, 1] and stats["samples_moved"] == 0
-
-
-class _OneRank:
-    """A communicator of one process: every collective returns its input."""
-    rank, size = 0, 1
-
-    def allgatherv(self, send, counts):
-        return send
-
-    def alltoallv(self, send, send_counts, recv_counts):
-        return send
-
-    def broadcast(self, data, root):
-        return data
-
-    def allreduce(self, data, op):
-        return data
-
-    def barrier(self):
-        pass
