@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "thdpack/communicator.hpp"
@@ -102,6 +103,12 @@ class ReorderExchange {
   /// Waits for the window of the last start() and returns it; rethrows its error.
   ReorderedWindow finish();
   bool in_flight() const;
+
+  /// Collective, in place of exchange(): this rank could not produce its window (for example its
+  /// input failed to convert). Every DP rank's matching exchange() or fail() raises
+  /// InvalidArgument naming this rank and `message`, so no peer waits in a collective. Always
+  /// throws; InvalidArgument while a window is in flight (finish() it first).
+  [[noreturn]] void fail(const std::string& message);
 
   const ReorderOptions& options() const;
   /// G, the canonical groups per micro-batch.

@@ -24,10 +24,32 @@ using Clock = std::chrono::steady_clock;
 // What every rank says about its window before any metadata moves.
 struct WindowHeader {
   uint64_t fingerprint = 0;  // of the schema
+  uint64_t settings = 0;     // hash of every option the ranks must share (settings_hash)
   int64_t microbatches = 0;
-  int64_t shard_size = 0;  // samples per micro-batch (the largest shard when they differ)
-  int64_t error = 0;       // 1: this rank's samples are bad (its message follows)
+  int64_t error = 0;  // 1: this rank's samples are bad (its message follows)
 };
+
+uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+  return h * 0xBF58476D1CE4E5B9ull;
+}
+
+/// A hash of the options that decide sizes, the assignment and whether anything moves: ranks
+/// that differ in any of them would disagree on the collectives' sizes.
+uint64_t settings_hash(const ReorderOptions& o, int64_t groups) {
+  uint64_t h = 0;
+  for (int64_t v :
+       {o.microbatch_size, groups, static_cast<int64_t>(o.window), static_cast<int64_t>(o.reorder),
+        static_cast<int64_t>(o.assignment.method), o.assignment.max_swaps, o.cost.image_token_id,
+        o.cost.spatial_merge_size, o.cost.pad_id}) {
+    h = mix(h, static_cast<uint64_t>(v));
+  }
+  h = mix(h, std::bit_cast<uint64_t>(o.cost.vision_weight));
+  return mix(h, std::bit_cast<uint64_t>(o.cost.text_weight));
+}
+
+/// Bytes one alltoallv may hold per rank (the MPI backend's counts and offsets are ints).
+constexpr int64_t kMaxExchangeBytes = std::numeric_limits<int32_t>::max();
 
 // Per-sample metadata as int64 words: id, cost, vision cost (doubles as bits), then the dims.
 constexpr int64_t kFixedWords = 3;
@@ -91,7 +113,10 @@ struct ReorderExchange::State {
   std::exception_ptr pending_error;
   bool in_flight = false;
 
-  ReorderedWindow run(std::vector<std::vector<MultimodalSample>> shards);
+  /// One window; with `local_error` set, this rank reports it instead of its samples and every
+  /// rank raises it.
+  ReorderedWindow run(std::vector<std::vector<MultimodalSample>> shards,
+                      const std::string& local_error = {});
 };
 
 void validate(const ReorderOptions& o, int dp) {
@@ -167,7 +192,6 @@ void ReorderExchange::start(std::vector<std::vector<MultimodalSample>> shards) {
         "communicator does not allow (MPI needs MPI_Init_thread with MPI_THREAD_SERIALIZED or "
         "higher); initialise MPI so, or use the synchronous exchange");
   }
-  s.in_flight = true;
   s.pending_error = nullptr;
   s.worker = std::thread([&s, shards = std::move(shards)]() mutable {
     try {
@@ -176,6 +200,15 @@ void ReorderExchange::start(std::vector<std::vector<MultimodalSample>> shards) {
       s.pending_error = std::current_exception();
     }
   });
+  s.in_flight = true;  // only once the thread exists: a failed launch leaves nothing in flight
+}
+
+void ReorderExchange::fail(const std::string& message) {
+  if (state_->in_flight) {
+    throw InvalidArgument("reorder: fail() while a window is in flight; call finish() first");
+  }
+  state_->run({}, message.empty() ? std::string("unknown error") : message);
+  throw InternalError("reorder: fail() returned without raising");
 }
 
 ReorderedWindow ReorderExchange::finish() {
@@ -190,16 +223,21 @@ ReorderedWindow ReorderExchange::finish() {
   return out;
 }
 
-ReorderedWindow ReorderExchange::State::run(std::vector<std::vector<MultimodalSample>> shards) {
+ReorderedWindow ReorderExchange::State::run(std::vector<std::vector<MultimodalSample>> shards,
+                                            const std::string& local_error) {
   Communicator& g = *group;
   const int64_t window_mbs = static_cast<int64_t>(shards.size());
   const int64_t n_local = window_mbs * shard;
 
-  // 1. Local metadata and checks; a bad sample fails every rank with the same message.
-  std::vector<int64_t> meta(static_cast<size_t>(n_local * words));
-  std::vector<int64_t> local_bytes(static_cast<size_t>(n_local));
-  std::string error;
+  // 1. Local metadata and checks; a bad sample (or anything else thrown here) fails every rank
+  // with the same message instead of leaving the others in a collective.
+  std::vector<int64_t> meta;
+  std::vector<int64_t> local_bytes;
+  std::string error = local_error;
   try {
+    if (!error.empty()) throw InvalidArgument(error);
+    meta.resize(static_cast<size_t>(n_local * words));
+    local_bytes.resize(static_cast<size_t>(n_local));
     if (window_mbs < 1 || window_mbs > options.window) {
       throw InvalidArgument("a window holds 1 to " + std::to_string(options.window) +
                             " micro-batches, got " + std::to_string(window_mbs));
@@ -225,21 +263,27 @@ ReorderedWindow ReorderExchange::State::run(std::vector<std::vector<MultimodalSa
         local_bytes[static_cast<size_t>(k * shard + j)] = serialized_size(schema, dims);
       }
     }
-  } catch (const InvalidArgument& e) {
+  } catch (const std::exception& e) {
     error = e.what();
   }
-  const WindowHeader mine{schema.fingerprint(), window_mbs, shard, error.empty() ? 0 : 1};
+  const WindowHeader mine{schema.fingerprint(), settings_hash(options, groups), window_mbs,
+                          error.empty() ? 0 : 1};
   const std::vector<WindowHeader> headers = allgather_value(g, mine);
   raise_if_any(g, headers, error);
   for (int r = 1; r < dp; ++r) {
     const WindowHeader& h = headers[static_cast<size_t>(r)];
-    if (h.fingerprint != headers[0].fingerprint || h.microbatches != headers[0].microbatches) {
+    std::string what;
+    if (h.fingerprint != headers[0].fingerprint) {
+      what = "sample schema (field names, types or ranks)";
+    } else if (h.settings != headers[0].settings) {
+      what = "reorder options (micro-batch size, module DP sizes, window, method, cost)";
+    } else if (h.microbatches != headers[0].microbatches) {
+      what = "number of micro-batches in the window (" + std::to_string(headers[0].microbatches) +
+             " vs " + std::to_string(h.microbatches) + ")";
+    }
+    if (!what.empty()) {
       throw InvalidArgument("reorder: DP ranks 0 and " + std::to_string(r) + " disagree on the " +
-                            (h.fingerprint != headers[0].fingerprint
-                                 ? std::string("sample schema (field names, types or ranks)")
-                                 : "number of micro-batches in the window (" +
-                                       std::to_string(headers[0].microbatches) + " vs " +
-                                       std::to_string(h.microbatches) + ")"));
+                            what);
     }
   }
 
@@ -262,6 +306,7 @@ ReorderedWindow ReorderExchange::State::run(std::vector<std::vector<MultimodalSa
   std::vector<int64_t> recv_bytes(static_cast<size_t>(dp), 0);
   std::vector<std::vector<int64_t>> slot_of(static_cast<size_t>(window_mbs));  // position -> slot
   std::vector<std::vector<double>> cost_before_all, cost_after_all;
+  std::vector<int64_t> sent_by(static_cast<size_t>(dp), 0), received_by = sent_by;  // every rank
   out.microbatches.resize(static_cast<size_t>(window_mbs));
   out.positions.resize(static_cast<size_t>(window_mbs));
   for (int64_t k = 0; k < window_mbs; ++k) {
@@ -291,6 +336,8 @@ ReorderedWindow ReorderExchange::State::run(std::vector<std::vector<MultimodalSa
         if (src != dst) {
           ++st.samples_moved;
           st.bytes_moved += bytes;
+          sent_by[static_cast<size_t>(src)] += bytes;
+          received_by[static_cast<size_t>(dst)] += bytes;
         }
         if (dst == rank) {
           slots[static_cast<size_t>(p)] =
@@ -320,6 +367,17 @@ ReorderedWindow ReorderExchange::State::run(std::vector<std::vector<MultimodalSa
   st.cost_spread_after = mean_spread(cost_after_all);
   st.spread_before = mean_spread(st.vision_cost_before);
   st.spread_after = mean_spread(st.vision_cost_after);
+  // Every rank knows every rank's totals, so all refuse an oversized exchange together.
+  for (int r = 0; r < dp; ++r) {
+    const int64_t most =
+        std::max(sent_by[static_cast<size_t>(r)], received_by[static_cast<size_t>(r)]);
+    if (most > kMaxExchangeBytes) {
+      throw InvalidArgument("reorder: DP rank " + std::to_string(r) + " would exchange " +
+                            std::to_string(most) + " bytes in one window, more than the " +
+                            std::to_string(kMaxExchangeBytes) +
+                            " one alltoallv carries; use a smaller window or micro-batch size");
+    }
+  }
 
   // 4. Serialize what leaves, in (destination, micro-batch, position) order; move what stays.
   std::vector<std::byte> send(

@@ -247,6 +247,32 @@ void check_reorder_errors(Communicator& group) {
         },
         "disagree on the number of micro-batches");
   }
+  // Ranks disagreeing on a cost option (here the text weight) would disagree on the assignment.
+  if (group.size() > 1) {
+    ReorderOptions o2 = o;
+    if (group.rank() == last) o2.cost.text_weight += 1.0;
+    ReorderExchange exchange(group, vl_schema(), o2);
+    expect_everywhere(
+        [&] {
+          exchange.exchange(read_window(w, c.microbatch_size, 0, 1, group.size(), group.rank()));
+        },
+        "disagree on the reorder options");
+  }
+  // One rank gives up on its window (say its input failed to convert): every rank raises its
+  // message, and the next window exchanges normally.
+  {
+    ReorderExchange exchange(group, vl_schema(), o);
+    auto window = read_window(w, c.microbatch_size, 0, 1, group.size(), group.rank());
+    if (group.rank() == last) {
+      expect_everywhere([&] { exchange.fail("input_ids is float32"); },
+                        "DP rank " + std::to_string(last) + ": input_ids is float32");
+    } else {
+      expect_everywhere([&] { exchange.exchange(window); },
+                        "DP rank " + std::to_string(last) + ": input_ids is float32");
+    }
+    const ReorderedWindow r = exchange.exchange(window);
+    EXPECT_EQ(r.microbatches.size(), 1u);
+  }
 }
 
 void check_reorder_heterogeneous_modules(Communicator& world, int vision_dp, int language_dp) {
