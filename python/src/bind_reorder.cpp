@@ -18,14 +18,41 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // Samples <-> dicts of numpy arrays
 
+/// The field type of an array by dtype kind and item size, so equal dtypes from elsewhere (a
+/// pickled array, another byte order) are accepted; bool and 64-bit floats are refused rather than
+/// silently converted.
 FieldType field_type_of(const py::dtype& dtype, int64_t id, const std::string& name) {
-  if (dtype.is(py::dtype::of<int64_t>())) return FieldType::kInt64;
-  if (dtype.is(py::dtype::of<float>())) return FieldType::kFloat32;
-  if (dtype.is(py::dtype::of<int32_t>())) return FieldType::kInt32;
-  if (dtype.is(py::dtype::of<uint8_t>())) return FieldType::kUInt8;
+  const char kind = dtype.kind();
+  const auto size = dtype.itemsize();
+  if (kind == 'i' && size == 8) return FieldType::kInt64;
+  if (kind == 'i' && size == 4) return FieldType::kInt32;
+  if (kind == 'u' && size == 1) return FieldType::kUInt8;
+  if (kind == 'f' && size == 4) return FieldType::kFloat32;
   throw InvalidArgument("sample " + std::to_string(id) + " field '" + name + "' has dtype " +
                         py::str(py::handle(dtype)).cast<std::string>() +
                         "; fields must be int64, int32, uint8 or float32 arrays");
+}
+
+template <typename T>
+py::array native_c_order(py::handle value) {
+  return py::array_t<T, py::array::c_style | py::array::forcecast>::ensure(value);
+}
+
+/// `array` as a C-ordered array of `type` in native byte order (a copy only when it is not one).
+py::array native_array(FieldType type, const py::array& array) {
+  switch (type) {
+    case FieldType::kUInt8:
+      return native_c_order<uint8_t>(array);
+    case FieldType::kInt32:
+      return native_c_order<int32_t>(array);
+    case FieldType::kInt64:
+      return native_c_order<int64_t>(array);
+    case FieldType::kFloat32:
+      return native_c_order<float>(array);
+    case FieldType::kBFloat16:
+      break;
+  }
+  throw InternalError("no numpy conversion for this field type");
 }
 
 py::dtype dtype_of(FieldType type) {
@@ -55,13 +82,14 @@ MultimodalSample multimodal_from_python(py::handle object, int64_t default_id) {
   for (const auto& [key, value] : dict) {
     const auto name = key.cast<std::string>();
     if (name == "id") continue;
-    const auto array = py::array::ensure(value, py::array::c_style);
-    if (!array) {
+    const auto given = py::array::ensure(value);
+    if (!given) {
       throw InvalidArgument("sample " + std::to_string(sample.id) + " field '" + name +
                             "' is not array-like");
     }
     SampleField field;
-    field.type = field_type_of(array.dtype(), sample.id, name);
+    field.type = field_type_of(given.dtype(), sample.id, name);
+    const py::array array = native_array(field.type, given);
     field.shape.assign(array.shape(), array.shape() + array.ndim());
     field.data.resize(static_cast<size_t>(array.nbytes()));
     if (array.nbytes() > 0) std::memcpy(field.data.data(), array.data(), field.data.size());
@@ -159,6 +187,7 @@ class PyReorderExchange {
   }
 
   py::tuple exchange(const py::sequence& shards) {
+    const Busy busy(busy_);
     auto converted = convert(shards);
     ReorderedWindow w;
     {
@@ -168,11 +197,13 @@ class PyReorderExchange {
     return window_to_python(std::move(w));
   }
   void start(const py::sequence& shards) {
+    const Busy busy(busy_);
     auto converted = convert(shards);
     py::gil_scoped_release release;
     impl_->start(std::move(converted));
   }
   py::tuple finish() {
+    const Busy busy(busy_);
     if (!impl_) throw InvalidArgument("ReorderExchange.finish() without a start()");
     ReorderedWindow w;
     {
@@ -188,25 +219,71 @@ class PyReorderExchange {
   }
 
  private:
+  /// Marks the exchange in use for one call, checked under the GIL: a second Python thread
+  /// calling in meanwhile gets an error instead of racing the first.
+  class Busy {
+   public:
+    explicit Busy(bool& flag) : flag_(flag) {
+      if (flag_) {
+        throw InvalidArgument(
+            "ReorderExchange: another thread is inside exchange(), start() or finish(); one "
+            "exchange serves one thread");
+      }
+      flag_ = true;
+    }
+    ~Busy() { flag_ = false; }
+    Busy(const Busy&) = delete;
+    Busy& operator=(const Busy&) = delete;
+
+   private:
+    bool& flag_;
+  };
+
+  /// The window as C++ samples. A window that fails to convert is reported to every DP rank
+  /// (ReorderExchange::fail), so peers already inside the collective raise instead of waiting.
   std::vector<std::vector<MultimodalSample>> convert(const py::sequence& shards) {
     const GroupRange mine =
         shard_positions(options_.microbatch_size, group_->size(), group_->rank());
-    auto converted = shards_from_python(shards, mine.begin);
-    if (!impl_) {
-      if (converted.empty() || converted.front().empty()) {
+    std::vector<std::vector<MultimodalSample>> converted;
+    std::string error;
+    try {
+      converted = shards_from_python(shards, mine.begin);
+      if (!impl_ && (converted.empty() || converted.front().empty())) {
         throw InvalidArgument(
-            "ReorderExchange: the first window has no samples to take the "
-            "field schema from");
+            "ReorderExchange: the first window has no samples to take the field schema from");
       }
-      impl_ = std::make_unique<ReorderExchange>(*group_, schema_of(converted.front().front()),
-                                                options_);
+    } catch (const std::exception& e) {  // py::error_already_set included
+      error = e.what();
     }
-    return converted;
+    if (error.empty()) {
+      if (!impl_) {
+        impl_ = std::make_unique<ReorderExchange>(*group_, schema_of(converted.front().front()),
+                                                  options_);
+      }
+      return converted;
+    }
+    if (impl_ && impl_->in_flight()) throw InvalidArgument(error);  // finish() the window first
+    if (impl_) {
+      py::gil_scoped_release release;
+      impl_->fail(error);
+    }
+    // A rank that fails before it has seen a sample still takes part, with a placeholder schema
+    // (the error is raised before schemas are compared) that the next window replaces.
+    ReorderExchange stand_in(*group_, placeholder_schema(), options_);
+    py::gil_scoped_release release;
+    stand_in.fail(error);
+  }
+
+  static SampleSchema placeholder_schema() {
+    MultimodalSample s;
+    s.fields.emplace(kInputIdsField, SampleField::of_int64({}));
+    return schema_of(s);
   }
 
   std::shared_ptr<Communicator> group_;
   ReorderOptions options_;
   std::unique_ptr<ReorderExchange> impl_;
+  bool busy_ = false;  // guarded by the GIL
 };
 
 }  // namespace

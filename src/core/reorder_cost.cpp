@@ -88,16 +88,20 @@ void check_vision_fields(const MultimodalSample& sample, const ReorderCost& cost
                               std::to_string(h) + ", " + std::to_string(w) +
                               "); every value must be >= 1");
       }
-      if (h > (int64_t{1} << 20) || w > (int64_t{1} << 20) || t > (int64_t{1} << 20)) {
+      // Each factor within 2^20 and the product within 2^40, so nothing below overflows.
+      constexpr int64_t kMaxSide = int64_t{1} << 20;
+      if (h > kMaxSide || w > kMaxSide || t > kMaxSide || t * h > (int64_t{1} << 40) / w) {
         throw InvalidArgument(sample_label(sample) + ": image " + std::to_string(i) +
                               " has an implausibly large grid");
       }
       grid_patches += t * h * w;
+      if (grid_patches > patches) break;  // already a mismatch; stop before the sum can overflow
     }
     if (grid_patches != patches) {
       throw InvalidArgument(
           sample_label(sample) + " has " + std::to_string(images) + " image(s) whose " +
-          kImageGridField + " sums to " + std::to_string(grid_patches) + " patches, but its " +
+          kImageGridField + " sums to " + (grid_patches > patches ? "at least " : "") +
+          std::to_string(grid_patches) + " patches, but its " +
           std::to_string(patches / per_token) + " image placeholder tokens (id " +
           std::to_string(cost.image_token_id) + ") make " + std::to_string(patches) +
           " patches at spatial_merge_size " + std::to_string(cost.spatial_merge_size));

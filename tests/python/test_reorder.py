@@ -2,6 +2,8 @@
 exchange over gloo processes compared with a single-process reference (synchronous and overlapped,
 windows with a short last one, text-only samples and extra fields, errors on every rank)."""
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -147,6 +149,42 @@ def _bad_sample_worker(rank, world):
 
 def test_a_bad_sample_fails_on_every_rank():
     run_processes(2, _bad_sample_worker)
+
+
+def _unconvertible_window_worker(rank, world):
+    group = TorchCommunicator()
+    shard = [thdpack.vl_sample(WORKLOAD, rank * 2 + j) for j in range(2)]
+    exchange = thdpack.ReorderExchange(group, microbatch_size=2 * world, cost=COST)
+    if rank == world - 1:
+        shard[0]["input_ids"] = shard[0]["input_ids"].astype(np.float64)  # no such field type
+    # The failing rank never builds a sample, yet its peers raise instead of waiting for it.
+    with pytest.raises(thdpack.InvalidArgument, match=f"DP rank {world - 1}: .*float64"):
+        exchange.exchange([shard])
+    # Everyone recovers for the next window.
+    shard = [thdpack.vl_sample(WORKLOAD, rank * 2 + j) for j in range(2)]
+    (mbs, _, _), = [exchange.exchange([shard])]
+    assert len(mbs[0]) == 2
+
+
+def test_a_window_that_fails_to_convert_fails_on_every_rank():
+    run_processes(2, _unconvertible_window_worker)
+
+
+def test_fields_are_accepted_by_kind_and_size_in_any_byte_order():
+    group = thdpack.CallbackCommunicator(SoloCommunicator())
+    exchange = thdpack.ReorderExchange(group, microbatch_size=2, cost=COST)
+    first, second = thdpack.vl_sample(WORKLOAD, 0), thdpack.vl_sample(WORKLOAD, 1)
+    swapped = dict(second, input_ids=second["input_ids"].astype(">i8"),
+                   pixel_values=second["pixel_values"].astype(">f4"))
+    window = pickle.loads(pickle.dumps([[first, swapped]]))
+    (mbs, _, _), = [exchange.exchange(window)]
+    got = {s["id"]: s for s in mbs[0]}
+    for want in (first, second):
+        for key in ("input_ids", "pixel_values", "image_grid_thw"):
+            assert got[want["id"]][key].dtype == want[key].dtype
+            assert np.array_equal(got[want["id"]][key], want[key]), key
+    with pytest.raises(thdpack.InvalidArgument, match="bool"):
+        exchange.exchange([[first, dict(second, attention_mask=np.ones(3, dtype=bool))]])
 
 
 def test_exchange_option_errors():

@@ -194,6 +194,23 @@ TEST(ReorderCostVision, GridSumDisagreesWithPlaceholders) {
                InvalidArgument);
 }
 
+TEST(ReorderCostVision, HugeGridsAreRefusedWithoutOverflow) {
+  constexpr int64_t kSide = int64_t{1} << 20;
+  // Each side allowed, but the product (2^61) is not an image.
+  test_util::expect_throw_with<InvalidArgument>(
+      [&] {
+        check_vision_fields(vision_sample(7001, 1, {2, kSide, kSide}, 4), cost_with(2));
+      },
+      {"7001", "implausibly large"});
+  // Many images of 2^40 patches each: the sum stops once it passes the placeholders' patches
+  // instead of wrapping around to match them.
+  I64 grid;
+  for (int i = 0; i < 16385; ++i) grid.insert(grid.end(), {1, kSide, kSide});
+  test_util::expect_throw_with<InvalidArgument>(
+      [&] { check_vision_fields(vision_sample(7002, 1, grid, 4), cost_with(2)); },
+      {"7002", "at least"});
+}
+
 TEST(ReorderCostVision, PixelRowsDisagreeWithPlaceholders) {
   const MultimodalSample s = vision_sample(5150, 6, {1, 2, 4, 1, 4, 4}, 20);
   test_util::expect_throw_with<InvalidArgument>([&] { check_vision_fields(s, cost_with(2)); },

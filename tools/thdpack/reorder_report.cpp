@@ -126,6 +126,8 @@ void ReorderReport::windows(const std::vector<ReorderWindowStats>& sync,
     f.spread_after /= n;
     f.spread_reference /= n;
     f.peak_after /= n;
+    f.cost_spread_before = s.cost_spread_before;
+    f.cost_spread_after = s.cost_spread_after;
     f.samples_moved = s.samples_moved;
     f.bytes_moved = s.bytes_moved;
     f.sync_seconds = seconds[2 * k];
@@ -156,6 +158,7 @@ void ReorderReport::finish(double sync_wall, double overlapped_wall,
   if (world_.rank() != 0) return;
 
   double before = 0, after = 0, reference = 0, peak_after = 0, sync = 0, exposed = 0;
+  double cost_before = 0, cost_after = 0;
   int64_t mbs = 0, moved = 0, reference_moved = 0, samples = 0, bytes = 0;
   for (const auto& w : windows_) {
     const auto n = static_cast<double>(w.microbatches);
@@ -163,6 +166,8 @@ void ReorderReport::finish(double sync_wall, double overlapped_wall,
     after += w.spread_after * n;
     reference += w.spread_reference * n;
     peak_after += w.peak_after * n;
+    cost_before += w.cost_spread_before * n;
+    cost_after += w.cost_spread_after * n;
     mbs += w.microbatches;
     moved += w.samples_moved;
     reference_moved += w.reference_moved;
@@ -176,6 +181,8 @@ void ReorderReport::finish(double sync_wall, double overlapped_wall,
   after *= per_mb;
   reference *= per_mb;
   peak_after *= per_mb;
+  cost_before *= per_mb;
+  cost_after *= per_mb;
   if (json_) {
     nlohmann::json j;
     j["ranks"] = world_.size();
@@ -195,6 +202,8 @@ void ReorderReport::finish(double sync_wall, double overlapped_wall,
     j["spread_after_mean"] = finite_or_null(after);
     j["spread_reference_mean"] = finite_or_null(reference);
     j["max_over_mean_after"] = peak_after;
+    j["cost_spread_before_mean"] = finite_or_null(cost_before);
+    j["cost_spread_after_mean"] = finite_or_null(cost_after);
     j["samples"] = samples;
     j["samples_moved"] = moved;
     j["reference_samples_moved"] = reference_moved;
@@ -211,6 +220,8 @@ void ReorderReport::finish(double sync_wall, double overlapped_wall,
                      {"spread_after", finite_or_null(w.spread_after)},
                      {"spread_reference", finite_or_null(w.spread_reference)},
                      {"max_over_mean_after", w.peak_after},
+                     {"cost_spread_before", finite_or_null(w.cost_spread_before)},
+                     {"cost_spread_after", finite_or_null(w.cost_spread_after)},
                      {"samples", w.samples},
                      {"samples_moved", w.samples_moved},
                      {"reference_samples_moved", w.reference_moved},
@@ -225,8 +236,12 @@ void ReorderReport::finish(double sync_wall, double overlapped_wall,
   std::cout << "\nsummary    vision-cost spread (max/min over ranks, mean over " << mbs
             << " micro-batches): " << ratio_text(before) << " -> " << ratio_text(after)
             << " (reference longest-first: " << ratio_text(reference) << "); slowest rank at "
-            << ratio_text(peak_after) << " the mean after\n"
-            << "moved      " << moved << " of " << samples << " samples, "
+            << ratio_text(peak_after) << " the mean after\n";
+  if (options_.cost.text_weight > 0) {
+    std::cout << "balanced   spread of the cost the assignment balances (vision + text): "
+              << ratio_text(cost_before) << " -> " << ratio_text(cost_after) << '\n';
+  }
+  std::cout << "moved      " << moved << " of " << samples << " samples, "
             << fixed(static_cast<double>(bytes) / 1e6, 2) << " MB (longest-first would move "
             << reference_moved << ")\n"
             << "exchange   synchronous " << fixed(1e3 * sync, 2) << " ms in total, overlapped "

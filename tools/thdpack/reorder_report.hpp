@@ -29,10 +29,12 @@ class ReorderReport {
  private:
   struct WindowFigures {
     int64_t microbatches = 0;
-    double spread_before = 0;     ///< mean over micro-batches of max/min per-rank vision cost
-    double spread_after = 0;      ///< after this run's assignment
-    double spread_reference = 0;  ///< after longest-first on the same costs
-    double peak_after = 0;        ///< mean of max/mean per-rank vision cost after
+    double spread_before = 0;       ///< mean over micro-batches of max/min per-rank vision cost
+    double spread_after = 0;        ///< after this run's assignment
+    double spread_reference = 0;    ///< after longest-first on the same costs
+    double peak_after = 0;          ///< mean of max/mean per-rank vision cost after
+    double cost_spread_before = 0;  ///< the same spread of the balanced cost (vision + text)
+    double cost_spread_after = 0;
     int64_t samples = 0;
     int64_t samples_moved = 0;
     int64_t reference_moved = 0;  ///< samples longest-first would move
