@@ -96,10 +96,27 @@ class Reader {
   size_t start_ = 0;
 };
 
+/// "PATH: byte B: sample index ID (entry I)", for messages about one sample index.
+std::string entry_text(const std::string& path, size_t ids_at, size_t entry, int64_t id) {
+  return path + ": byte " + std::to_string(ids_at + 8 * entry) + ": sample index " +
+         std::to_string(id) + " (entry " + std::to_string(entry) + ")";
+}
+
 }  // namespace
 
 void write_pack_file(const std::string& path, const Bins& packs, int64_t capacity, int64_t divisor,
                      const PackSource& source) {
+  // The format's contract: each sample of the source at most once (all of them unless packing
+  // stopped at a limit); readers rely on it.
+  std::vector<bool> listed(static_cast<size_t>(std::max<int64_t>(0, source.size)), false);
+  for (int64_t id : packs.items) {
+    if (id < 0 || id >= source.size || listed[static_cast<size_t>(id)]) {
+      throw InvalidArgument(
+          "write_pack_file: sample " + std::to_string(id) +
+          (id < 0 || id >= source.size ? " is outside the source" : " is in more than one pack"));
+    }
+    listed[static_cast<size_t>(id)] = true;
+  }
   Writer w(path);
   w.bytes(kMagic, sizeof(kMagic));
   w.value(kVersion);
@@ -167,24 +184,41 @@ std::unique_ptr<PackedDataset> PackedDataset::open(const std::string& path) {
                             std::to_string(ids));
     }
   }
+  if (static_cast<int64_t>(ids) > d->source_.size) {
+    r.fail_at(packs_at + 8, "the sample count " + std::to_string(ids) + " exceeds the source's " +
+                                std::to_string(d->source_.size) +
+                                " samples; a pack file lists each sample at most once");
+  }
   const size_t ids_at = offsets_at + 8 * d->offsets_.size();
   for (size_t i = 0; i < d->ids_.size(); ++i) {
     if (d->ids_[i] < 0 || d->ids_[i] >= d->source_.size) {
-      throw InvalidArgument(path + ": byte " + std::to_string(ids_at + 8 * i) + ": sample index " +
-                            std::to_string(d->ids_[i]) + " (entry " + std::to_string(i) +
-                            ") is outside the source's " + std::to_string(d->source_.size) +
-                            " samples");
+      throw InvalidArgument(entry_text(path, ids_at, i, d->ids_[i]) + " is outside the source's " +
+                            std::to_string(d->source_.size) + " samples");
     }
   }
   try {
     d->dataset_ = open_pack_source(d->source_);
   } catch (const InvalidArgument& e) {
     throw InvalidArgument(path + ": cannot open its " + d->source_.kind + " source: " + e.what());
+  } catch (const std::bad_alloc&) {  // a damaged size can ask a blended source for anything
+    throw InvalidArgument(path + ": byte " + std::to_string(packs_at - 8) + ": its " +
+                          d->source_.kind + " source of " + std::to_string(d->source_.size) +
+                          " samples does not fit in memory; is the file damaged?");
   }
   if (d->dataset_->size() != d->source_.size) {
     throw InvalidArgument(path + ": its source " + d->source_.spec + " now has " +
                           std::to_string(d->dataset_->size()) + " samples, not the " +
                           std::to_string(d->source_.size) + " it was packed from");
+  }
+  // A flag per source sample (checked only now: the size is real, not just a number in the file).
+  std::vector<bool> listed(static_cast<size_t>(d->source_.size), false);
+  for (size_t i = 0; i < d->ids_.size(); ++i) {
+    const auto id = static_cast<size_t>(d->ids_[i]);
+    if (listed[id]) {
+      throw InvalidArgument(entry_text(path, ids_at, i, d->ids_[i]) +
+                            " appears a second time; each sample is in at most one pack");
+    }
+    listed[id] = true;
   }
   return d;
 }

@@ -752,6 +752,58 @@ TEST_F(HostilePackFile, SampleIndexOutOfRange) {
   }
 }
 
+TEST_F(HostilePackFile, SamplesListedTwiceOrNotAtAll) {
+  std::string bad = good_;
+  patch(bad, ids_at_ + 4 * 8, int64_t{0});  // sample 0 in both packs, sample 2 in none
+  expect_open_fails(bad, {path_ + ": byte " + std::to_string(ids_at_ + 32) +
+                          ": sample index 0 (entry 4) appears a second time"});
+  // More samples than the source claims to have.
+  bad = good_;
+  patch(bad, source_size_at_, int64_t{4});
+  expect_open_fails(bad, {path_ + ": byte " + std::to_string(sample_count_at_) +
+                          ": the sample count 5 exceeds the source's 4 samples"});
+  // A source size far beyond anything real fails, naming the byte, instead of escaping as
+  // bad_alloc or being trusted (the jsonl source does not allocate by it: the size check catches
+  // it after opening).
+  for (int64_t claimed : {int64_t{6}, int64_t{1} << 40, kInt64Max}) {
+    bad = good_;
+    patch(bad, source_size_at_, claimed);
+    expect_open_fails(bad, {path_ + ": its source " + source_ + " now has 5 samples, not the " +
+                            std::to_string(claimed)});
+  }
+  // The writer refuses to make such a file.
+  Bins twice = packs_;
+  twice.items[4] = 0;
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        write_pack_file(path_, twice, 8, 1, {"jsonl", source_, 5});
+      },
+      {"sample 0 is in more than one pack"});
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        write_pack_file(path_, packs_, 8, 1, {"jsonl", source_, 4});
+      },
+      {"sample 4 is outside the source"});
+}
+
+TEST_F(HostilePackFile, BlendedSourceOfAnAbsurdSizeIsReportedNotThrownAsBadAlloc) {
+  // A blend allocates per requested sample: a damaged size must not escape as std::bad_alloc.
+  for (const char* name : {"a", "b"}) {
+    IndexedDatasetWriter writer(dir_.file(name), TokenDType::kInt32);
+    for (int i = 0; i < 4; ++i) writer.add_sequence(std::vector<int64_t>(3, i));
+    writer.finish();
+  }
+  const std::string blend = "1 " + dir_.file("a") + " 1 " + dir_.file("b");
+  write_pack_file(path_, packs_, 8, 1, {"indexed", blend, 5});
+  ASSERT_EQ(PackedDataset::open(path_)->num_packs(), 2);
+  std::string bad = read_bytes(path_);
+  const size_t size_at = 32 + 4 + 7 + 4 + blend.size();
+  patch(bad, size_at, int64_t{1} << 60);
+  expect_open_fails(bad, {path_ + ": byte " + std::to_string(size_at) +
+                          ": its indexed source of 1152921504606846976 samples does not fit in "
+                          "memory"});
+}
+
 TEST_F(HostilePackFile, SourceThatChanged) {
   // One more sample.
   dir_.write("source.jsonl",
