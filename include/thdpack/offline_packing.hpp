@@ -82,8 +82,10 @@ struct PackSource {
   int64_t size = 0;  ///< samples of the source (checked when reopening)
 };
 
-/// Writes a pack file: magic "THDPACKS", version, capacity, divisor, source, pack offsets and the
-/// sample indices of every pack. Throws InvalidArgument when the file cannot be written.
+/// Writes a pack file (version 2): magic "THDPACKS", version, capacity, divisor, source, counts, a
+/// checksum of that header, pack offsets and the sample indices of every pack. Each sample of the
+/// source appears at most once (all of them unless packing stopped early). Throws InvalidArgument
+/// when an index is outside the source or repeated, or the file cannot be written.
 void write_pack_file(const std::string& path, const Bins& packs, int64_t capacity, int64_t divisor,
                      const PackSource& source);
 

@@ -4,6 +4,7 @@
 // "image_grid_thw": int64[I, 3], ...}).
 
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <optional>
 
@@ -198,6 +199,13 @@ class PyReorderExchange {
   }
   void start(const py::sequence& shards) {
     const Busy busy(busy_);
+    // Checked before converting: a conversion failure would otherwise report synchronously
+    // while peers refuse start() locally.
+    if (!group_->allows_other_threads()) {
+      throw InvalidArgument(
+          "ReorderExchange.start(): this communicator cannot be used from a background thread; "
+          "use exchange()");
+    }
     auto converted = convert(shards);
     py::gil_scoped_release release;
     impl_->start(std::move(converted));
@@ -239,39 +247,43 @@ class PyReorderExchange {
     bool& flag_;
   };
 
-  /// The window as C++ samples. A window that fails to convert is reported to every DP rank
-  /// (ReorderExchange::fail), so peers already inside the collective raise instead of waiting.
+  /// The window as C++ samples. A window that fails to convert (or whose first sample cannot give
+  /// the schema) is reported to every DP rank with ReorderExchange::fail, so peers already inside
+  /// the collective raise InvalidArgument naming this rank; this rank raises the original error.
   std::vector<std::vector<MultimodalSample>> convert(const py::sequence& shards) {
     const GroupRange mine =
         shard_positions(options_.microbatch_size, group_->size(), group_->rank());
-    std::vector<std::vector<MultimodalSample>> converted;
+    std::exception_ptr failure;
     std::string error;
     try {
-      converted = shards_from_python(shards, mine.begin);
-      if (!impl_ && (converted.empty() || converted.front().empty())) {
-        throw InvalidArgument(
-            "ReorderExchange: the first window has no samples to take the field schema from");
-      }
-    } catch (const std::exception& e) {  // py::error_already_set included
-      error = e.what();
-    }
-    if (error.empty()) {
+      auto converted = shards_from_python(shards, mine.begin);
       if (!impl_) {
+        if (converted.empty() || converted.front().empty()) {
+          throw InvalidArgument(
+              "ReorderExchange: the first window has no samples to take the field schema from");
+        }
         impl_ = std::make_unique<ReorderExchange>(*group_, schema_of(converted.front().front()),
                                                   options_);
       }
       return converted;
+    } catch (const std::exception& e) {  // py::error_already_set included
+      failure = std::current_exception();
+      error = e.what();
     }
-    if (impl_ && impl_->in_flight()) throw InvalidArgument(error);  // finish() the window first
-    if (impl_) {
+    if (error.empty()) error = "a window failed to convert";
+    if (impl_ && impl_->in_flight()) std::rethrow_exception(failure);  // finish() that one first
+    // A rank that fails before it has a schema takes part with a placeholder (the error is raised
+    // before schemas are compared); the next window sets the real one.
+    std::unique_ptr<ReorderExchange> stand_in;
+    if (!impl_) stand_in = std::make_unique<ReorderExchange>(*group_, placeholder_schema(), options_);
+    ReorderExchange& reporter = impl_ ? *impl_ : *stand_in;
+    try {
       py::gil_scoped_release release;
-      impl_->fail(error);
+      reporter.fail(error);
+    } catch (const InvalidArgument&) {
+      // Expected: every rank raised. Here the original error is the more useful one.
     }
-    // A rank that fails before it has seen a sample still takes part, with a placeholder schema
-    // (the error is raised before schemas are compared) that the next window replaces.
-    ReorderExchange stand_in(*group_, placeholder_schema(), options_);
-    py::gil_scoped_release release;
-    stand_in.fail(error);
+    std::rethrow_exception(failure);
   }
 
   static SampleSchema placeholder_schema() {

@@ -7,6 +7,9 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <new>
+#include <span>
+#include <stdexcept>
 
 #include "thdpack/errors.hpp"
 #include "thdpack/indexed_dataset.hpp"
@@ -16,7 +19,35 @@ namespace thdpack {
 namespace {
 
 constexpr char kMagic[8] = {'T', 'H', 'D', 'P', 'A', 'C', 'K', 'S'};
-constexpr uint64_t kVersion = 1;
+// Version 2 added the header checksum.
+constexpr uint64_t kVersion = 2;
+
+/// FNV-1a over `n` bytes, continuing from `hash`.
+uint64_t fnv1a(const void* data, size_t n, uint64_t hash = 0xcbf29ce484222325ull) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) hash = (hash ^ p[i]) * 0x100000001b3ull;
+  return hash;
+}
+
+/// The index of an entry that repeats an earlier one (the second occurrence of the smallest
+/// repeated id), or -1. Every id is in [0, universe). Memory stays within the ids' own size: a
+/// flag per possible id when the universe is not much larger than the list, else a sorted copy.
+int64_t repeated_entry(std::span<const int64_t> ids, int64_t universe) {
+  if (universe <= 64 * static_cast<int64_t>(ids.size()) + 4096) {
+    std::vector<bool> seen(static_cast<size_t>(universe), false);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (seen[static_cast<size_t>(ids[i])]) return static_cast<int64_t>(i);
+      seen[static_cast<size_t>(ids[i])] = true;
+    }
+    return -1;
+  }
+  std::vector<int64_t> sorted(ids.begin(), ids.end());
+  std::sort(sorted.begin(), sorted.end());
+  const auto twice = std::adjacent_find(sorted.begin(), sorted.end());
+  if (twice == sorted.end()) return -1;
+  const auto first = std::find(ids.begin(), ids.end(), *twice);
+  return std::find(first + 1, ids.end(), *twice) - ids.begin();
+}
 
 class Writer {
  public:
@@ -31,7 +62,10 @@ class Writer {
     if (n > 0 && std::fwrite(data, 1, n, f_) != n) {
       throw InvalidArgument("cannot write '" + path_ + "': " + std::strerror(errno));
     }
+    hash_ = fnv1a(data, n, hash_);
   }
+  /// FNV-1a of every byte written so far.
+  uint64_t checksum() const { return hash_; }
   template <typename T>
   void value(T v) {
     bytes(&v, sizeof(T));
@@ -49,6 +83,7 @@ class Writer {
  private:
   std::string path_;
   std::FILE* f_;
+  uint64_t hash_ = fnv1a(nullptr, 0);
 };
 
 class Reader {
@@ -85,6 +120,8 @@ class Reader {
   }
   bool at_end() const { return at_ == data_.size(); }
   size_t position() const { return at_; }
+  /// FNV-1a of the bytes before the current position.
+  uint64_t checksum() const { return fnv1a(data_.data(), at_); }
 
  private:
   void need(size_t n, const char* what) const {
@@ -108,14 +145,16 @@ void write_pack_file(const std::string& path, const Bins& packs, int64_t capacit
                      const PackSource& source) {
   // The format's contract: each sample of the source at most once (all of them unless packing
   // stopped at a limit); readers rely on it.
-  std::vector<bool> listed(static_cast<size_t>(std::max<int64_t>(0, source.size)), false);
   for (int64_t id : packs.items) {
-    if (id < 0 || id >= source.size || listed[static_cast<size_t>(id)]) {
-      throw InvalidArgument(
-          "write_pack_file: sample " + std::to_string(id) +
-          (id < 0 || id >= source.size ? " is outside the source" : " is in more than one pack"));
+    if (id < 0 || id >= source.size) {
+      throw InvalidArgument("write_pack_file: sample " + std::to_string(id) +
+                            " is outside the source's " + std::to_string(source.size));
     }
-    listed[static_cast<size_t>(id)] = true;
+  }
+  if (const int64_t i = repeated_entry(packs.items, source.size); i >= 0) {
+    throw InvalidArgument("write_pack_file: sample " +
+                          std::to_string(packs.items[static_cast<size_t>(i)]) +
+                          " is in more than one pack");
   }
   Writer w(path);
   w.bytes(kMagic, sizeof(kMagic));
@@ -127,6 +166,7 @@ void write_pack_file(const std::string& path, const Bins& packs, int64_t capacit
   w.value(source.size);
   w.value(static_cast<uint64_t>(packs.count()));
   w.value(static_cast<uint64_t>(packs.items.size()));
+  w.value(w.checksum());  // of the header: a damaged size or count must not be trusted
   w.bytes(packs.offsets.data(), packs.offsets.size() * 8);
   w.bytes(packs.items.data(), packs.items.size() * 8);
   w.close();
@@ -150,7 +190,10 @@ std::unique_ptr<PackedDataset> PackedDataset::open(const std::string& path) {
     r.fail_at(0, "not a thdpack pack file (magic THDPACKS expected)");
   }
   const auto version = r.value<uint64_t>("the version");
-  if (version != kVersion) r.fail("unsupported pack file version " + std::to_string(version));
+  if (version != kVersion) {
+    r.fail("unsupported pack file version " + std::to_string(version) + " (this build reads " +
+           std::to_string(kVersion) + "; pack the dataset again)");
+  }
   d->capacity_ = r.value<int64_t>("the capacity");
   d->divisor_ = r.value<int64_t>("the divisor");
   if (d->capacity_ < 1 || d->divisor_ < 1) {
@@ -166,6 +209,10 @@ std::unique_ptr<PackedDataset> PackedDataset::open(const std::string& path) {
   // packs + 1 offsets: a count of 2^64-1 would wrap to 0 and leave no offsets at all.
   if (packs >= std::numeric_limits<uint64_t>::max() / 8) {
     r.fail_at(packs_at, "pack count " + std::to_string(packs) + " does not fit the file");
+  }
+  const uint64_t header_checksum = r.checksum();
+  if (r.value<uint64_t>("the header checksum") != header_checksum) {
+    r.fail("the header checksum does not match: the file is damaged");
   }
   r.array(d->offsets_, packs + 1, "the pack offsets");
   r.array(d->ids_, ids, "the sample indices");
@@ -196,29 +243,29 @@ std::unique_ptr<PackedDataset> PackedDataset::open(const std::string& path) {
                             std::to_string(d->source_.size) + " samples");
     }
   }
+  if (const int64_t i = repeated_entry(d->ids_, d->source_.size); i >= 0) {
+    const auto entry = static_cast<size_t>(i);
+    throw InvalidArgument(entry_text(path, ids_at, entry, d->ids_[entry]) +
+                          " appears a second time; each sample is in at most one pack");
+  }
+  // The header checksum makes a damaged size unlikely; a real one too large cannot be opened.
+  const auto too_large = [&] {
+    return InvalidArgument(path + ": its " + d->source_.kind + " source of " +
+                           std::to_string(d->source_.size) + " samples does not fit in memory");
+  };
   try {
     d->dataset_ = open_pack_source(d->source_);
   } catch (const InvalidArgument& e) {
     throw InvalidArgument(path + ": cannot open its " + d->source_.kind + " source: " + e.what());
-  } catch (const std::bad_alloc&) {  // a damaged size can ask a blended source for anything
-    throw InvalidArgument(path + ": byte " + std::to_string(packs_at - 8) + ": its " +
-                          d->source_.kind + " source of " + std::to_string(d->source_.size) +
-                          " samples does not fit in memory; is the file damaged?");
+  } catch (const std::bad_alloc&) {
+    throw too_large();
+  } catch (const std::length_error&) {
+    throw too_large();
   }
   if (d->dataset_->size() != d->source_.size) {
     throw InvalidArgument(path + ": its source " + d->source_.spec + " now has " +
                           std::to_string(d->dataset_->size()) + " samples, not the " +
                           std::to_string(d->source_.size) + " it was packed from");
-  }
-  // A flag per source sample (checked only now: the size is real, not just a number in the file).
-  std::vector<bool> listed(static_cast<size_t>(d->source_.size), false);
-  for (size_t i = 0; i < d->ids_.size(); ++i) {
-    const auto id = static_cast<size_t>(d->ids_[i]);
-    if (listed[id]) {
-      throw InvalidArgument(entry_text(path, ids_at, i, d->ids_[i]) +
-                            " appears a second time; each sample is in at most one pack");
-    }
-    listed[id] = true;
   }
   return d;
 }

@@ -5,6 +5,7 @@
 #include "thdpack/reorder_exchange.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <chrono>
 #include <cstring>
@@ -111,7 +112,7 @@ struct ReorderExchange::State {
   std::thread worker;
   ReorderedWindow pending;
   std::exception_ptr pending_error;
-  bool in_flight = false;
+  std::atomic<bool> in_flight{false};  // read by in_flight() from any thread
 
   /// One window; with `local_error` set, this rank reports it instead of its samples and every
   /// rank raises it.

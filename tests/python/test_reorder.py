@@ -153,16 +153,37 @@ def test_a_bad_sample_fails_on_every_rank():
 
 def _unconvertible_window_worker(rank, world):
     group = TorchCommunicator()
-    shard = [thdpack.vl_sample(WORKLOAD, rank * 2 + j) for j in range(2)]
     exchange = thdpack.ReorderExchange(group, microbatch_size=2 * world, cost=COST)
-    if rank == world - 1:
-        shard[0]["input_ids"] = shard[0]["input_ids"].astype(np.float64)  # no such field type
-    # The failing rank never builds a sample, yet its peers raise instead of waiting for it.
-    with pytest.raises(thdpack.InvalidArgument, match=f"DP rank {world - 1}: .*float64"):
-        exchange.exchange([shard])
-    # Everyone recovers for the next window.
-    shard = [thdpack.vl_sample(WORKLOAD, rank * 2 + j) for j in range(2)]
-    (mbs, _, _), = [exchange.exchange([shard])]
+    bad_rank = f"DP rank {world - 1}"
+
+    def window(damage=None):
+        shard = [thdpack.vl_sample(WORKLOAD, rank * 2 + j) for j in range(2)]
+        if damage is not None and rank == world - 1:
+            damage(shard[0])
+        return [shard]
+
+    def expect_everywhere(shards, local_error, local_match, peer_match):
+        # The failing rank raises its own error; its peers raise instead of waiting for it.
+        if rank == world - 1:
+            with pytest.raises(local_error, match=local_match):
+                exchange.exchange(shards)
+        else:
+            with pytest.raises(thdpack.InvalidArgument, match=f"{bad_rank}: .*{peer_match}"):
+                exchange.exchange(shards)
+
+    # First window, before any schema exists: a field of an unsupported dtype, then input_ids that
+    # converts but cannot make a schema (int32).
+    expect_everywhere(window(lambda s: s.update(input_ids=s["input_ids"].astype(np.float64))),
+                      thdpack.InvalidArgument, "float64", "float64")
+    expect_everywhere(window(lambda s: s.update(input_ids=s["input_ids"].astype(np.int32))),
+                      thdpack.InvalidArgument, "input_ids", "input_ids")
+    (mbs, _, _), = [exchange.exchange(window())]
+    assert len(mbs[0]) == 2
+    # Once the exchange exists: an id that is not an integer (a pybind11 cast error, kept as
+    # such on its own rank) fails the same way, and the next window is normal again.
+    expect_everywhere(window(lambda s: s.update(id="seven")),
+                      RuntimeError, "Unable to cast", "Unable to cast")
+    (mbs, _, _), = [exchange.exchange(window())]
     assert len(mbs[0]) == 2
 
 

@@ -202,8 +202,8 @@ TEST(ReorderCostVision, HugeGridsAreRefusedWithoutOverflow) {
         check_vision_fields(vision_sample(7001, 1, {2, kSide, kSide}, 4), cost_with(2));
       },
       {"7001", "implausibly large"});
-  // Many images of 2^40 patches each: the sum stops once it passes the placeholders' patches
-  // instead of wrapping around to match them.
+  // Many images of 2^40 patches each: the sum stops once it passes the placeholders' patches and
+  // says so (overflowing int64 would need over 2^23 such images, too large for a unit test).
   I64 grid;
   for (int i = 0; i < 16385; ++i) grid.insert(grid.end(), {1, kSide, kSide});
   test_util::expect_throw_with<InvalidArgument>(
