@@ -19,6 +19,7 @@
 // every rank calls them in the same order with windows of the same number of micro-batches.
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,11 +44,16 @@ struct ReorderOptions {
   /// Check every sample's vision data against its placeholders (check_vision_fields) before it
   /// leaves its reader.
   bool check_vision = true;
+  /// The most bytes any rank may send or receive in one window (1 to 2^31 - 1, the most one MPI
+  /// alltoallv carries). A window over it is refused on every rank before anything moves; lower
+  /// it to bound the exchange's memory.
+  int64_t max_exchange_bytes = std::numeric_limits<int32_t>::max();
 };
 
 /// InvalidArgument unless the options suit a DP group of `dp` ranks: valid cost weights (see
-/// validate(ReorderCost, bool)), window >= 1, dp among the module DP sizes, and B a positive
-/// multiple of G = lcm(module DP sizes). ReorderExchange's constructor calls it.
+/// validate(ReorderCost, bool)), window >= 1, max_exchange_bytes in range, dp among the module DP
+/// sizes, and B a positive multiple of G = lcm(module DP sizes). ReorderExchange's constructor
+/// calls it.
 void validate(const ReorderOptions& options, int dp);
 
 /// Figures of one window, identical on every rank (computed from the gathered metadata), except

@@ -275,7 +275,8 @@ class PyReorderExchange {
     // A rank that fails before it has a schema takes part with a placeholder (the error is raised
     // before schemas are compared); the next window sets the real one.
     std::unique_ptr<ReorderExchange> stand_in;
-    if (!impl_) stand_in = std::make_unique<ReorderExchange>(*group_, placeholder_schema(), options_);
+    if (!impl_)
+      stand_in = std::make_unique<ReorderExchange>(*group_, placeholder_schema(), options_);
     ReorderExchange& reporter = impl_ ? *impl_ : *stand_in;
     try {
       py::gil_scoped_release release;
@@ -426,7 +427,7 @@ void bind_reorder(py::module_& m) {
       .def(py::init([](std::shared_ptr<Communicator> group, int64_t microbatch_size, int window,
                        const ReorderCost& cost, const std::string& method, int64_t max_swaps,
                        std::optional<std::vector<int>> module_dp_sizes, bool reorder,
-                       bool check_vision) {
+                       bool check_vision, int64_t max_exchange_bytes) {
              ReorderOptions o;
              o.cost = cost;
              o.assignment = AssignmentOptions{method_from_name(method), max_swaps};
@@ -435,12 +436,14 @@ void bind_reorder(py::module_& m) {
              o.window = window;
              o.reorder = reorder;
              o.check_vision = check_vision;
+             o.max_exchange_bytes = max_exchange_bytes;
              return std::make_unique<PyReorderExchange>(std::move(group), std::move(o));
            }),
            py::arg("group"), py::kw_only(), py::arg("microbatch_size"), py::arg("window") = 1,
            py::arg("cost") = ReorderCost{}, py::arg("method") = "refined",
            py::arg("max_swaps") = 1000, py::arg("module_dp_sizes") = py::none(),
-           py::arg("reorder") = true, py::arg("check_vision") = true)
+           py::arg("reorder") = true, py::arg("check_vision") = true,
+           py::arg("max_exchange_bytes") = ReorderOptions{}.max_exchange_bytes)
       .def("exchange", &PyReorderExchange::exchange, py::arg("shards"))
       .def("start", &PyReorderExchange::start, py::arg("shards"))
       .def("finish", &PyReorderExchange::finish)

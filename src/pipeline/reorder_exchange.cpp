@@ -42,7 +42,7 @@ uint64_t settings_hash(const ReorderOptions& o, int64_t groups) {
   for (int64_t v :
        {o.microbatch_size, groups, static_cast<int64_t>(o.window), static_cast<int64_t>(o.reorder),
         static_cast<int64_t>(o.assignment.method), o.assignment.max_swaps, o.cost.image_token_id,
-        o.cost.spatial_merge_size, o.cost.pad_id}) {
+        o.cost.spatial_merge_size, o.cost.pad_id, o.max_exchange_bytes}) {
     h = mix(h, static_cast<uint64_t>(v));
   }
   h = mix(h, std::bit_cast<uint64_t>(o.cost.vision_weight));
@@ -125,6 +125,11 @@ void validate(const ReorderOptions& o, int dp) {
   if (o.window < 1) {
     throw InvalidArgument("reorder window must be >= 1 micro-batch, got " +
                           std::to_string(o.window));
+  }
+  if (o.max_exchange_bytes < 1 || o.max_exchange_bytes > kMaxExchangeBytes) {
+    throw InvalidArgument("reorder: max_exchange_bytes must be 1 to " +
+                          std::to_string(kMaxExchangeBytes) + ", got " +
+                          std::to_string(o.max_exchange_bytes));
   }
   const std::vector<int> sizes =
       o.module_dp_sizes.empty() ? std::vector<int>{dp} : o.module_dp_sizes;
@@ -277,7 +282,9 @@ ReorderedWindow ReorderExchange::State::run(std::vector<std::vector<MultimodalSa
     if (h.fingerprint != headers[0].fingerprint) {
       what = "sample schema (field names, types or ranks)";
     } else if (h.settings != headers[0].settings) {
-      what = "reorder options (micro-batch size, module DP sizes, window, method, cost)";
+      what =
+          "reorder options (micro-batch size, module DP sizes, window, method, cost, "
+          "max_exchange_bytes)";
     } else if (h.microbatches != headers[0].microbatches) {
       what = "number of micro-batches in the window (" + std::to_string(headers[0].microbatches) +
              " vs " + std::to_string(h.microbatches) + ")";
@@ -372,11 +379,12 @@ ReorderedWindow ReorderExchange::State::run(std::vector<std::vector<MultimodalSa
   for (int r = 0; r < dp; ++r) {
     const int64_t most =
         std::max(sent_by[static_cast<size_t>(r)], received_by[static_cast<size_t>(r)]);
-    if (most > kMaxExchangeBytes) {
+    if (most > options.max_exchange_bytes) {
       throw InvalidArgument("reorder: DP rank " + std::to_string(r) + " would exchange " +
                             std::to_string(most) + " bytes in one window, more than the " +
-                            std::to_string(kMaxExchangeBytes) +
-                            " one alltoallv carries; use a smaller window or micro-batch size");
+                            std::to_string(options.max_exchange_bytes) +
+                            " allowed (max_exchange_bytes); use a smaller window or micro-batch "
+                            "size");
     }
   }
 

@@ -258,6 +258,18 @@ void check_reorder_errors(Communicator& group) {
         },
         "disagree on the reorder options");
   }
+  // An exchange over the byte limit is refused on every rank before anything moves (each rank
+  // sends and receives far more than one byte here; with one rank nothing moves at all).
+  if (group.size() > 1) {
+    ReorderOptions o2 = o;
+    o2.max_exchange_bytes = 1;
+    ReorderExchange exchange(group, vl_schema(), o2);
+    expect_everywhere(
+        [&] {
+          exchange.exchange(read_window(w, c.microbatch_size, 0, 1, group.size(), group.rank()));
+        },
+        "bytes in one window, more than the 1 allowed (max_exchange_bytes)");
+  }
   // One rank gives up on its window (say its input failed to convert): every rank raises its
   // message, and the next window exchanges normally.
   {

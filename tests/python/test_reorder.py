@@ -217,6 +217,8 @@ def test_exchange_option_errors():
                                 cost=thdpack.ReorderCost(vision_weight=0.0))
     with pytest.raises(thdpack.InvalidArgument, match="multiple of G"):
         thdpack.ReorderExchange(group, microbatch_size=3, module_dp_sizes=[1, 2], cost=COST)
+    with pytest.raises(thdpack.InvalidArgument, match="max_exchange_bytes must be 1 to"):
+        thdpack.ReorderExchange(group, microbatch_size=2, cost=COST, max_exchange_bytes=0)
     # One rank permutes locally: the exchange works without any peer.
     exchange = thdpack.ReorderExchange(group, microbatch_size=2, cost=COST)
     shard = [thdpack.vl_sample(WORKLOAD, 0), thdpack.vl_sample(WORKLOAD, 1)]

@@ -65,6 +65,12 @@ TEST(ReorderExchangeOptions, InvalidSettingsAreRejected) {
     bad.window = 0;
     test_util::expect_throw_with<InvalidArgument>([&] { make(bad); }, "window must be >= 1");
     bad = o;
+    bad.max_exchange_bytes = 0;
+    test_util::expect_throw_with<InvalidArgument>([&] { make(bad); },
+                                                  "max_exchange_bytes must be 1 to 2147483647");
+    bad.max_exchange_bytes = int64_t{1} << 31;
+    test_util::expect_throw_with<InvalidArgument>([&] { make(bad); }, "got 2147483648");
+    bad = o;
     bad.cost.vision_weight = -1;
     test_util::expect_throw_with<InvalidArgument>([&] { make(bad); }, "negative");
     bad = o;
