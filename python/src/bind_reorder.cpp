@@ -275,8 +275,9 @@ class PyReorderExchange {
     // A rank that fails before it has a schema takes part with a placeholder (the error is raised
     // before schemas are compared); the next window sets the real one.
     std::unique_ptr<ReorderExchange> stand_in;
-    if (!impl_)
+    if (!impl_) {
       stand_in = std::make_unique<ReorderExchange>(*group_, placeholder_schema(), options_);
+    }
     ReorderExchange& reporter = impl_ ? *impl_ : *stand_in;
     try {
       py::gil_scoped_release release;
