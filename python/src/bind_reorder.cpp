@@ -178,6 +178,8 @@ class PyReorderExchange {
   PyReorderExchange(std::shared_ptr<Communicator> group, ReorderOptions options)
       : group_(std::move(group)), options_(std::move(options)) {
     validate(options_, group_->size());
+    if (options_.module_dp_sizes.empty()) options_.module_dp_sizes = {group_->size()};
+    groups_ = canonical_groups(options_.module_dp_sizes);
   }
   ~PyReorderExchange() {
     // A window in flight may need the GIL (Python communicators) to finish.
@@ -221,10 +223,7 @@ class PyReorderExchange {
     return window_to_python(std::move(w));
   }
   bool in_flight() const { return impl_ && impl_->in_flight(); }
-  int64_t groups() const {
-    return canonical_groups(options_.module_dp_sizes.empty() ? std::vector<int>{group_->size()}
-                                                             : options_.module_dp_sizes);
-  }
+  int64_t groups() const { return groups_; }
 
  private:
   /// Marks the exchange in use for one call, checked under the GIL: a second Python thread
@@ -296,6 +295,7 @@ class PyReorderExchange {
 
   std::shared_ptr<Communicator> group_;
   ReorderOptions options_;
+  int64_t groups_ = 1;  // G, from the module DP sizes
   std::unique_ptr<ReorderExchange> impl_;
   bool busy_ = false;  // guarded by the GIL
 };

@@ -104,6 +104,7 @@ struct ReorderExchange::State {
   SampleSchema schema;
   ReorderOptions options;
   int64_t groups = 1;
+  uint64_t settings = 0;  // settings_hash(options, groups), the same on every window
   int dp = 1;
   int rank = 0;
   int64_t shard = 0;  // B / dp
@@ -159,6 +160,7 @@ ReorderExchange::ReorderExchange(Communicator& dp_group, SampleSchema schema,
   validate(o, s.dp);
   if (o.module_dp_sizes.empty()) o.module_dp_sizes = {s.dp};
   s.groups = canonical_groups(o.module_dp_sizes);
+  s.settings = settings_hash(o, s.groups);
   s.shard = o.microbatch_size / s.dp;
   s.words = kFixedWords + s.schema.total_dims();
 }
@@ -239,9 +241,7 @@ ReorderedWindow ReorderExchange::State::run(std::vector<std::vector<MultimodalSa
   // with the same message instead of leaving the others in a collective.
   std::vector<int64_t> meta;
   std::vector<int64_t> local_bytes;
-  std::string error = local_error;
-  try {
-    if (!error.empty()) throw InvalidArgument(error);
+  auto describe_window = [&] {
     meta.resize(static_cast<size_t>(n_local * words));
     local_bytes.resize(static_cast<size_t>(n_local));
     if (window_mbs < 1 || window_mbs > options.window) {
@@ -269,11 +269,16 @@ ReorderedWindow ReorderExchange::State::run(std::vector<std::vector<MultimodalSa
         local_bytes[static_cast<size_t>(k * shard + j)] = serialized_size(schema, dims);
       }
     }
-  } catch (const std::exception& e) {
-    error = e.what();
+  };
+  std::string error = local_error;
+  if (error.empty()) {
+    try {
+      describe_window();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
   }
-  const WindowHeader mine{schema.fingerprint(), settings_hash(options, groups), window_mbs,
-                          error.empty() ? 0 : 1};
+  const WindowHeader mine{schema.fingerprint(), settings, window_mbs, error.empty() ? 0 : 1};
   const std::vector<WindowHeader> headers = allgather_value(g, mine);
   raise_if_any(g, headers, error);
   for (int r = 1; r < dp; ++r) {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "test_support.hpp"
 #include "thdpack/cp_partition.hpp"
 #include "thdpack/dataset.hpp"
 #include "thdpack/errors.hpp"
@@ -72,20 +73,6 @@ std::vector<T> pick(const std::vector<T>& from, const I64& rows) {
   std::vector<T> out;
   for (int64_t r : rows) out.push_back(from[static_cast<size_t>(r)]);
   return out;
-}
-
-void expect_same_pack(const PackedBatch& a, const PackedBatch& b) {
-  EXPECT_EQ(a.tokens, b.tokens);
-  EXPECT_EQ(a.labels, b.labels);
-  EXPECT_EQ(a.loss_mask, b.loss_mask);
-  EXPECT_EQ(a.position_ids, b.position_ids);
-  EXPECT_EQ(a.padding_mask, b.padding_mask);
-  EXPECT_EQ(a.cu_seqlens, b.cu_seqlens);
-  EXPECT_EQ(a.cu_seqlens_padded, b.cu_seqlens_padded);
-  EXPECT_EQ(a.max_seqlen, b.max_seqlen);
-  EXPECT_EQ(a.sample_ids, b.sample_ids);
-  EXPECT_EQ(a.cp_size, b.cp_size);
-  EXPECT_EQ(a.cp_rank, b.cp_rank);
 }
 
 std::vector<PackedBatch> slice_all(const PackedBatch& whole, int cp, CpMode mode) {
@@ -182,7 +169,7 @@ TEST(CpSlice, CpOneIsTheWholePack) {
     EXPECT_EQ(s.position_ids, whole.position_ids);
     EXPECT_EQ(s.cp_size, 1);
     const std::vector<PackedBatchView> views = {s.view()};
-    expect_same_pack(cp_unslice(views), whole);
+    testing::expect_same_pack(cp_unslice(views), whole);
   }
 }
 
@@ -195,7 +182,7 @@ TEST(CpSlice, ZeroLengthSequencesFromFixedEntriesAreSkipped) {
   EXPECT_EQ(cp_global_rows(whole.layout(), 2, 0), (I64{0, 1, 6, 7, 8, 11}));
   const auto slices = slice_all(whole, 2, CpMode::kZigzag);
   const auto views = views_of(slices);
-  expect_same_pack(cp_unslice(views), whole);
+  testing::expect_same_pack(cp_unslice(views), whole);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -284,7 +271,7 @@ TEST(CpRoundTrip, UnsliceOfSliceIsTheOriginalExactly) {
       ASSERT_EQ(rows, whole.num_rows());
       const auto views = views_of(slices);
       const PackedBatch back = cp_unslice(views);
-      expect_same_pack(back, whole);
+      testing::expect_same_pack(back, whole);
       if (::testing::Test::HasFailure()) return;
     }
   }

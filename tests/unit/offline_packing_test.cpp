@@ -18,6 +18,7 @@
 #include "../../src/core/sorted_items.hpp"
 #include "expect_throw.hpp"
 #include "temp_dir.hpp"
+#include "test_support.hpp"
 #include "thdpack/bin_packing.hpp"
 #include "thdpack/dataset.hpp"
 #include "thdpack/errors.hpp"
@@ -409,18 +410,6 @@ TEST(StreamingPacker, BoundedOpenPacksNothingLostReasonableFill) {
 // ---------------------------------------------------------------------------------------------
 // Pack files
 
-void expect_same_batch(const PackedBatch& a, const PackedBatch& b) {
-  EXPECT_EQ(a.tokens, b.tokens);
-  EXPECT_EQ(a.labels, b.labels);
-  EXPECT_EQ(a.loss_mask, b.loss_mask);
-  EXPECT_EQ(a.position_ids, b.position_ids);
-  EXPECT_EQ(a.padding_mask, b.padding_mask);
-  EXPECT_EQ(a.cu_seqlens, b.cu_seqlens);
-  EXPECT_EQ(a.cu_seqlens_padded, b.cu_seqlens_padded);
-  EXPECT_EQ(a.max_seqlen, b.max_seqlen);
-  EXPECT_EQ(a.sample_ids, b.sample_ids);
-}
-
 // Packs the source, writes the pack file, reopens it and checks every pack against pack_samples
 // on the same samples.
 void round_trip(const TempDir& dir, const PackSource& source, int64_t capacity, int64_t divisor) {
@@ -458,7 +447,7 @@ void round_trip(const TempDir& dir, const PackSource& source, int64_t capacity, 
     expected_options.divisor = divisor;
     expected_options.capacity = capacity;
     const PackedBatch batch = packed->batch(p, options);
-    expect_same_batch(batch, pack_samples(views, expected_options));
+    testing::expect_same_pack(batch, pack_samples(views, expected_options));
     EXPECT_EQ(batch.sample_ids, I64(ids.begin(), ids.end()));
     EXPECT_LE(batch.num_rows(), capacity);
   }

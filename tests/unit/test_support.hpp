@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "expect_throw.hpp"
+#include "thdpack/packed_batch.hpp"
 #include "thdpack/scheduler.hpp"
 
 namespace thdpack::testing {
@@ -39,6 +40,21 @@ inline std::vector<int64_t> random_lengths(std::mt19937_64& rng, size_t n, int64
     v = std::clamp<int64_t>(static_cast<int64_t>(dist(rng)), lo, hi);
   }
   return out;
+}
+
+/// Every field of two packed batches is equal.
+inline void expect_same_pack(const PackedBatch& a, const PackedBatch& b) {
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.labels, b.labels);
+  EXPECT_EQ(a.loss_mask, b.loss_mask);
+  EXPECT_EQ(a.position_ids, b.position_ids);
+  EXPECT_EQ(a.padding_mask, b.padding_mask);
+  EXPECT_EQ(a.cu_seqlens, b.cu_seqlens);
+  EXPECT_EQ(a.cu_seqlens_padded, b.cu_seqlens_padded);
+  EXPECT_EQ(a.max_seqlen, b.max_seqlen);
+  EXPECT_EQ(a.sample_ids, b.sample_ids);
+  EXPECT_EQ(a.cp_size, b.cp_size);
+  EXPECT_EQ(a.cp_rank, b.cp_rank);
 }
 
 }  // namespace thdpack::testing
