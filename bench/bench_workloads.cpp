@@ -1,6 +1,7 @@
 #include "bench_workloads.hpp"
 
-#include "thdpack/packed_batch.hpp"
+#include "thdpack/core/dataset.hpp"
+#include "thdpack/packing/packed_batch.hpp"
 
 namespace thdpack::bench {
 

@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "thdpack/cost_model.hpp"
-#include "thdpack/global_batch.hpp"
-#include "thdpack/scheduler.hpp"
-#include "thdpack/workloads.hpp"
+#include "thdpack/data/workloads.hpp"
+#include "thdpack/schedule/cost_model.hpp"
+#include "thdpack/schedule/global_batch.hpp"
+#include "thdpack/schedule/scheduler.hpp"
 
 namespace thdpack::bench {
 

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "thdpack/cp_partition.hpp"
+#include "thdpack/packing/cp_partition.hpp"
 
 namespace thdpack::bench {
 namespace {

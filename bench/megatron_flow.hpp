@@ -8,9 +8,9 @@
 //   - a PP broadcast of every micro-batch's metadata from the first stage.
 // It uses the same plan as the pipeline, so only the data movement differs.
 
-#include "thdpack/communicator.hpp"
-#include "thdpack/pipeline.hpp"
-#include "thdpack/process_groups.hpp"
+#include "thdpack/comm/communicator.hpp"
+#include "thdpack/comm/process_groups.hpp"
+#include "thdpack/pipeline/pipeline.hpp"
 
 namespace thdpack::bench {
 

@@ -16,8 +16,8 @@
 #include <random>
 #include <string>
 
-#include "thdpack/moe_dispatch.hpp"
-#include "thdpack/mpi_communicator.hpp"
+#include "thdpack/comm/mpi_communicator.hpp"
+#include "thdpack/pipeline/moe_dispatch.hpp"
 
 namespace {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "thdpack/bin_packing.hpp"
+#include "thdpack/packing/bin_packing.hpp"
 
 namespace thdpack::bench {
 

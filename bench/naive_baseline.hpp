@@ -2,7 +2,7 @@
 // The naive workload-aware baseline of BENCHMARKS.md: first-fit-decreasing packs, then
 // longest-processing-time over packs with K packs per replica. "The floor, not the goal."
 
-#include "thdpack/scheduler.hpp"
+#include "thdpack/schedule/scheduler.hpp"
 
 namespace thdpack::bench {
 

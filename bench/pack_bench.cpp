@@ -15,16 +15,19 @@
 #include <string>
 #include <vector>
 
-#include "thdpack/indexed_dataset.hpp"
-#include "thdpack/offline_packing.hpp"
-#include "thdpack/workloads.hpp"
+#include "thdpack/data/indexed_dataset.hpp"
+#include "thdpack/core/dataset.hpp"
+#include "thdpack/packing/offline_packing.hpp"
+#include "thdpack/data/workloads.hpp"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int64_t kCapacity = 32768;
 
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 // Plain first-fit decreasing: sort, then scan the open bins in order (O(n * bins)).
 int64_t plain_ffd(std::vector<int64_t> lengths) {
@@ -85,21 +88,23 @@ nlohmann::json run_size(int64_t n, const std::filesystem::path& dir, bool plain)
   const double write_seconds = since(write_start);
   const double total = since(start);
 
-  nlohmann::json row = {{"samples", n},
-                        {"packs", packed.packs.count()},
-                        {"l1", packed.lower_bound_l1},
-                        {"l2", packed.lower_bound_l2},
-                        {"fill", packed.fill},
-                        {"over_l2", static_cast<double>(packed.packs.count()) /
-                                        static_cast<double>(packed.lower_bound_l2) - 1},
-                        {"seconds_total", total},
-                        {"seconds_open_and_read", read_seconds},
-                        {"seconds_pack", pack_seconds},
-                        {"seconds_write", write_seconds}};
+  nlohmann::json row = {
+      {"samples", n},
+      {"packs", packed.packs.count()},
+      {"l1", packed.lower_bound_l1},
+      {"l2", packed.lower_bound_l2},
+      {"fill", packed.fill},
+      {"over_l2",
+       static_cast<double>(packed.packs.count()) / static_cast<double>(packed.lower_bound_l2) - 1},
+      {"seconds_total", total},
+      {"seconds_open_and_read", read_seconds},
+      {"seconds_pack", pack_seconds},
+      {"seconds_write", write_seconds}};
   const auto ffd_start = Clock::now();
-  const int64_t ffd = thdpack::pack_offline(lengths, {.capacity = kCapacity,
-                                                      .strategy = thdpack::PackStrategy::kFirstFitDecreasing})
-                          .packs.count();
+  const int64_t ffd =
+      thdpack::pack_offline(
+          lengths, {.capacity = kCapacity, .strategy = thdpack::PackStrategy::kFirstFitDecreasing})
+          .packs.count();
   row["ffd_packs"] = ffd;
   row["ffd_seconds"] = since(ffd_start);
   if (plain) {
@@ -113,11 +118,12 @@ nlohmann::json run_size(int64_t n, const std::filesystem::path& dir, bool plain)
     }
   }
   for (const char* ext : {".bin", ".idx", ".thdpacks"}) std::filesystem::remove(prefix + ext);
-  std::printf("%11lld samples: %9lld packs (L2 %9lld, +%.4f%%), fill %.3f%%, end to end %.3f s "
-              "(pack %.3f s)\n",
-              static_cast<long long>(n), static_cast<long long>(packed.packs.count()),
-              static_cast<long long>(packed.lower_bound_l2), 100 * row["over_l2"].get<double>(),
-              100 * packed.fill, total, pack_seconds);
+  std::printf(
+      "%11lld samples: %9lld packs (L2 %9lld, +%.4f%%), fill %.3f%%, end to end %.3f s "
+      "(pack %.3f s)\n",
+      static_cast<long long>(n), static_cast<long long>(packed.packs.count()),
+      static_cast<long long>(packed.lower_bound_l2), 100 * row["over_l2"].get<double>(),
+      100 * packed.fill, total, pack_seconds);
   std::fflush(stdout);
   return row;
 }
@@ -144,6 +150,7 @@ int main(int argc, char** argv) {
   rows.push_back(run_size(10'000, dir, true));
   rows.push_back(run_size(1'000'000, dir, true));
   if (huge) rows.push_back(run_size(100'000'000, dir, false));
-  if (!out.empty()) std::ofstream(out) << nlohmann::json{{"capacity", kCapacity}, {"rows", rows}}.dump(2) << '\n';
+  if (!out.empty())
+    std::ofstream(out) << nlohmann::json{{"capacity", kCapacity}, {"rows", rows}}.dump(2) << '\n';
   return 0;
 }

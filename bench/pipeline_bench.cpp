@@ -15,9 +15,10 @@
 #include <string>
 
 #include "megatron_flow.hpp"
-#include "thdpack/errors.hpp"
-#include "thdpack/mpi_communicator.hpp"
-#include "thdpack/workloads.hpp"
+#include "thdpack/comm/mpi_communicator.hpp"
+#include "thdpack/core/errors.hpp"
+#include "thdpack/core/dataset.hpp"
+#include "thdpack/data/workloads.hpp"
 
 namespace thdpack::bench {
 namespace {

@@ -18,11 +18,12 @@
 
 #include "bench_workloads.hpp"
 #include "naive_baseline.hpp"
-#include "thdpack/bin_packing.hpp"
-#include "thdpack/cp_partition.hpp"
-#include "thdpack/errors.hpp"
-#include "thdpack/packed_batch.hpp"
-#include "thdpack/plan_stats.hpp"
+#include "thdpack/core/errors.hpp"
+#include "thdpack/core/dataset.hpp"
+#include "thdpack/packing/bin_packing.hpp"
+#include "thdpack/packing/cp_partition.hpp"
+#include "thdpack/packing/packed_batch.hpp"
+#include "thdpack/schedule/plan_stats.hpp"
 
 namespace thdpack::bench {
 namespace {

@@ -10,9 +10,9 @@
 #include <cstring>
 
 #include "bench_workloads.hpp"
-#include "thdpack/bin_packing.hpp"
-#include "thdpack/dataset.hpp"
-#include "thdpack/packed_batch.hpp"
+#include "thdpack/core/dataset.hpp"
+#include "thdpack/packing/bin_packing.hpp"
+#include "thdpack/packing/packed_batch.hpp"
 
 namespace thdpack::bench {
 namespace {

@@ -4,7 +4,7 @@
 #include "bindings.hpp"
 #include "callback_communicator.hpp"
 #ifdef THDPACK_HAVE_MPI
-#include "thdpack/mpi_communicator.hpp"
+#include "thdpack/comm/mpi_communicator.hpp"
 #endif
 
 namespace thdpack::python {

@@ -4,14 +4,15 @@
 #include <pybind11/functional.h>
 
 #include "bindings.hpp"
-#include "thdpack/bin_packing.hpp"
-#include "thdpack/cost_model.hpp"
-#include "thdpack/errors.hpp"
-#include "thdpack/global_batch.hpp"
-#include "thdpack/plan_stats.hpp"
-#include "thdpack/scheduler.hpp"
-#include "thdpack/topology.hpp"
-#include "thdpack/workloads.hpp"
+#include "thdpack/core/errors.hpp"
+#include "thdpack/core/topology.hpp"
+#include "thdpack/core/dataset.hpp"
+#include "thdpack/data/workloads.hpp"
+#include "thdpack/packing/bin_packing.hpp"
+#include "thdpack/schedule/cost_model.hpp"
+#include "thdpack/schedule/global_batch.hpp"
+#include "thdpack/schedule/plan_stats.hpp"
+#include "thdpack/schedule/scheduler.hpp"
 
 namespace thdpack::python {
 namespace {

@@ -1,9 +1,9 @@
 // Megatron indexed datasets, offline packing and pack files for Python.
 
 #include "bindings.hpp"
-#include "thdpack/errors.hpp"
-#include "thdpack/indexed_dataset.hpp"
-#include "thdpack/offline_packing.hpp"
+#include "thdpack/core/errors.hpp"
+#include "thdpack/data/indexed_dataset.hpp"
+#include "thdpack/packing/offline_packing.hpp"
 
 namespace thdpack::python {
 namespace {

@@ -2,8 +2,8 @@
 // methods: get_dispatch_layout, dispatch, combine, plus the two backward passes.
 
 #include "bindings.hpp"
-#include "thdpack/errors.hpp"
-#include "thdpack/moe_dispatch.hpp"
+#include "thdpack/core/errors.hpp"
+#include "thdpack/pipeline/moe_dispatch.hpp"
 
 namespace thdpack::python {
 namespace {

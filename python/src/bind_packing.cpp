@@ -1,9 +1,9 @@
 // THD packing and the CP partition, with numpy views into the packs (no copies).
 
 #include "bindings.hpp"
-#include "thdpack/cp_partition.hpp"
-#include "thdpack/errors.hpp"
-#include "thdpack/packed_batch.hpp"
+#include "thdpack/core/errors.hpp"
+#include "thdpack/packing/cp_partition.hpp"
+#include "thdpack/packing/packed_batch.hpp"
 
 namespace thdpack::python {
 namespace {

@@ -4,9 +4,9 @@
 #include <pybind11/functional.h>
 
 #include "bindings.hpp"
-#include "thdpack/errors.hpp"
-#include "thdpack/pipeline.hpp"
-#include "thdpack/step_verification.hpp"
+#include "thdpack/core/errors.hpp"
+#include "thdpack/pipeline/pipeline.hpp"
+#include "thdpack/pipeline/step_verification.hpp"
 
 namespace thdpack::python {
 namespace {

@@ -9,9 +9,9 @@
 #include <optional>
 
 #include "bindings.hpp"
-#include "thdpack/errors.hpp"
-#include "thdpack/reorder_exchange.hpp"
-#include "thdpack/vl_workload.hpp"
+#include "thdpack/core/errors.hpp"
+#include "thdpack/multimodal/vl_workload.hpp"
+#include "thdpack/pipeline/reorder_exchange.hpp"
 
 namespace thdpack::python {
 namespace {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "thdpack/dataset.hpp"
+#include "thdpack/core/dataset.hpp"
 
 namespace thdpack::python {
 

@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "thdpack/errors.hpp"
+#include "thdpack/core/errors.hpp"
 
 namespace thdpack::python {
 namespace py = pybind11;

@@ -13,7 +13,7 @@
 
 #include <pybind11/pybind11.h>
 
-#include "thdpack/communicator.hpp"
+#include "thdpack/comm/communicator.hpp"
 
 namespace thdpack::python {
 

@@ -2,7 +2,7 @@
 // thdpack package (python/thdpack) re-exports it and adds the torch adapters.
 
 #include "bindings.hpp"
-#include "thdpack/errors.hpp"
+#include "thdpack/core/errors.hpp"
 
 namespace thdpack::python {
 namespace {

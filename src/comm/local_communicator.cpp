@@ -1,4 +1,4 @@
-#include "thdpack/local_communicator.hpp"
+#include "thdpack/comm/local_communicator.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -9,7 +9,7 @@
 #include <mutex>
 #include <thread>
 
-#include "thdpack/errors.hpp"
+#include "thdpack/core/errors.hpp"
 
 namespace thdpack {
 namespace {
@@ -325,7 +325,10 @@ std::vector<std::unique_ptr<Communicator>> make_local_world(int size, const Loca
 
 void run_local(int size, const std::function<void(Communicator&)>& fn,
                const LocalOptions& options) {
-  auto [world, comms] = create_world(size, options);
+  // Named, not a structured binding: lambdas cannot capture those before clang 16.
+  auto created = create_world(size, options);
+  const std::shared_ptr<LocalWorld>& world = created.first;
+  const std::vector<std::unique_ptr<Communicator>>& comms = created.second;
   std::mutex error_mutex;
   std::exception_ptr first_error;
   std::vector<std::thread> threads;

@@ -12,7 +12,7 @@
 // rank knows only its own counts, and switching to another MPI collective would need an agreement
 // round on every call, so it throws (its peers then time out).
 
-#include "thdpack/mpi_communicator.hpp"
+#include "thdpack/comm/mpi_communicator.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -24,7 +24,7 @@
 #include <thread>
 #include <utility>
 
-#include "thdpack/errors.hpp"
+#include "thdpack/core/errors.hpp"
 
 namespace thdpack {
 namespace {

@@ -1,4 +1,4 @@
-#include "thdpack/process_groups.hpp"
+#include "thdpack/comm/process_groups.hpp"
 
 #include <algorithm>
 

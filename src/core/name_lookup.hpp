@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "thdpack/errors.hpp"
+#include "thdpack/core/errors.hpp"
 
 namespace thdpack::detail {
 

@@ -1,9 +1,9 @@
-#include "thdpack/topology.hpp"
+#include "thdpack/core/topology.hpp"
 
 #include <algorithm>
 #include <sstream>
 
-#include "thdpack/errors.hpp"
+#include "thdpack/core/errors.hpp"
 
 namespace thdpack {
 namespace {

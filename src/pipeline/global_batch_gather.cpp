@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "thdpack/errors.hpp"
-#include "thdpack/pipeline.hpp"
+#include "thdpack/core/errors.hpp"
+#include "thdpack/pipeline/pipeline.hpp"
 
 namespace thdpack {
 namespace {

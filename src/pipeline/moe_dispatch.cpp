@@ -1,11 +1,11 @@
-#include "thdpack/moe_dispatch.hpp"
+#include "thdpack/pipeline/moe_dispatch.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
 
-#include "thdpack/errors.hpp"
+#include "thdpack/core/errors.hpp"
 
 namespace thdpack {
 namespace {

@@ -1,9 +1,9 @@
-#include "pack_segments.hpp"
+#include "pipeline/pack_segments.hpp"
 
 #include <algorithm>
 #include <cstring>
 
-#include "thdpack/errors.hpp"
+#include "thdpack/core/errors.hpp"
 
 namespace thdpack::detail {
 namespace {

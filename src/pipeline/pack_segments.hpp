@@ -9,10 +9,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "thdpack/global_batch.hpp"
-#include "thdpack/packed_batch.hpp"
-#include "thdpack/pipeline.hpp"
-#include "thdpack/scheduler.hpp"
+#include "thdpack/packing/packed_batch.hpp"
+#include "thdpack/pipeline/pipeline.hpp"
+#include "thdpack/schedule/global_batch.hpp"
+#include "thdpack/schedule/scheduler.hpp"
 
 namespace thdpack::detail {
 

@@ -1,13 +1,13 @@
-#include "thdpack/pipeline.hpp"
+#include "thdpack/pipeline/pipeline.hpp"
 
 #include <chrono>
 #include <sstream>
 #include <unordered_map>
 
-#include "pack_segments.hpp"
-#include "sample_exchange.hpp"
-#include "thdpack/errors.hpp"
-#include "thdpack/process_groups.hpp"
+#include "pipeline/pack_segments.hpp"
+#include "pipeline/sample_exchange.hpp"
+#include "thdpack/comm/process_groups.hpp"
+#include "thdpack/core/errors.hpp"
 
 namespace thdpack {
 namespace {

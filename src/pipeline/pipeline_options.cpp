@@ -1,7 +1,7 @@
 #include <sstream>
 
-#include "thdpack/errors.hpp"
-#include "thdpack/pipeline.hpp"
+#include "thdpack/core/errors.hpp"
+#include "thdpack/pipeline/pipeline.hpp"
 
 namespace thdpack {
 

@@ -4,10 +4,10 @@
 #include <string>
 #include <unordered_map>
 
-#include "pack_segments.hpp"
-#include "thdpack/cp_partition.hpp"
-#include "thdpack/errors.hpp"
-#include "thdpack/pipeline.hpp"
+#include "pipeline/pack_segments.hpp"
+#include "thdpack/core/errors.hpp"
+#include "thdpack/packing/cp_partition.hpp"
+#include "thdpack/pipeline/pipeline.hpp"
 
 namespace thdpack {
 

@@ -2,7 +2,7 @@
 // move serialized samples with one alltoallv, check what arrived; optionally on a background
 // thread, one window ahead.
 
-#include "thdpack/reorder_exchange.hpp"
+#include "thdpack/pipeline/reorder_exchange.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -15,7 +15,7 @@
 #include <string>
 #include <thread>
 
-#include "thdpack/errors.hpp"
+#include "thdpack/core/errors.hpp"
 
 namespace thdpack {
 namespace {

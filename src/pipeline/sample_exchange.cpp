@@ -1,8 +1,8 @@
-#include "sample_exchange.hpp"
+#include "pipeline/sample_exchange.hpp"
 
 #include <string>
 
-#include "thdpack/errors.hpp"
+#include "thdpack/core/errors.hpp"
 
 namespace thdpack::detail {
 

@@ -4,8 +4,8 @@
 #include <span>
 #include <vector>
 
-#include "pack_segments.hpp"
-#include "thdpack/communicator.hpp"
+#include "pipeline/pack_segments.hpp"
+#include "thdpack/comm/communicator.hpp"
 
 namespace thdpack::detail {
 

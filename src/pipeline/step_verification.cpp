@@ -1,10 +1,10 @@
-#include "thdpack/step_verification.hpp"
+#include "thdpack/pipeline/step_verification.hpp"
 
 #include <sstream>
 #include <string>
 
-#include "pack_segments.hpp"
-#include "thdpack/errors.hpp"
+#include "pipeline/pack_segments.hpp"
+#include "thdpack/core/errors.hpp"
 
 namespace thdpack {
 namespace {

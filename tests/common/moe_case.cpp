@@ -6,8 +6,8 @@
 #include <random>
 
 #include "expect_throw.hpp"
-#include "thdpack/errors.hpp"
-#include "thdpack/moe_dispatch.hpp"
+#include "thdpack/core/errors.hpp"
+#include "thdpack/pipeline/moe_dispatch.hpp"
 
 namespace thdpack::testing {
 namespace {

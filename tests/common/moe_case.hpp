@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "thdpack/communicator.hpp"
+#include "thdpack/comm/communicator.hpp"
 
 namespace thdpack::testing {
 

@@ -2,7 +2,8 @@
 
 #include <algorithm>
 
-#include "thdpack/step_verification.hpp"
+#include "thdpack/core/dataset.hpp"
+#include "thdpack/pipeline/step_verification.hpp"
 
 namespace thdpack::testing {
 

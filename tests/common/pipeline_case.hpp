@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "thdpack/communicator.hpp"
-#include "thdpack/dataset.hpp"
-#include "thdpack/pipeline.hpp"
+#include "thdpack/comm/communicator.hpp"
+#include "thdpack/core/dataset.hpp"
+#include "thdpack/pipeline/pipeline.hpp"
 
 namespace thdpack::testing {
 

@@ -6,9 +6,9 @@
 #include <string>
 
 #include "expect_throw.hpp"
-#include "thdpack/errors.hpp"
-#include "thdpack/reorder_exchange.hpp"
-#include "thdpack/vl_workload.hpp"
+#include "thdpack/core/errors.hpp"
+#include "thdpack/multimodal/vl_workload.hpp"
+#include "thdpack/pipeline/reorder_exchange.hpp"
 
 namespace thdpack::testing {
 namespace {

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "thdpack/communicator.hpp"
-#include "thdpack/reorder.hpp"
+#include "thdpack/comm/communicator.hpp"
+#include "thdpack/multimodal/reorder.hpp"
 
 namespace thdpack::testing {
 

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "thdpack/errors.hpp"
+#include "thdpack/core/errors.hpp"
 
 #define FUZZ_CHECK(condition)                                                                  \
   do {                                                                                         \

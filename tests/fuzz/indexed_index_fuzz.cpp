@@ -10,10 +10,10 @@
 #include <span>
 #include <vector>
 
+#include "data/readers.hpp"
 #include "fuzz_check.hpp"
-#include "readers.hpp"
-#include "thdpack/errors.hpp"
-#include "thdpack/indexed_dataset.hpp"
+#include "thdpack/core/errors.hpp"
+#include "thdpack/data/indexed_dataset.hpp"
 
 namespace {
 

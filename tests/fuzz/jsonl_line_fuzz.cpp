@@ -10,10 +10,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/readers.hpp"
 #include "fuzz_check.hpp"
-#include "readers.hpp"
-#include "thdpack/errors.hpp"
-#include "thdpack/packed_batch.hpp"
+#include "thdpack/core/errors.hpp"
+#include "thdpack/core/dataset.hpp"
+#include "thdpack/packing/packed_batch.hpp"
 
 namespace {
 

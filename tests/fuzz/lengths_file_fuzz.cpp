@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "data/readers.hpp"
 #include "fuzz_check.hpp"
-#include "readers.hpp"
-#include "thdpack/errors.hpp"
+#include "thdpack/core/errors.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::istringstream in(std::string(reinterpret_cast<const char*>(data), size));

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "fuzz_check.hpp"
-#include "thdpack/dataset.hpp"
-#include "thdpack/errors.hpp"
+#include "thdpack/core/dataset.hpp"
+#include "thdpack/core/errors.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using thdpack::MockConfig;

@@ -22,9 +22,9 @@
 
 #include "expect_throw.hpp"
 #include "mpi_test_main.hpp"
-#include "thdpack/communicator.hpp"
-#include "thdpack/errors.hpp"
-#include "thdpack/mpi_communicator.hpp"
+#include "thdpack/comm/communicator.hpp"
+#include "thdpack/comm/mpi_communicator.hpp"
+#include "thdpack/core/errors.hpp"
 
 namespace thdpack {
 

@@ -6,7 +6,7 @@
 #include <mpi.h>
 
 #include "moe_case.hpp"
-#include "thdpack/mpi_communicator.hpp"
+#include "thdpack/comm/mpi_communicator.hpp"
 
 namespace thdpack {
 namespace {

@@ -10,8 +10,8 @@
 #include <string>
 
 #include "mpi_test_main.hpp"
-#include "thdpack/errors.hpp"
-#include "thdpack/mpi_communicator.hpp"
+#include "thdpack/comm/mpi_communicator.hpp"
+#include "thdpack/core/errors.hpp"
 
 namespace thdpack::mpi_test {
 namespace {

@@ -7,8 +7,8 @@
 #include <mpi.h>
 
 #include "pipeline_case.hpp"
-#include "thdpack/errors.hpp"
-#include "thdpack/mpi_communicator.hpp"
+#include "thdpack/comm/mpi_communicator.hpp"
+#include "thdpack/core/errors.hpp"
 
 namespace thdpack {
 namespace {

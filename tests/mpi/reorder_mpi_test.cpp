@@ -7,7 +7,7 @@
 #include <mpi.h>
 
 #include "reorder_case.hpp"
-#include "thdpack/mpi_communicator.hpp"
+#include "thdpack/comm/mpi_communicator.hpp"
 
 namespace thdpack {
 namespace {

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "thdpack/errors.hpp"
-#include "thdpack/packed_batch.hpp"
-#include "thdpack/workloads.hpp"
+#include "thdpack/core/errors.hpp"
+#include "thdpack/data/workloads.hpp"
+#include "thdpack/packing/packed_batch.hpp"
 
 namespace thdpack::cli {
 namespace {

@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <string>
 
-#include "thdpack/cost_model.hpp"
-#include "thdpack/global_batch.hpp"
-#include "thdpack/topology.hpp"
+#include "thdpack/core/topology.hpp"
+#include "thdpack/schedule/cost_model.hpp"
+#include "thdpack/schedule/global_batch.hpp"
 #include "topology_options.hpp"
 #include "workload_source.hpp"
 

@@ -4,9 +4,9 @@
 
 #include "commands.hpp"
 #include "table.hpp"
-#include "thdpack/cost_model.hpp"
-#include "thdpack/scheduler.hpp"
-#include "thdpack/workloads.hpp"
+#include "thdpack/data/workloads.hpp"
+#include "thdpack/schedule/cost_model.hpp"
+#include "thdpack/schedule/scheduler.hpp"
 
 namespace thdpack::cli {
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "thdpack/errors.hpp"
+#include "thdpack/core/errors.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"thdpack: packed-sequence (THD) data layer for distributed LLM training"};

@@ -9,7 +9,7 @@
 #include <string>
 #include <thread>
 
-#include "thdpack/errors.hpp"
+#include "thdpack/core/errors.hpp"
 
 namespace thdpack::cli {
 namespace {

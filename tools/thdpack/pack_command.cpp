@@ -10,9 +10,9 @@
 #include "commands.hpp"
 #include "progress.hpp"
 #include "table.hpp"
-#include "thdpack/errors.hpp"
-#include "thdpack/indexed_dataset.hpp"
-#include "thdpack/offline_packing.hpp"
+#include "thdpack/core/errors.hpp"
+#include "thdpack/data/indexed_dataset.hpp"
+#include "thdpack/packing/offline_packing.hpp"
 #include "workload_source.hpp"
 
 namespace thdpack::cli {

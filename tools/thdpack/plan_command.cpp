@@ -9,12 +9,12 @@
 #include "job_flags.hpp"
 #include "plan_report.hpp"
 #include "progress.hpp"
-#include "thdpack/errors.hpp"
-#include "thdpack/global_batch.hpp"
-#include "thdpack/packed_batch.hpp"
-#include "thdpack/plan_stats.hpp"
-#include "thdpack/scheduler.hpp"
-#include "thdpack/workloads.hpp"
+#include "thdpack/core/errors.hpp"
+#include "thdpack/data/workloads.hpp"
+#include "thdpack/packing/packed_batch.hpp"
+#include "thdpack/schedule/global_batch.hpp"
+#include "thdpack/schedule/plan_stats.hpp"
+#include "thdpack/schedule/scheduler.hpp"
 
 namespace thdpack::cli {
 namespace {

@@ -4,7 +4,7 @@
 #include <numeric>
 
 #include "table.hpp"
-#include "thdpack/errors.hpp"
+#include "thdpack/core/errors.hpp"
 
 namespace thdpack::cli {
 namespace {

@@ -10,9 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "thdpack/global_batch.hpp"
-#include "thdpack/plan_stats.hpp"
-#include "thdpack/scheduler.hpp"
+#include "thdpack/schedule/global_batch.hpp"
+#include "thdpack/schedule/plan_stats.hpp"
+#include "thdpack/schedule/scheduler.hpp"
 
 namespace thdpack::cli {
 

@@ -19,10 +19,10 @@
 #include "commands.hpp"
 #include "mpi_job.hpp"
 #include "reorder_report.hpp"
-#include "thdpack/errors.hpp"
-#include "thdpack/mpi_communicator.hpp"
-#include "thdpack/reorder_exchange.hpp"
-#include "thdpack/vl_workload.hpp"
+#include "thdpack/comm/mpi_communicator.hpp"
+#include "thdpack/core/errors.hpp"
+#include "thdpack/multimodal/vl_workload.hpp"
+#include "thdpack/pipeline/reorder_exchange.hpp"
 
 namespace thdpack::cli {
 namespace {

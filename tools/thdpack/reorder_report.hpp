@@ -6,9 +6,9 @@
 
 #include <vector>
 
-#include "thdpack/communicator.hpp"
-#include "thdpack/reorder_exchange.hpp"
-#include "thdpack/vl_workload.hpp"
+#include "thdpack/comm/communicator.hpp"
+#include "thdpack/multimodal/vl_workload.hpp"
+#include "thdpack/pipeline/reorder_exchange.hpp"
 
 namespace thdpack::cli {
 

@@ -8,10 +8,10 @@
 #include "job_flags.hpp"
 #include "mpi_job.hpp"
 #include "run_report.hpp"
-#include "thdpack/errors.hpp"
-#include "thdpack/mpi_communicator.hpp"
-#include "thdpack/pipeline.hpp"
-#include "thdpack/step_verification.hpp"
+#include "thdpack/comm/mpi_communicator.hpp"
+#include "thdpack/core/errors.hpp"
+#include "thdpack/pipeline/pipeline.hpp"
+#include "thdpack/pipeline/step_verification.hpp"
 
 namespace thdpack::cli {
 namespace {

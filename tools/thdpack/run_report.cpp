@@ -5,8 +5,8 @@
 #include <unordered_map>
 
 #include "table.hpp"
-#include "thdpack/errors.hpp"
-#include "thdpack/plan_stats.hpp"
+#include "thdpack/core/errors.hpp"
+#include "thdpack/schedule/plan_stats.hpp"
 
 namespace thdpack::cli {
 namespace {

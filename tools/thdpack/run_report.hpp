@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "job_flags.hpp"
-#include "thdpack/communicator.hpp"
-#include "thdpack/pipeline.hpp"
+#include "thdpack/comm/communicator.hpp"
+#include "thdpack/pipeline/pipeline.hpp"
 
 namespace thdpack::cli {
 

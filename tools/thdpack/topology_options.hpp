@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "thdpack/topology.hpp"
+#include "thdpack/core/topology.hpp"
 
 namespace thdpack::cli {
 

@@ -4,9 +4,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "thdpack/errors.hpp"
-#include "thdpack/indexed_dataset.hpp"
-#include "thdpack/workloads.hpp"
+#include "thdpack/core/errors.hpp"
+#include "thdpack/data/indexed_dataset.hpp"
+#include "thdpack/core/dataset.hpp"
+#include "thdpack/data/workloads.hpp"
 
 namespace thdpack::cli {
 namespace {

@@ -8,8 +8,8 @@
 #include <optional>
 #include <string>
 
-#include "thdpack/dataset.hpp"
-#include "thdpack/offline_packing.hpp"
+#include "thdpack/core/dataset.hpp"
+#include "thdpack/packing/offline_packing.hpp"
 
 namespace thdpack::cli {
 

@@ -1,0 +1,137 @@
+#pragma once
+// THD packing (SPEC §3): several samples concatenated into one row of T tokens with cu_seqlens
+// metadata.
+//
+// For each sample, position j's label is token j+1 of the same sample; the last position of a
+// sample has no label (label = ignore id, loss_mask 0) unless the sample carries shifted labels.
+// Labels never cross sample boundaries. Each sample is padded to a multiple of the padding divisor.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "thdpack/core/dataset.hpp"
+#include "thdpack/packing/thd_layout.hpp"
+
+namespace thdpack {
+
+/// What decides the padding divisor d.
+struct PaddingSpec {
+  int cp = 1;
+  int tp = 1;
+  bool sequence_parallel = false;  ///< multiply by tp
+  bool dynamic_cp = false;         ///< use 2·dp·cp in place of 2·cp
+  int dp = 1;                      ///< only read with dynamic_cp
+};
+
+/// d = (2·cp if cp > 1 else 1) · (tp if sequence parallel) ; with dynamic CP 2·dp·cp replaces 2·cp.
+/// Throws InvalidArgument on sizes < 1.
+int64_t padding_divisor(const PaddingSpec& spec);
+
+/// `length` rounded up to a multiple of `divisor` (both >= 1).
+inline int64_t round_up(int64_t length, int64_t divisor) {
+  return (length + divisor - 1) / divisor * divisor;
+}
+
+/// One sample as packing input. Spans are borrowed; loss_mask and labels may be empty.
+struct SampleView {
+  int64_t id = 0;
+  std::span<const int64_t> input_ids;
+  std::span<const float> loss_mask;
+  std::span<const int64_t> labels;
+  bool labels_shifted = false;
+};
+
+/// A view of a dataset Sample (which must outlive it).
+SampleView view_of(const Sample& sample);
+
+/// Position ids of padding rows.
+enum class PadPositions {
+  kContinue,  ///< keep counting within the sample (Megatron)
+  kZero,      ///< 0 on every padding row (sanitized)
+};
+
+/// Static-shape padding of the whole pack.
+enum class TailAlign {
+  kNone,      ///< T = sum of padded lengths
+  kMultiple,  ///< T rounded up to a multiple of PackOptions::tail_multiple
+  kCapacity,  ///< T = PackOptions::capacity exactly
+};
+
+/// Where the tail padding goes.
+enum class TailPolicy {
+  kAppendDummySeq,  ///< one extra all-padding sequence (real length 0)
+  kExtendLast,      ///< stretch the last padded boundary
+};
+
+struct PackOptions {
+  int64_t divisor = 1;       ///< padding divisor d (padding_divisor())
+  int64_t capacity = 0;      ///< C = M·cp; packs of several samples must fit. 0: unchecked
+  int64_t pad_id = 0;        ///< token id on padding rows
+  int64_t ignore_id = -100;  ///< label on rows without a target
+  PadPositions pad_positions = PadPositions::kContinue;
+  TailAlign tail_align = TailAlign::kNone;
+  int64_t tail_multiple = 0;  ///< N for TailAlign::kMultiple; must be a multiple of divisor
+  TailPolicy tail_policy = TailPolicy::kAppendDummySeq;
+  /// If > 0, cu_seqlens arrays have exactly this many entries (the last value repeated); more
+  /// sequences than that is an error.
+  int64_t fixed_cu_seqlens_entries = 0;
+};
+
+/// A borrowed view of a pack (see PackedBatch for the fields).
+struct PackedBatchView {
+  std::span<const int64_t> tokens;
+  std::span<const int64_t> labels;
+  std::span<const float> loss_mask;
+  std::span<const int64_t> position_ids;
+  std::span<const uint8_t> padding_mask;
+  std::span<const int32_t> cu_seqlens;
+  std::span<const int32_t> cu_seqlens_padded;
+  int64_t max_seqlen = 0;
+  std::span<const int64_t> sample_ids;
+  int cp_size = 1;
+  int cp_rank = 0;
+  CpMode cp_mode = CpMode::kZigzag;
+
+  ThdLayout layout() const { return ThdLayout(cu_seqlens, cu_seqlens_padded); }
+  /// Rows held (the padding mask is present in every pack, also in one restricted to the fields a
+  /// pipeline stage needs).
+  int64_t num_rows() const { return static_cast<int64_t>(padding_mask.size()); }
+};
+
+/// An owning pack. Per-row fields have the same length (T rows, or T/cp on a CP rank); metadata is
+/// always global: cu arrays, max_seqlen and sample ids are those of the whole pack.
+struct PackedBatch {
+  std::vector<int64_t> tokens;
+  std::vector<int64_t> labels;
+  std::vector<float> loss_mask;
+  std::vector<int64_t> position_ids;  ///< restart at 0 for every sequence
+  std::vector<uint8_t> padding_mask;  ///< 1 on padding rows
+  std::vector<int32_t> cu_seqlens;    ///< B+1 (or fixed) entries, real lengths
+  std::vector<int32_t> cu_seqlens_padded;
+  int64_t max_seqlen = 0;           ///< largest padded sequence length in the pack
+  std::vector<int64_t> sample_ids;  ///< global ids of the B samples, in pack order
+  int cp_size = 1;                  ///< 1 for a whole pack
+  int cp_rank = 0;
+  CpMode cp_mode = CpMode::kZigzag;
+
+  PackedBatchView view() const;
+  ThdLayout layout() const { return ThdLayout(cu_seqlens, cu_seqlens_padded); }
+  /// Rows held (see PackedBatchView::num_rows).
+  int64_t num_rows() const { return static_cast<int64_t>(padding_mask.size()); }
+};
+
+/// Packs `samples` in the given order. Throws InvalidArgument when a sample is empty, its
+/// loss_mask/labels length differs from its input_ids, the padded total exceeds options.capacity
+/// (for a single sample too: raise the capacity or truncate), T would overflow int32, or the tail
+/// options are inconsistent (tail_multiple not a multiple of the divisor, tail alignment past the
+/// capacity, capacity too small, more sequences than fixed_cu_seqlens_entries - 1).
+PackedBatch pack_samples(std::span<const SampleView> samples, const PackOptions& options);
+
+/// Checks every SPEC §3 invariant of a whole (cp_size 1) pack and throws InternalError naming the
+/// first broken one: field sizes, cu arrays, divisibility of padded lengths by `divisor`,
+/// max_seqlen, padding mask and labels on padding rows, positions restarting per sequence.
+void check_pack_invariants(const PackedBatchView& pack, const PackOptions& options);
+
+}  // namespace thdpack

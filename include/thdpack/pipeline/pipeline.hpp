@@ -1,0 +1,188 @@
+#pragma once
+// The distributed pipeline for one global batch (SPEC §7), over a Communicator.
+//
+// Per step, every rank of the world calls Pipeline::run_step in the same order:
+//   1. Readers hold their DP index's samples (Megatron mode: TP-rank 0 of the first and last PP
+//      stage; all-ranks mode: every rank). One allgather of fixed-size headers and one allgatherv
+//      over the world give every rank the global list of (id, length) — from the readers with
+//      tp = cp = pp = 0 — plus every reader's fingerprint of what it holds.
+//   2. Every rank computes the same plan from that list (plans are never sent) and the metadata of
+//      its micro-batches (cu_seqlens, cu_seqlens_padded, max_seqlen, padding mask, positions).
+//   3. Readers run one alltoallv over their DP group: each sample goes from the DP rank that holds
+//      it straight to the DP replica the plan gives it, already sliced for CP (CP rank c receives
+//      only its rows), with only the fields its PP stage needs (first stage: tokens; last stage:
+//      labels and loss mask), all fields of a sample in one buffer with sizes known from the plan.
+//      Samples that stay on their DP rank never touch the wire.
+//   4. Megatron mode: TP-rank 0 broadcasts all its micro-batches' rows to its TP peers in one
+//      broadcast. All-ranks mode: nothing is broadcast.
+// Intermediate PP stages (and every TP rank of them) get the same metadata from step 1 without any
+// transfer of rows. Collectives per step: at most 4 on any rank, whatever the number of fields or
+// micro-batches.
+//
+// The pieces work on their own: scheduling is core (scheduler.hpp), CP slicing is core
+// (cp_partition.hpp), and gather_global_batch / plan_global_batch / reference_microbatches below
+// can be called without the rest.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "thdpack/comm/communicator.hpp"
+#include "thdpack/core/dataset.hpp"
+#include "thdpack/core/topology.hpp"
+#include "thdpack/packing/packed_batch.hpp"
+#include "thdpack/schedule/cost_model.hpp"
+#include "thdpack/schedule/global_batch.hpp"
+#include "thdpack/schedule/scheduler.hpp"
+
+namespace thdpack {
+
+/// Who reads data.
+enum class ReadingMode {
+  kMegatron,  ///< TP-rank 0 of the first and last PP stage reads; TP peers get rows by broadcast
+  kAllRanks,  ///< every rank reads the samples of its DP index; nothing is broadcast
+};
+
+struct PipelineOptions {
+  Topology topology;
+  int64_t max_seqlen_per_dp_cp_rank = 0;  ///< M; packs hold up to M·cp tokens
+  std::string scheduler = "balanced";
+  CostModel cost;
+  ReadingMode reading = ReadingMode::kMegatron;
+  bool sequence_parallel = false;  ///< padding divisor times tp
+  CpMode cp_mode = CpMode::kZigzag;
+  OversizePolicy oversize = OversizePolicy::kError;
+  int64_t pad_id = 0;
+  int64_t ignore_id = -100;
+  PadPositions pad_positions = PadPositions::kContinue;
+
+  /// Every option as canonical text ("tp=2 cp=1 ... scheduler=balanced ..."): equal texts mean
+  /// equal options. Used to check that all ranks were configured alike.
+  std::string describe() const;
+};
+
+/// Which per-row fields a rank (or virtual stage) holds. Metadata and the padding mask are always
+/// there.
+struct StageFields {
+  bool tokens = false;  ///< tokens and position_ids (first stage)
+  bool labels = false;  ///< labels and loss_mask (last stage)
+  bool operator==(const StageFields&) const = default;
+};
+
+/// Fields of PP rank `pp_rank` (all its virtual stages together).
+StageFields stage_fields(const Topology& topology, int pp_rank);
+/// Fields of virtual stage `virtual_stage` of PP rank `pp_rank`.
+StageFields virtual_stage_fields(const Topology& topology, int pp_rank, int virtual_stage);
+/// Whether `rank` reads samples in `mode`.
+bool reads_data(const Topology& topology, ReadingMode mode, int rank);
+
+/// Padding divisor and pack options implied by the pipeline options.
+PackOptions pack_options_of(const PipelineOptions& options);
+/// Scheduler options implied by the pipeline options.
+ScheduleOptions schedule_options_of(const PipelineOptions& options);
+
+/// What one step cost this rank.
+struct StepTraffic {
+  int64_t collectives = 0;      ///< collectives this rank called during the step
+  int64_t bytes_sent = 0;       ///< all bytes this rank sent to other ranks
+  int64_t exchange_bytes = 0;   ///< of which the sample exchange (alltoallv)
+  int64_t broadcast_bytes = 0;  ///< of which the TP broadcast
+  double seconds = 0;           ///< wall time of run_step on this rank
+};
+
+/// Iterates one virtual stage's view of this rank's micro-batches: fields the stage does not need
+/// are empty spans.
+class MicroBatchIterator {
+ public:
+  MicroBatchIterator(std::shared_ptr<const std::vector<PackedBatch>> batches, StageFields fields)
+      : batches_(std::move(batches)), fields_(fields) {}
+  bool has_next() const { return next_ < batches_->size(); }
+  /// The next micro-batch; throws InvalidArgument past the end.
+  PackedBatchView next();
+  size_t size() const { return batches_->size(); }
+  StageFields fields() const { return fields_; }
+
+ private:
+  std::shared_ptr<const std::vector<PackedBatch>> batches_;
+  StageFields fields_;
+  size_t next_ = 0;
+};
+
+/// This rank's share of one global batch.
+struct StepResult {
+  /// The global list every rank agreed on (ids, real and padded lengths, samples per DP rank).
+  GlobalBatch batch;
+  Plan plan;
+  /// This rank's micro-batches in order (K of them), with the fields of its PP stage.
+  std::shared_ptr<const std::vector<PackedBatch>> microbatches;
+  /// Σ L and Σ L² of the global batch, real and padded (identical on every rank).
+  LengthSums sums;
+  StepTraffic traffic;
+  /// Fields of each of this rank's virtual stages (vpp entries).
+  std::vector<StageFields> virtual_stages;
+
+  int64_t num_microbatches() const { return plan.num_microbatches(); }
+  /// One iterator per virtual stage of this rank (vpp of them).
+  std::vector<MicroBatchIterator> iterators() const;
+};
+
+class Pipeline {
+ public:
+  /// Collective over `world`. Throws InvalidArgument (on every rank) when world.size() is not
+  /// tp·cp·dp·pp or when ranks were given different options (naming the first differing rank and
+  /// the options), and CommError when a collective fails.
+  Pipeline(Communicator& world, PipelineOptions options);
+  /// With the DP and TP groups the caller already has (e.g. torch.distributed process groups, which
+  /// cannot be split from an arbitrary group): `dp_group` must hold exactly this rank's DP peers
+  /// ordered by DP coordinate, `tp_group` its TP peers ordered by TP coordinate; checked with one
+  /// allgather on each (InvalidArgument on every member otherwise). The communicators must
+  /// outlive the pipeline.
+  Pipeline(Communicator& world, Communicator& dp_group, Communicator& tp_group,
+           PipelineOptions options);
+  ~Pipeline();
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  /// Collective over the world. `local_samples`: on a reader, the samples of its DP index for this
+  /// step in local order (readers of one DP index must hold the same ones); elsewhere empty.
+  /// Throws InvalidArgument on every rank when readers disagree, a non-reader was given samples, a
+  /// sample is too long (under OversizePolicy::kError) or too few samples were given to schedule.
+  StepResult run_step(std::span<const Sample> local_samples);
+
+  const PipelineOptions& options() const;
+  bool reads_data() const;
+  /// This rank's coordinates in the topology.
+  Coordinates coordinates() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+/// Gathers the global list (step 1 above) over `world` without the rest of the pipeline.
+/// Collective over `world`; same errors as Pipeline::run_step.
+GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& options,
+                                std::span<const Sample> local_samples);
+
+/// The plan every rank computes for a gathered batch.
+Plan plan_global_batch(const GlobalBatch& batch, const PipelineOptions& options);
+
+/// Bytes the sample exchange must move at least, summed over ranks: the rows of every sample whose
+/// DP replica changes, once, sliced for CP, in the fields each stage needs (tokens 8 B for the
+/// first stage; labels and loss mask 12 B for the last), for each rank that exchanges (TP rank 0
+/// in Megatron mode, every TP rank in all-ranks mode).
+int64_t minimum_exchange_bytes(const StepResult& result, const PipelineOptions& options);
+
+/// The micro-batches `rank` must end with, computed in one process: the plan's packs for its DP
+/// index packed whole from the samples (sample_of(id) returns the sample with that id), sliced for
+/// its CP rank, restricted to its stage's fields. The reference the distributed result is checked
+/// against.
+std::vector<PackedBatch> reference_microbatches(const GlobalBatch& batch, const Plan& plan,
+                                                const std::function<Sample(int64_t)>& sample_of,
+                                                const PipelineOptions& options, int rank);
+
+}  // namespace thdpack

@@ -1,0 +1,52 @@
+#pragma once
+// Which samples make up global batch `step`, and the lengths a scheduler sees for them.
+//
+// Global batch s of size B takes dataset indices (s·B + j) mod size for j in [0, B); DP rank r
+// holds j in [r·B/dp, (r+1)·B/dp) (Megatron's split of a global batch over data-parallel ranks).
+// Global sample ids are dataset indices.
+
+#include <cstdint>
+#include <vector>
+
+#include "thdpack/core/dataset.hpp"
+
+namespace thdpack {
+
+/// What to do with a sample whose padded length exceeds the pack capacity C.
+enum class OversizePolicy {
+  kError,     ///< InvalidArgument naming the sample and the fix (default)
+  kTruncate,  ///< keep its first C' tokens, C' = C rounded down to the padding divisor
+};
+
+struct GlobalBatchOptions {
+  int64_t global_batch = 0;  ///< B, samples per step; a multiple of dp, <= dataset size
+  int dp = 1;
+  int64_t divisor = 1;   ///< padding divisor
+  int64_t capacity = 0;  ///< C = M·cp
+  OversizePolicy oversize = OversizePolicy::kError;
+};
+
+/// The lengths of one global batch, DP-rank-major (ready for ScheduleInput).
+struct GlobalBatch {
+  std::vector<int64_t> ids;
+  std::vector<int64_t> real_lengths;    ///< after truncation, if any
+  std::vector<int64_t> padded_lengths;  ///< real rounded up to the divisor
+  std::vector<int64_t> samples_per_rank;
+  int64_t truncated = 0;  ///< samples shortened under OversizePolicy::kTruncate
+};
+
+/// The real length sample `id` of `length` tokens keeps: `length` when its padded length fits
+/// `capacity`; otherwise the longest multiple of `divisor` that fits (kTruncate) or InvalidArgument
+/// naming the sample and the fix (kError).
+int64_t length_within_capacity(int64_t id, int64_t length, int64_t divisor, int64_t capacity,
+                               OversizePolicy policy);
+
+/// Dataset indices of global batch `step` (see the header comment).
+std::vector<int64_t> global_batch_indices(int64_t step, int64_t global_batch, int64_t dataset_size);
+
+/// Lengths of global batch `step`. Throws InvalidArgument when B is not a positive multiple of dp,
+/// exceeds the dataset, or (kError) a sample does not fit the capacity.
+GlobalBatch make_global_batch(const Dataset& dataset, int64_t step,
+                              const GlobalBatchOptions& options);
+
+}  // namespace thdpack

@@ -1,0 +1,110 @@
+#pragma once
+// Schedulers (SPEC §5): which samples of a global batch go into which micro-batch on which
+// data-parallel replica.
+//
+// Input: the global list of (global id, padded length) in DP-rank-major order (DP rank 0's samples
+// in its local order, then rank 1's, ...). Output: a Plan that, for every micro-batch step k and
+// every DP replica, lists the ordered global ids of its pack. Contracts every scheduler keeps:
+// - every input sample appears in exactly one pack; no pack is empty;
+// - every replica gets the same number of micro-batches K, a multiple of the topology's
+//   microbatch_multiple() (the VPP group with virtual pipelining);
+// - every pack holds at most C = max_seqlen_per_dp_cp_rank · cp tokens (padded lengths); a sample
+//   (or group) longer than C is an InvalidArgument;
+// - deterministic: the same input and options give a bit-identical plan, on every rank and run.
+//
+// Schedulers are pure: no communication. Every rank of a job computes the same plan from the same
+// gathered lengths, so plans are never sent.
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "thdpack/core/topology.hpp"
+#include "thdpack/schedule/cost_model.hpp"
+
+namespace thdpack {
+
+/// The lengths a scheduler sees. Spans are borrowed for the duration of the call.
+struct ScheduleInput {
+  std::span<const int64_t> ids;             ///< global sample ids, unique, DP-rank-major
+  std::span<const int64_t> padded_lengths;  ///< same size; each >= 1
+  /// Samples held by each DP rank (size dp, sums to ids.size()); the first samples_per_rank[0] ids
+  /// are rank 0's, and so on. Empty means an equal split. Only "local" depends on it.
+  std::span<const int64_t> samples_per_rank;
+  /// Optional (empty or same size): samples with the same group id are kept in one pack, e.g. GRPO
+  /// groups or preference pairs. Supported by "balanced" and "local".
+  std::span<const int64_t> group_ids;
+};
+
+struct ScheduleOptions {
+  int dp = 1;
+  int cp = 1;
+  int pp = 1;
+  /// K must be a multiple of this (Topology::microbatch_multiple()).
+  int microbatch_multiple = 1;
+  /// M: token budget of one micro-batch on one DP×CP rank; packs hold at most M·cp tokens.
+  int64_t max_seqlen_per_dp_cp_rank = 0;
+  /// Per-sample cost used by workload-aware schedulers and by plan statistics.
+  CostModel cost;
+
+  /// dp, cp, pp and microbatch_multiple from a topology.
+  static ScheduleOptions from_topology(const Topology& topology, int64_t max_seqlen_per_dp_cp_rank,
+                                       const CostModel& cost);
+  /// C = M · cp.
+  int64_t capacity() const { return max_seqlen_per_dp_cp_rank * cp; }
+};
+
+/// A schedule for one global batch. Pack (k, r) is micro-batch k of DP replica r.
+class Plan {
+ public:
+  Plan() = default;
+  /// `packs` are in micro-batch-major order: pack index k·dp + r. Their count must be a multiple
+  /// of dp.
+  Plan(int dp, const std::vector<std::vector<int64_t>>& packs);
+  /// The same from flat arrays: pack p holds ids[offsets[p] .. offsets[p+1]); offsets starts at 0,
+  /// is non-decreasing and ends at ids.size(); offsets.size()-1 is a multiple of dp.
+  Plan(int dp, std::vector<int64_t> offsets, std::vector<int64_t> ids);
+
+  int dp() const { return dp_; }
+  /// Micro-batches per replica, K.
+  int64_t num_microbatches() const { return num_packs() / dp_; }
+  int64_t num_packs() const { return static_cast<int64_t>(offsets_.size()) - 1; }
+  /// Ordered global ids of micro-batch `k` of replica `replica`.
+  std::span<const int64_t> pack(int64_t k, int replica) const { return pack_at(k * dp_ + replica); }
+  /// Pack by flat index k·dp + r.
+  std::span<const int64_t> pack_at(int64_t index) const;
+  /// All ids, pack after pack.
+  std::span<const int64_t> all_ids() const { return ids_; }
+
+  bool operator==(const Plan&) const = default;
+
+ private:
+  int dp_ = 1;
+  std::vector<int64_t> offsets_{0};
+  std::vector<int64_t> ids_;
+};
+
+/// The scheduler interface; implementations are stateless and thread-safe.
+class Scheduler {
+ public:
+  virtual ~Scheduler() = default;
+  virtual std::string name() const = 0;
+  /// One line for --help and docs.
+  virtual std::string description() const = 0;
+  /// Computes the plan. Throws InvalidArgument on bad input (see the contracts above) and when no
+  /// valid plan exists (too few samples for dp·K non-empty packs).
+  virtual Plan schedule(const ScheduleInput& input, const ScheduleOptions& options) const = 0;
+};
+
+/// Names in the registry: "balanced", "dp_balanced", "local".
+std::vector<std::string> scheduler_names();
+/// A scheduler by name; throws InvalidArgument listing the names when unknown.
+std::unique_ptr<Scheduler> make_scheduler(const std::string& name);
+
+/// Checks the input against the options (sizes, lengths >= 1, unique ids, samples_per_rank,
+/// group ids, dp/cp/pp/multiple >= 1, M >= 1). Every scheduler calls it first.
+void validate_schedule_input(const ScheduleInput& input, const ScheduleOptions& options);
+
+}  // namespace thdpack

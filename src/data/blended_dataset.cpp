@@ -1,0 +1,123 @@
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "thdpack/core/errors.hpp"
+#include "thdpack/data/indexed_dataset.hpp"
+
+namespace thdpack {
+
+BlendedDataset::BlendedDataset(std::vector<std::shared_ptr<const Dataset>> datasets,
+                               std::vector<double> weights, int64_t size)
+    : datasets_(std::move(datasets)), weights_(std::move(weights)) {
+  if (datasets_.empty() || datasets_.size() != weights_.size()) {
+    throw InvalidArgument("a blend needs one weight per dataset and at least one dataset");
+  }
+  if (datasets_.size() > 32767) throw InvalidArgument("a blend takes at most 32767 datasets");
+  double total = 0;
+  for (size_t i = 0; i < weights_.size(); ++i) {
+    // An infinite weight would make every normalised weight NaN (or 0) and the blend arbitrary.
+    if (!(weights_[i] > 0) || !std::isfinite(weights_[i])) {
+      std::ostringstream w;
+      w << weights_[i];
+      throw InvalidArgument("blend weight " + std::to_string(i) + " is " + w.str() +
+                            "; weights must be finite and > 0");
+    }
+    if (datasets_[i]->size() == 0) {
+      throw InvalidArgument("blend dataset " + std::to_string(i) + " (" + datasets_[i]->describe() +
+                            ") is empty");
+    }
+    total += weights_[i];
+  }
+  if (!std::isfinite(total))
+    throw InvalidArgument("blend weights add up to more than a double holds");
+  for (double& w : weights_) w /= total;
+  if (size < 1) throw InvalidArgument("a blend needs a size >= 1");
+  // Megatron's build_blending_indices: each sample goes to the dataset furthest behind its share.
+  dataset_index_.resize(static_cast<size_t>(size));
+  sample_index_.resize(static_cast<size_t>(size));
+  std::vector<int64_t> taken(datasets_.size(), 0);
+  for (int64_t i = 0; i < size; ++i) {
+    const double at = std::max(static_cast<double>(i), 1.0);
+    size_t best = 0;
+    double best_error = weights_[0] * at - static_cast<double>(taken[0]);
+    for (size_t d = 1; d < datasets_.size(); ++d) {
+      const double error = weights_[d] * at - static_cast<double>(taken[d]);
+      if (error > best_error) {
+        best = d;
+        best_error = error;
+      }
+    }
+    dataset_index_[static_cast<size_t>(i)] = static_cast<int16_t>(best);
+    sample_index_[static_cast<size_t>(i)] = taken[best]++;
+  }
+}
+
+std::pair<int, int64_t> BlendedDataset::source(int64_t index) const {
+  if (index < 0 || index >= size()) {
+    throw InvalidArgument("blend sample " + std::to_string(index) + " outside [0, " +
+                          std::to_string(size()) + ")");
+  }
+  const int d = dataset_index_[static_cast<size_t>(index)];
+  return {d, sample_index_[static_cast<size_t>(index)] % datasets_[static_cast<size_t>(d)]->size()};
+}
+
+int64_t BlendedDataset::length(int64_t index) const {
+  const auto [d, i] = source(index);
+  return datasets_[static_cast<size_t>(d)]->length(i);
+}
+
+Sample BlendedDataset::sample(int64_t index) const {
+  const auto [d, i] = source(index);
+  Sample s = datasets_[static_cast<size_t>(d)]->sample(i);
+  s.id = index;
+  return s;
+}
+
+std::string BlendedDataset::describe() const {
+  std::ostringstream out;
+  out << "blend of " << datasets_.size() << " datasets (" << size() << " samples):";
+  for (size_t i = 0; i < datasets_.size(); ++i) {
+    out << " " << weights_[i] << " x " << datasets_[i]->describe()
+        << (i + 1 < datasets_.size() ? ";" : "");
+  }
+  return out.str();
+}
+
+std::unique_ptr<Dataset> open_indexed_datasets(const std::string& data_path, int64_t size) {
+  std::istringstream in(data_path);
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) words.push_back(w);
+  if (words.empty()) throw InvalidArgument("empty data path");
+  if (words.size() == 1) return IndexedDataset::open(words[0]);
+  if (words.size() % 2 != 0) {
+    throw InvalidArgument("data path '" + data_path +
+                          "': give a prefix, or weight-prefix pairs 'w1 prefix1 w2 prefix2 ...'");
+  }
+  std::vector<std::shared_ptr<const Dataset>> datasets;
+  std::vector<double> weights;
+  int64_t total = 0;
+  for (size_t i = 0; i < words.size(); i += 2) {
+    size_t used = 0;
+    double w = 0;
+    try {
+      w = std::stod(words[i], &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != words[i].size()) {
+      throw InvalidArgument("data path '" + data_path + "': '" + words[i] + "' is not a weight");
+    }
+    if (!(w > 0) || !std::isfinite(w)) {
+      throw InvalidArgument("data path '" + data_path + "': weight '" + words[i] +
+                            "' must be finite and > 0");
+    }
+    weights.push_back(w);
+    datasets.push_back(IndexedDataset::open(words[i + 1]));
+    total += datasets.back()->size();
+  }
+  return std::make_unique<BlendedDataset>(std::move(datasets), std::move(weights),
+                                          size > 0 ? size : total);
+}
+
+}  // namespace thdpack

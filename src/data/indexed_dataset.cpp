@@ -1,0 +1,333 @@
+#include "thdpack/data/indexed_dataset.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <iomanip>
+#include <limits>
+#include <sstream>
+#include <type_traits>
+
+#include "data/readers.hpp"
+#include "thdpack/core/errors.hpp"
+
+namespace thdpack {
+namespace {
+
+constexpr char kMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', '\0', '\0'};
+constexpr int64_t kHeaderBytes = 9 + 8 + 1 + 8 + 8;
+
+template <typename T>
+T read_at(const std::byte* base, int64_t offset) {
+  T value;
+  std::memcpy(&value, base + offset, sizeof(T));
+  return value;
+}
+
+}  // namespace
+
+// A read-only memory map of a whole file.
+struct IndexedDataset::Mapping {
+  const std::byte* data = nullptr;
+  int64_t size = 0;
+
+  explicit Mapping(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw InvalidArgument("cannot open '" + path + "': " + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      ::close(fd);
+      throw InvalidArgument("cannot stat '" + path + "': " + std::strerror(errno));
+    }
+    size = static_cast<int64_t>(st.st_size);
+    if (size > 0) {
+      void* p = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_PRIVATE, fd, 0);
+      if (p == MAP_FAILED) {
+        ::close(fd);
+        throw InvalidArgument("cannot map '" + path + "': " + std::strerror(errno));
+      }
+      data = static_cast<const std::byte*>(p);
+    }
+    ::close(fd);
+  }
+  ~Mapping() {
+    if (data != nullptr) ::munmap(const_cast<std::byte*>(data), static_cast<size_t>(size));
+  }
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+};
+
+int token_size(TokenDType dtype) {
+  switch (dtype) {
+    case TokenDType::kUint8:
+    case TokenDType::kInt8:
+      return 1;
+    case TokenDType::kInt16:
+    case TokenDType::kUint16:
+      return 2;
+    case TokenDType::kInt32:
+    case TokenDType::kFloat32:
+      return 4;
+    case TokenDType::kInt64:
+    case TokenDType::kFloat64:
+      return 8;
+  }
+  return 0;
+}
+
+std::string token_dtype_name(TokenDType dtype) {
+  switch (dtype) {
+    case TokenDType::kUint8:
+      return "uint8";
+    case TokenDType::kInt8:
+      return "int8";
+    case TokenDType::kInt16:
+      return "int16";
+    case TokenDType::kInt32:
+      return "int32";
+    case TokenDType::kInt64:
+      return "int64";
+    case TokenDType::kFloat64:
+      return "float64";
+    case TokenDType::kFloat32:
+      return "float32";
+    case TokenDType::kUint16:
+      return "uint16";
+  }
+  return "?";
+}
+
+TokenDType token_dtype_from_name(const std::string& name) {
+  for (int code = 1; code <= 8; ++code) {
+    const auto d = static_cast<TokenDType>(code);
+    if (token_dtype_name(d) == name) return d;
+  }
+  throw InvalidArgument("unknown token dtype '" + name +
+                        "'; use uint8, int8, int16, uint16, int32, int64, float32 or float64");
+}
+
+namespace detail {
+
+IndexContents parse_index(std::span<const std::byte> idx, const std::string& idx_name,
+                          const std::string& bin_name) {
+  const std::byte* p = idx.data();
+  const auto size = static_cast<int64_t>(idx.size());
+  auto bad = [&idx_name](int64_t at, const std::string& what) {
+    throw InvalidArgument(idx_name + ": byte " + std::to_string(at) + ": " + what);
+  };
+  if (size < kHeaderBytes) {
+    bad(0, "file of " + std::to_string(size) + " bytes is shorter than the " +
+               std::to_string(kHeaderBytes) + "-byte header of an indexed dataset");
+  }
+  if (std::memcmp(p, kMagic, sizeof(kMagic)) != 0) {
+    bad(0, "not a Megatron indexed dataset index (magic MMIDIDX\\0\\0 expected)");
+  }
+  const auto version = read_at<uint64_t>(p, 9);
+  if (version != 1) bad(9, "unsupported version " + std::to_string(version) + " (expected 1)");
+  const auto code = read_at<uint8_t>(p, 17);
+  if (code < 1 || code > 8) bad(17, "unknown dtype code " + std::to_string(code));
+  IndexContents c;
+  c.dtype = static_cast<TokenDType>(code);
+  const auto sequences = read_at<uint64_t>(p, 18);
+  const auto documents = read_at<uint64_t>(p, 26);
+  // Sizes as unsigned arithmetic that cannot overflow for counts bounded by the file size.
+  const auto body = static_cast<uint64_t>(size - kHeaderBytes);
+  if (sequences > body / 12 || documents > body / 8) {
+    bad(18, "sequence count " + std::to_string(sequences) + " and document count " +
+                std::to_string(documents) + " do not fit a " + std::to_string(size) +
+                "-byte index");
+  }
+  const uint64_t expected = 12 * sequences + 8 * documents;
+  if (body != expected && body != expected + sequences) {
+    bad(18, "the index holds " + std::to_string(body) + " bytes after its header, but " +
+                std::to_string(sequences) + " sequences and " + std::to_string(documents) +
+                " documents need " + std::to_string(expected) +
+                " (or that plus one mode byte per sequence)");
+  }
+  // Megatron always writes the leading 0, so even an index without sequences has one entry.
+  if (documents == 0) {
+    bad(26, "document count 0; the document indices must run from 0 to the sequence count " +
+                std::to_string(sequences));
+  }
+  c.has_modes = sequences > 0 && body == expected + sequences;
+  const auto n = static_cast<int64_t>(sequences);
+  c.lengths.resize(static_cast<size_t>(n));
+  if (n > 0) std::memcpy(c.lengths.data(), p + kHeaderBytes, static_cast<size_t>(n) * 4);
+  c.pointers_at = kHeaderBytes + 4 * n;
+  const int64_t item = token_size(c.dtype);
+  int64_t end = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t len = c.lengths[static_cast<size_t>(i)];
+    if (len <= 0) {
+      bad(kHeaderBytes + 4 * i, "sequence " + std::to_string(i) + " has length " +
+                                    std::to_string(len) + "; lengths must be >= 1");
+    }
+    const auto pointer = read_at<int64_t>(p, c.pointers_at + 8 * i);
+    if (pointer != end) {
+      bad(c.pointers_at + 8 * i,
+          "sequence " + std::to_string(i) + " points to byte " + std::to_string(pointer) + " of " +
+              bin_name + ", but the lengths before it put it at " + std::to_string(end));
+    }
+    // A sequence covers less than 2^34 bytes: the sum can only overflow past 2^29 sequences.
+    if (len * item > std::numeric_limits<int64_t>::max() - end) {
+      bad(kHeaderBytes + 4 * i, "sequence " + std::to_string(i) +
+                                    " ends past byte 2^63: the lengths cannot all be right");
+    }
+    end += len * item;
+  }
+  c.data_bytes = end;
+  const int64_t docs_at = c.pointers_at + 8 * n;
+  const auto m = static_cast<int64_t>(documents);
+  c.document_indices.resize(static_cast<size_t>(m));
+  for (int64_t j = 0; j < m; ++j) {
+    const auto v = read_at<int64_t>(p, docs_at + 8 * j);
+    const int64_t previous = j == 0 ? -1 : c.document_indices[static_cast<size_t>(j) - 1];
+    // Equal neighbours are an empty document, which Megatron's add_document writes for a record
+    // without tokens.
+    if ((j == 0 && v != 0) || (j > 0 && v < previous) || v > n) {
+      bad(docs_at + 8 * j, "document index " + std::to_string(j) + " is " + std::to_string(v) +
+                               (j > 0 ? " after " + std::to_string(previous) : "") +
+                               "; document indices must not decrease and must run from 0 to "
+                               "the sequence count " +
+                               std::to_string(n));
+    }
+    c.document_indices[static_cast<size_t>(j)] = v;
+  }
+  if (c.document_indices.back() != n) {
+    bad(docs_at + 8 * (m - 1), "the last document index is " +
+                                   std::to_string(c.document_indices.back()) +
+                                   ", not the sequence count " + std::to_string(n));
+  }
+  return c;
+}
+
+void check_data_size(const IndexContents& index, int64_t bin_bytes, const std::string& idx_name,
+                     const std::string& bin_name) {
+  if (bin_bytes < index.data_bytes) {
+    const int64_t item = token_size(index.dtype);
+    int64_t end = 0;
+    for (size_t i = 0; i < index.lengths.size(); ++i) {
+      end += index.lengths[i] * item;
+      if (end > bin_bytes) {
+        throw InvalidArgument(
+            idx_name + ": byte " + std::to_string(index.pointers_at + 8 * static_cast<int64_t>(i)) +
+            ": sequence " + std::to_string(i) + " ends at byte " + std::to_string(end) + " but " +
+            bin_name + " has only " + std::to_string(bin_bytes) +
+            " bytes (truncated data file, or an index of another dataset)");
+      }
+    }
+  }
+  if (bin_bytes != index.data_bytes) {
+    throw InvalidArgument(bin_name + ": byte " + std::to_string(index.data_bytes) + ": " +
+                          std::to_string(bin_bytes - index.data_bytes) +
+                          " bytes after the last sequence; its index " + idx_name +
+                          " accounts for " + std::to_string(index.data_bytes) + " of its " +
+                          std::to_string(bin_bytes) +
+                          " bytes: the index does not match this data file");
+  }
+}
+
+int64_t decode_tokens(const std::byte* data, TokenDType dtype, std::span<int64_t> out) {
+  const auto n = static_cast<int64_t>(out.size());
+  auto convert = [&]<typename T>(T) -> int64_t {
+    for (int64_t j = 0; j < n; ++j) {
+      const T v = read_at<T>(data, j * static_cast<int64_t>(sizeof(T)));
+      if constexpr (std::is_floating_point_v<T>) {
+        // Only integers in [-2^63, 2^63) convert to int64 without undefined behaviour.
+        constexpr T kLimit = static_cast<T>(9223372036854775808.0);
+        if (!(v >= -kLimit && v < kLimit) || std::trunc(v) != v) return j;
+      }
+      out[static_cast<size_t>(j)] = static_cast<int64_t>(v);
+    }
+    return -1;
+  };
+  switch (dtype) {
+    case TokenDType::kUint8:
+      return convert(uint8_t{});
+    case TokenDType::kInt8:
+      return convert(int8_t{});
+    case TokenDType::kInt16:
+      return convert(int16_t{});
+    case TokenDType::kUint16:
+      return convert(uint16_t{});
+    case TokenDType::kInt32:
+      return convert(int32_t{});
+    case TokenDType::kInt64:
+      return convert(int64_t{});
+    case TokenDType::kFloat32:
+      return convert(float{});
+    case TokenDType::kFloat64:
+      return convert(double{});
+  }
+  return -1;
+}
+
+}  // namespace detail
+
+std::unique_ptr<IndexedDataset> IndexedDataset::open(const std::string& prefix) {
+  std::unique_ptr<IndexedDataset> d(new IndexedDataset());
+  d->prefix_ = prefix;
+  const std::string idx = prefix + ".idx";
+  const std::string bin = prefix + ".bin";
+  d->index_ = std::make_unique<Mapping>(idx);
+  detail::IndexContents c =
+      detail::parse_index({d->index_->data, static_cast<size_t>(d->index_->size)}, idx, bin);
+  d->data_ = std::make_unique<Mapping>(bin);
+  detail::check_data_size(c, d->data_->size, idx, bin);
+  d->dtype_ = c.dtype;
+  d->lengths_ = std::move(c.lengths);
+  d->pointers_at_ = c.pointers_at;
+  d->document_indices_ = std::move(c.document_indices);
+  return d;
+}
+
+IndexedDataset::~IndexedDataset() = default;
+
+int64_t IndexedDataset::length(int64_t index) const {
+  if (index < 0 || index >= size()) {
+    throw InvalidArgument("sequence " + std::to_string(index) + " outside [0, " +
+                          std::to_string(size()) + ") of " + prefix_);
+  }
+  return lengths_[static_cast<size_t>(index)];
+}
+
+int64_t IndexedDataset::pointer(int64_t index) const {
+  length(index);  // range check
+  return read_at<int64_t>(index_->data, pointers_at_ + 8 * index);
+}
+
+Sample IndexedDataset::sample(int64_t index) const {
+  const int64_t len = length(index);
+  const int64_t at = pointer(index);
+  Sample s;
+  s.id = index;
+  s.input_ids.resize(static_cast<size_t>(len));
+  const int64_t bad = detail::decode_tokens(data_->data + at, dtype_, s.input_ids);
+  if (bad >= 0) {
+    const int64_t byte = at + bad * token_size(dtype_);
+    std::ostringstream value;
+    value << std::setprecision(17);
+    if (dtype_ == TokenDType::kFloat32) {
+      value << read_at<float>(data_->data, byte);
+    } else {
+      value << read_at<double>(data_->data, byte);
+    }
+    throw InvalidArgument(prefix_ + ".bin: byte " + std::to_string(byte) + ": token " +
+                          std::to_string(bad) + " of sequence " + std::to_string(index) + " is " +
+                          value.str() + ", not an integer token id that fits int64");
+  }
+  return s;
+}
+
+std::string IndexedDataset::describe() const {
+  return "indexed " + prefix_ + " (" + std::to_string(size()) + " sequences, " +
+         std::to_string(document_indices_.empty() ? 0 : document_indices_.size() - 1) +
+         " documents, " + token_dtype_name(dtype_) + ")";
+}
+
+}  // namespace thdpack

@@ -1,0 +1,168 @@
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "thdpack/core/errors.hpp"
+#include "thdpack/data/indexed_dataset.hpp"
+
+namespace thdpack {
+namespace {
+
+template <typename T>
+void append_as(std::vector<std::byte>& out, std::span<const int64_t> tokens, TokenDType dtype) {
+  const size_t at = out.size();
+  out.resize(at + tokens.size() * sizeof(T));
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const int64_t v = tokens[i];
+    if constexpr (std::is_integral_v<T>) {
+      if (v < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
+          (v > 0 &&
+           static_cast<uint64_t>(v) > static_cast<uint64_t>(std::numeric_limits<T>::max()))) {
+        throw InvalidArgument("token " + std::to_string(v) + " does not fit dtype " +
+                              token_dtype_name(dtype));
+      }
+    }
+    const T t = static_cast<T>(v);
+    if constexpr (std::is_floating_point_v<T>) {
+      // Beyond 2^24 (float32) or 2^53 (float64) not every integer has a float: reading the token
+      // back would give another one.
+      constexpr T kLimit = static_cast<T>(9223372036854775808.0);
+      if (!(t >= -kLimit && t < kLimit) || static_cast<int64_t>(t) != v) {
+        throw InvalidArgument("token " + std::to_string(v) + " has no exact value in dtype " +
+                              token_dtype_name(dtype));
+      }
+    }
+    std::memcpy(out.data() + at + i * sizeof(T), &t, sizeof(T));
+  }
+}
+
+void write_all(std::FILE* f, const void* data, size_t bytes, const std::string& path) {
+  if (bytes > 0 && std::fwrite(data, 1, bytes, f) != bytes) {
+    throw InvalidArgument("cannot write '" + path + "': " + std::strerror(errno));
+  }
+}
+
+}  // namespace
+
+IndexedDatasetWriter::IndexedDatasetWriter(const std::string& prefix, TokenDType dtype)
+    : prefix_(prefix), dtype_(dtype) {
+  if (token_size(dtype) == 0) throw InvalidArgument("unknown token dtype");
+  bin_ = std::fopen((prefix + ".bin").c_str(), "wb");
+  if (bin_ == nullptr) {
+    throw InvalidArgument("cannot create '" + prefix + ".bin': " + std::strerror(errno));
+  }
+}
+
+IndexedDatasetWriter::~IndexedDatasetWriter() {
+  if (bin_ != nullptr) std::fclose(bin_);
+}
+
+void IndexedDatasetWriter::add_sequence(std::span<const int64_t> tokens) {
+  if (tokens.empty()) throw InvalidArgument("an indexed dataset sequence needs at least one token");
+  if (tokens.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    throw InvalidArgument("sequence of " + std::to_string(tokens.size()) +
+                          " tokens exceeds the index's int32 lengths");
+  }
+  std::vector<std::byte> bytes;
+  switch (dtype_) {
+    case TokenDType::kUint8:
+      append_as<uint8_t>(bytes, tokens, dtype_);
+      break;
+    case TokenDType::kInt8:
+      append_as<int8_t>(bytes, tokens, dtype_);
+      break;
+    case TokenDType::kInt16:
+      append_as<int16_t>(bytes, tokens, dtype_);
+      break;
+    case TokenDType::kUint16:
+      append_as<uint16_t>(bytes, tokens, dtype_);
+      break;
+    case TokenDType::kInt32:
+      append_as<int32_t>(bytes, tokens, dtype_);
+      break;
+    case TokenDType::kInt64:
+      append_as<int64_t>(bytes, tokens, dtype_);
+      break;
+    case TokenDType::kFloat32:
+      append_as<float>(bytes, tokens, dtype_);
+      break;
+    case TokenDType::kFloat64:
+      append_as<double>(bytes, tokens, dtype_);
+      break;
+  }
+  if (holes_) {
+    if (std::fseek(bin_, bin_bytes_, SEEK_SET) != 0) {
+      throw InvalidArgument("cannot seek in '" + prefix_ + ".bin'");
+    }
+  }
+  write_all(bin_, bytes.data(), bytes.size(), prefix_ + ".bin");
+  bin_bytes_ += static_cast<int64_t>(bytes.size());
+  lengths_.push_back(static_cast<int32_t>(tokens.size()));
+}
+
+void IndexedDatasetWriter::add_length_only(int64_t length) {
+  if (length < 1 || length > std::numeric_limits<int32_t>::max()) {
+    throw InvalidArgument("sequence length " + std::to_string(length) +
+                          " is outside [1, 2^31) of the index's int32 lengths");
+  }
+  holes_ = true;
+  bin_bytes_ += length * token_size(dtype_);
+  lengths_.push_back(static_cast<int32_t>(length));
+}
+
+void IndexedDatasetWriter::end_document() {
+  document_indices_.push_back(static_cast<int64_t>(lengths_.size()));
+}
+
+void IndexedDatasetWriter::finish() {
+  if (finished_) return;
+  finished_ = true;
+  const std::string bin_path = prefix_ + ".bin";
+  if (std::fflush(bin_) != 0 || ::ftruncate(::fileno(bin_), bin_bytes_) != 0) {
+    throw InvalidArgument("cannot finish '" + bin_path + "': " + std::strerror(errno));
+  }
+  std::fclose(bin_);
+  bin_ = nullptr;
+  // Without explicit documents, every sequence is its own document.
+  std::vector<int64_t> documents = document_indices_;
+  if (documents.size() == 1) {
+    for (size_t i = 1; i <= lengths_.size(); ++i) documents.push_back(static_cast<int64_t>(i));
+  } else if (documents.back() != static_cast<int64_t>(lengths_.size())) {
+    documents.push_back(static_cast<int64_t>(lengths_.size()));
+  }
+  const std::string idx_path = prefix_ + ".idx";
+  std::FILE* f = std::fopen(idx_path.c_str(), "wb");
+  if (f == nullptr)
+    throw InvalidArgument("cannot create '" + idx_path + "': " + std::strerror(errno));
+  try {
+    const char magic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', '\0', '\0'};
+    const uint64_t version = 1;
+    const auto code = static_cast<uint8_t>(dtype_);
+    const uint64_t sequences = lengths_.size();
+    const uint64_t document_count = documents.size();
+    write_all(f, magic, sizeof(magic), idx_path);
+    write_all(f, &version, 8, idx_path);
+    write_all(f, &code, 1, idx_path);
+    write_all(f, &sequences, 8, idx_path);
+    write_all(f, &document_count, 8, idx_path);
+    write_all(f, lengths_.data(), lengths_.size() * 4, idx_path);
+    std::vector<int64_t> pointers(lengths_.size());
+    int64_t at = 0;
+    for (size_t i = 0; i < lengths_.size(); ++i) {
+      pointers[i] = at;
+      at += static_cast<int64_t>(lengths_[i]) * token_size(dtype_);
+    }
+    write_all(f, pointers.data(), pointers.size() * 8, idx_path);
+    write_all(f, documents.data(), documents.size() * 8, idx_path);
+  } catch (...) {
+    std::fclose(f);
+    throw;
+  }
+  if (std::fclose(f) != 0) throw InvalidArgument("cannot close '" + idx_path + "'");
+}
+
+}  // namespace thdpack

@@ -1,0 +1,176 @@
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "data/readers.hpp"
+#include "thdpack/core/dataset.hpp"
+#include "thdpack/core/errors.hpp"
+
+namespace thdpack {
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kIgnoreLabel = -100;  // Hugging Face / PyTorch ignore_index
+
+class JsonlDataset final : public Dataset {
+ public:
+  JsonlDataset(std::string path, std::vector<Sample> samples)
+      : path_(std::move(path)), samples_(std::move(samples)) {}
+
+  int64_t size() const override { return static_cast<int64_t>(samples_.size()); }
+  int64_t length(int64_t index) const override {
+    return static_cast<int64_t>(at(index).input_ids.size());
+  }
+  Sample sample(int64_t index) const override { return at(index); }
+  std::string describe() const override {
+    return "jsonl " + path_ + " (" + std::to_string(samples_.size()) + " samples)";
+  }
+
+ private:
+  const Sample& at(int64_t index) const {
+    if (index < 0 || index >= size()) {
+      throw InvalidArgument("sample index " + std::to_string(index) + " outside [0, " +
+                            std::to_string(size()) + ") of " + path_);
+    }
+    return samples_[static_cast<size_t>(index)];
+  }
+
+  std::string path_;
+  std::vector<Sample> samples_;
+};
+
+// Parses one line's object into a Sample; `where` is "file:line" for messages.
+class LineParser {
+ public:
+  LineParser(const JsonlOptions& options, std::string where)
+      : options_(options), where_(std::move(where)) {}
+
+  Sample parse(const std::string& line, int64_t id) {
+    json object;
+    try {
+      object = json::parse(line);
+    } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e400
+      fail(std::string("not valid JSON (") + e.what() + ")");
+    }
+    if (!object.is_object()) fail("expected a JSON object with \"input_ids\"");
+    Sample s;
+    s.id = id;
+    s.labels_shifted = options_.labels_shifted;
+    bool has_ids = false, has_labels = false, has_mask = false;
+    for (const auto& [key, value] : object.items()) {
+      if (key == "input_ids") {
+        s.input_ids = integers(key, value, 0);
+        has_ids = true;
+      } else if (key == "labels") {
+        s.labels = integers(key, value, 0, kIgnoreLabel);
+        has_labels = true;
+      } else if (key == "loss_mask") {
+        s.loss_mask = mask(key, value);
+        has_mask = true;
+      } else if (!options_.ignore_unknown_keys) {
+        fail("unknown key \"" + key +
+             "\" (expected input_ids, loss_mask, labels; pass ignore_unknown_keys to skip others)");
+      }
+    }
+    if (!has_ids) fail("missing \"input_ids\"");
+    if (s.input_ids.empty()) fail("\"input_ids\" is empty: a sample needs at least one token");
+    if (has_labels && has_mask) fail("give either \"loss_mask\" or \"labels\", not both");
+    // Presence, not emptiness, decides: an empty list is as wrong as any other length mismatch.
+    if (has_labels) check_length("labels", s.labels.size(), s.input_ids.size());
+    if (has_mask) check_length("loss_mask", s.loss_mask.size(), s.input_ids.size());
+    return s;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    throw InvalidArgument(where_ + ": " + what);
+  }
+
+  // Integers >= min_value; `also_allowed` (if not 0) is one extra value below it (the ignore id).
+  std::vector<int64_t> integers(const std::string& key, const json& value, int64_t min_value,
+                                int64_t also_allowed = 0) {
+    if (!value.is_array()) fail("\"" + key + "\" must be a list of integers");
+    std::vector<int64_t> out;
+    out.reserve(value.size());
+    for (size_t i = 0; i < value.size(); ++i) {
+      const json& v = value[i];
+      if (!v.is_number_integer()) {
+        fail("\"" + key + "\"[" + std::to_string(i) + "] must be an integer, got " + v.dump());
+      }
+      // Values past int64 would wrap when read as int64 (2^64-100 into the ignore id -100).
+      if (v.is_number_unsigned() &&
+          v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        fail("\"" + key + "\"[" + std::to_string(i) + "] = " + v.dump() +
+             " is out of range (token ids must fit int64)");
+      }
+      const int64_t x = v.get<int64_t>();
+      if (x < min_value && !(also_allowed != 0 && x == also_allowed)) {
+        std::string why = "\"" + key + "\"[" + std::to_string(i) + "] = " + std::to_string(x) +
+                          " is below the smallest allowed value " + std::to_string(min_value);
+        if (also_allowed != 0) {
+          why += " (the only other value allowed is " + std::to_string(also_allowed) +
+                 ", the ignore id)";
+        }
+        fail(why);
+      }
+      out.push_back(x);
+    }
+    return out;
+  }
+
+  std::vector<float> mask(const std::string& key, const json& value) {
+    if (!value.is_array()) fail("\"" + key + "\" must be a list of 0/1 values");
+    std::vector<float> out;
+    out.reserve(value.size());
+    for (size_t i = 0; i < value.size(); ++i) {
+      const json& v = value[i];
+      const bool ok =
+          v.is_boolean() || (v.is_number() && (v.get<double>() == 0.0 || v.get<double>() == 1.0));
+      if (!ok) fail("\"" + key + "\"[" + std::to_string(i) + "] must be 0 or 1, got " + v.dump());
+      out.push_back(v.is_boolean() ? (v.get<bool>() ? 1.0f : 0.0f) : v.get<float>());
+    }
+    return out;
+  }
+
+  void check_length(const char* key, size_t got, size_t expected) const {
+    if (got != expected) {
+      fail(std::string("\"") + key + "\" has " + std::to_string(got) +
+           " entries but \"input_ids\" has " + std::to_string(expected));
+    }
+  }
+
+  const JsonlOptions& options_;
+  std::string where_;
+};
+
+bool blank(const std::string& line) {
+  return line.find_first_not_of(" \t\r\n") == std::string::npos;
+}
+
+}  // namespace
+
+Sample detail::parse_jsonl_line(const std::string& line, int64_t id, const JsonlOptions& options,
+                                const std::string& where) {
+  return LineParser(options, where).parse(line, id);
+}
+
+std::unique_ptr<Dataset> load_jsonl_dataset(const std::string& path, const JsonlOptions& options) {
+  std::ifstream in(path);
+  if (!in) throw InvalidArgument("cannot open JSONL file '" + path + "'");
+  std::vector<Sample> samples;
+  std::string line;
+  int64_t line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (blank(line)) continue;
+    samples.push_back(detail::parse_jsonl_line(line, static_cast<int64_t>(samples.size()), options,
+                                               path + ":" + std::to_string(line_no)));
+  }
+  if (samples.empty()) throw InvalidArgument("JSONL file '" + path + "' holds no samples");
+  return std::make_unique<JsonlDataset>(path, std::move(samples));
+}
+
+}  // namespace thdpack

@@ -1,0 +1,66 @@
+#include <cctype>
+#include <charconv>
+#include <fstream>
+
+#include "data/readers.hpp"
+#include "thdpack/core/dataset.hpp"
+#include "thdpack/core/errors.hpp"
+
+namespace thdpack {
+namespace {
+
+std::string trim(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return s.substr(b, e - b);
+}
+
+bool looks_numeric(const std::string& s) {
+  if (s.empty()) return false;
+  size_t i = (s[0] == '-' || s[0] == '+') ? 1 : 0;
+  if (i == s.size()) return false;
+  return std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.';
+}
+
+}  // namespace
+
+std::vector<int64_t> read_lengths_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InvalidArgument("cannot open lengths file '" + path + "'");
+  return detail::parse_lengths(in, path);
+}
+
+std::vector<int64_t> detail::parse_lengths(std::istream& in, const std::string& path) {
+  std::vector<int64_t> lengths;
+  std::string line;
+  int64_t line_no = 0;
+  bool seen_content = false;
+  while (std::getline(in, line)) {
+    ++line_no;
+    const std::string value = trim(line);
+    if (value.empty()) continue;
+    const bool first = !seen_content;
+    seen_content = true;
+    if (first && !looks_numeric(value)) continue;  // header line, e.g. "seq_len"
+    int64_t length = 0;
+    const char* begin = value.data();
+    const char* end = begin + value.size();
+    auto [ptr, ec] = std::from_chars(begin, end, length);
+    const std::string where = path + ":" + std::to_string(line_no);
+    if (ec == std::errc::result_out_of_range) {
+      throw InvalidArgument(where + ": length '" + value + "' is out of range");
+    }
+    if (ec != std::errc() || ptr != end) {
+      throw InvalidArgument(where + ": expected one integer length per line, got '" + value + "'");
+    }
+    if (length <= 0) {
+      throw InvalidArgument(where + ": length must be >= 1, got " + value);
+    }
+    lengths.push_back(length);
+  }
+  if (lengths.empty()) throw InvalidArgument("lengths file '" + path + "' holds no lengths");
+  return lengths;
+}
+
+}  // namespace thdpack

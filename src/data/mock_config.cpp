@@ -1,0 +1,234 @@
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "thdpack/core/dataset.hpp"
+#include "thdpack/core/errors.hpp"
+
+namespace thdpack {
+namespace {
+
+using nlohmann::json;
+
+const char* type_name(LengthDistributionType t) {
+  switch (t) {
+    case LengthDistributionType::kLognormal:
+      return "lognormal";
+    case LengthDistributionType::kUniform:
+      return "uniform";
+    case LengthDistributionType::kBimodal:
+      return "bimodal";
+  }
+  return "?";
+}
+
+class ConfigReader {
+ public:
+  explicit ConfigReader(const json& object) : object_(object) {}
+
+  std::string text(const char* key) {
+    const json& v = take(key);
+    if (!v.is_string()) fail(key, "a string");
+    return v.get<std::string>();
+  }
+
+  int64_t integer(const char* key) {
+    const json& v = take(key);
+    if (!v.is_number_integer()) fail(key, "an integer");
+    // Past int64 the value would wrap (2^64-1 into -1).
+    if (v.is_number_unsigned() &&
+        v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      fail(key, "an integer that fits int64");
+    }
+    return v.get<int64_t>();
+  }
+
+  double number(const char* key) {
+    const json& v = take(key);
+    if (!v.is_number()) fail(key, "a number");
+    const double d = v.get<double>();
+    if (!std::isfinite(d)) fail(key, "a finite number");
+    return d;
+  }
+
+  bool has(const char* key) const { return object_.contains(key); }
+
+  // Every key of the object must have been read.
+  void reject_unknown(const std::string& allowed) const {
+    for (const auto& [key, value] : object_.items()) {
+      if (!used_.count(key)) {
+        throw InvalidArgument("mock dataset config: unknown key '" + key +
+                              "' for this mode/type; allowed keys: " + allowed);
+      }
+    }
+  }
+
+ private:
+  const json& take(const char* key) {
+    if (!object_.contains(key)) {
+      throw InvalidArgument(std::string("mock dataset config: missing key '") + key + "'");
+    }
+    used_.insert(key);
+    return object_.at(key);
+  }
+
+  [[noreturn]] void fail(const char* key, const char* expected) const {
+    throw InvalidArgument(std::string("mock dataset config: '") + key + "' must be " + expected +
+                          ", got " + object_.at(key).dump());
+  }
+
+  const json& object_;
+  std::set<std::string> used_;
+};
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw InvalidArgument("mock dataset config: " + message);
+}
+
+}  // namespace
+
+MockConfig default_mock_config(int64_t seq_length) {
+  // Below 4 the mean S//4*3 is 0, which no lognormal has.
+  if (seq_length < 4) {
+    throw InvalidArgument("sequence length for the default mock config must be >= 4, got " +
+                          std::to_string(seq_length));
+  }
+  MockConfig c;
+  c.mode = MockConfig::Mode::kDistribution;
+  c.type = LengthDistributionType::kLognormal;
+  c.min_seq_len = seq_length / 2;
+  c.max_seq_len = seq_length;
+  c.mean_seq_len = static_cast<double>(seq_length / 4 * 3);
+  c.lognormal_sigma = 1.1;
+  return c;
+}
+
+MockConfig parse_mock_config(const std::string& json_text, const std::string& base_dir) {
+  json root;
+  try {
+    root = json::parse(json_text);
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e400
+    throw InvalidArgument(std::string("mock dataset config is not valid JSON: ") + e.what());
+  }
+  if (!root.is_object()) throw InvalidArgument("mock dataset config must be a JSON object");
+
+  ConfigReader r(root);
+  MockConfig c;
+  const std::string mode = r.has("mode") ? r.text("mode") : "distribution";
+  if (mode == "file") {
+    c.mode = MockConfig::Mode::kFile;
+    c.path = r.text("path");
+    if (!base_dir.empty() && std::filesystem::path(c.path).is_relative()) {
+      c.path = (std::filesystem::path(base_dir) / c.path).string();
+    }
+    r.reject_unknown("mode, path");
+    return c;
+  }
+  require(mode == "distribution",
+          "'mode' must be \"distribution\" or \"file\", got \"" + mode + "\"");
+
+  const std::string type = r.has("type") ? r.text("type") : "lognormal";
+  if (r.has("size")) c.size = r.integer("size");
+  if (r.has("seed")) {
+    const int64_t seed = r.integer("seed");
+    require(seed >= 0, "'seed' must be >= 0");
+    c.seed = static_cast<uint64_t>(seed);
+  }
+
+  if (type == "lognormal") {
+    c.type = LengthDistributionType::kLognormal;
+    c.min_seq_len = r.integer("min_seq_len");
+    c.max_seq_len = r.integer("max_seq_len");
+    c.mean_seq_len = r.number("mean_seq_len");
+    c.lognormal_sigma = r.number("lognormal_sigma");
+    r.reject_unknown(
+        "mode, type, min_seq_len, max_seq_len, mean_seq_len, lognormal_sigma, size, seed");
+  } else if (type == "uniform") {
+    c.type = LengthDistributionType::kUniform;
+    c.min_seq_len = r.integer("min_seq_len");
+    c.max_seq_len = r.integer("max_seq_len");
+    r.reject_unknown("mode, type, min_seq_len, max_seq_len, size, seed");
+  } else if (type == "bimodal") {
+    c.type = LengthDistributionType::kBimodal;
+    c.short_min = r.integer("short_min");
+    c.short_max = r.integer("short_max");
+    c.long_min = r.integer("long_min");
+    c.long_max = r.integer("long_max");
+    c.long_fraction = r.number("long_fraction");
+    c.min_seq_len = std::min(c.short_min, c.long_min);
+    c.max_seq_len = std::max(c.short_max, c.long_max);
+    r.reject_unknown(
+        "mode, type, short_min, short_max, long_min, long_max, long_fraction, size, seed");
+  } else {
+    throw InvalidArgument("mock dataset config: unknown distribution type \"" + type +
+                          "\"; use lognormal, uniform or bimodal");
+  }
+  validate(c);
+  return c;
+}
+
+void validate(const MockConfig& c) {
+  if (c.mode == MockConfig::Mode::kFile) {
+    require(!c.path.empty(), "file mode needs a 'path'");
+    return;
+  }
+  require(c.size >= 1, "'size' must be >= 1, got " + std::to_string(c.size));
+  switch (c.type) {
+    case LengthDistributionType::kLognormal:
+      require(std::isfinite(c.mean_seq_len) && c.mean_seq_len > 0,
+              "'mean_seq_len' must be > 0 and finite");
+      // mu = ln(mean) - sigma^2/2 and sigma*z must stay finite: with sigma^2 overflowing, a draw
+      // of -inf + inf is NaN, which has no length.
+      require(c.lognormal_sigma >= 0 && c.lognormal_sigma <= 1e150,
+              "'lognormal_sigma' must be in [0, 1e150], got " + json(c.lognormal_sigma).dump());
+      [[fallthrough]];
+    case LengthDistributionType::kUniform:
+      require(c.min_seq_len >= 1,
+              "'min_seq_len' must be >= 1, got " + std::to_string(c.min_seq_len));
+      require(c.max_seq_len >= c.min_seq_len, "'max_seq_len' (" + std::to_string(c.max_seq_len) +
+                                                  ") must be >= 'min_seq_len' (" +
+                                                  std::to_string(c.min_seq_len) + ")");
+      break;
+    case LengthDistributionType::kBimodal:
+      require(c.short_min >= 1 && c.short_max >= c.short_min, "need 1 <= short_min <= short_max");
+      require(c.long_min >= 1 && c.long_max >= c.long_min, "need 1 <= long_min <= long_max");
+      require(c.long_fraction >= 0 && c.long_fraction <= 1, "'long_fraction' must be in [0, 1]");
+      break;
+  }
+}
+
+std::string to_json(const MockConfig& c) {
+  json j;
+  if (c.mode == MockConfig::Mode::kFile) {
+    j["mode"] = "file";
+    j["path"] = c.path;
+    return j.dump();
+  }
+  j["mode"] = "distribution";
+  j["type"] = type_name(c.type);
+  switch (c.type) {
+    case LengthDistributionType::kLognormal:
+      j["mean_seq_len"] = c.mean_seq_len;
+      j["lognormal_sigma"] = c.lognormal_sigma;
+      [[fallthrough]];
+    case LengthDistributionType::kUniform:
+      j["min_seq_len"] = c.min_seq_len;
+      j["max_seq_len"] = c.max_seq_len;
+      break;
+    case LengthDistributionType::kBimodal:
+      j["short_min"] = c.short_min;
+      j["short_max"] = c.short_max;
+      j["long_min"] = c.long_min;
+      j["long_max"] = c.long_max;
+      j["long_fraction"] = c.long_fraction;
+      break;
+  }
+  j["size"] = c.size;
+  j["seed"] = c.seed;
+  return j.dump();
+}
+
+}  // namespace thdpack

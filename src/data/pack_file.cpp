@@ -1,0 +1,295 @@
+// The pack file of `thdpack pack` and its reader.
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <new>
+#include <span>
+#include <stdexcept>
+
+#include "thdpack/core/errors.hpp"
+#include "thdpack/data/indexed_dataset.hpp"
+#include "thdpack/core/dataset.hpp"
+#include "thdpack/packing/offline_packing.hpp"
+
+namespace thdpack {
+namespace {
+
+constexpr char kMagic[8] = {'T', 'H', 'D', 'P', 'A', 'C', 'K', 'S'};
+// Version 2 added the header checksum.
+constexpr uint64_t kVersion = 2;
+
+/// FNV-1a over `n` bytes, continuing from `hash`.
+uint64_t fnv1a(const void* data, size_t n, uint64_t hash = 0xcbf29ce484222325ull) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) hash = (hash ^ p[i]) * 0x100000001b3ull;
+  return hash;
+}
+
+/// The index of an entry that repeats an earlier one (the second occurrence of the smallest
+/// repeated id), or -1. Every id is in [0, universe). Memory stays within the ids' own size: a
+/// flag per possible id when the universe is not much larger than the list, else a sorted copy.
+int64_t repeated_entry(std::span<const int64_t> ids, int64_t universe) {
+  if (universe <= 64 * static_cast<int64_t>(ids.size()) + 4096) {
+    std::vector<bool> seen(static_cast<size_t>(universe), false);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (seen[static_cast<size_t>(ids[i])]) return static_cast<int64_t>(i);
+      seen[static_cast<size_t>(ids[i])] = true;
+    }
+    return -1;
+  }
+  std::vector<int64_t> sorted(ids.begin(), ids.end());
+  std::sort(sorted.begin(), sorted.end());
+  const auto twice = std::adjacent_find(sorted.begin(), sorted.end());
+  if (twice == sorted.end()) return -1;
+  const auto first = std::find(ids.begin(), ids.end(), *twice);
+  return std::find(first + 1, ids.end(), *twice) - ids.begin();
+}
+
+class Writer {
+ public:
+  explicit Writer(const std::string& path) : path_(path), f_(std::fopen(path.c_str(), "wb")) {
+    if (f_ == nullptr)
+      throw InvalidArgument("cannot create '" + path + "': " + std::strerror(errno));
+  }
+  ~Writer() {
+    if (f_ != nullptr) std::fclose(f_);
+  }
+  void bytes(const void* data, size_t n) {
+    if (n > 0 && std::fwrite(data, 1, n, f_) != n) {
+      throw InvalidArgument("cannot write '" + path_ + "': " + std::strerror(errno));
+    }
+    hash_ = fnv1a(data, n, hash_);
+  }
+  /// FNV-1a of every byte written so far.
+  uint64_t checksum() const { return hash_; }
+  template <typename T>
+  void value(T v) {
+    bytes(&v, sizeof(T));
+  }
+  void text(const std::string& s) {
+    value(static_cast<uint32_t>(s.size()));
+    bytes(s.data(), s.size());
+  }
+  void close() {
+    const int rc = std::fclose(f_);
+    f_ = nullptr;
+    if (rc != 0) throw InvalidArgument("cannot close '" + path_ + "'");
+  }
+
+ private:
+  std::string path_;
+  std::FILE* f_;
+  uint64_t hash_ = fnv1a(nullptr, 0);
+};
+
+class Reader {
+ public:
+  Reader(std::string path, std::vector<char> data)
+      : path_(std::move(path)), data_(std::move(data)) {}
+  template <typename T>
+  T value(const char* what) {
+    start_ = at_;
+    need(sizeof(T), what);
+    T v;
+    std::memcpy(&v, data_.data() + at_, sizeof(T));
+    at_ += sizeof(T);
+    return v;
+  }
+  std::string text(const char* what) {
+    const auto n = value<uint32_t>(what);
+    need(n, what);
+    std::string s(data_.data() + at_, n);
+    at_ += n;
+    return s;
+  }
+  void array(std::vector<int64_t>& out, uint64_t count, const char* what) {
+    start_ = at_;
+    if (count > (data_.size() - at_) / 8) fail(std::string(what) + ": the file is too short");
+    out.resize(static_cast<size_t>(count));
+    if (count > 0) std::memcpy(out.data(), data_.data() + at_, static_cast<size_t>(count) * 8);
+    at_ += static_cast<size_t>(count) * 8;
+  }
+  // Errors name the byte where the value read last (or being read) starts.
+  [[noreturn]] void fail(const std::string& what) const { fail_at(start_, what); }
+  [[noreturn]] void fail_at(size_t at, const std::string& what) const {
+    throw InvalidArgument(path_ + ": byte " + std::to_string(at) + ": " + what);
+  }
+  bool at_end() const { return at_ == data_.size(); }
+  size_t position() const { return at_; }
+  /// FNV-1a of the bytes before the current position.
+  uint64_t checksum() const { return fnv1a(data_.data(), at_); }
+
+ private:
+  void need(size_t n, const char* what) const {
+    if (data_.size() - at_ < n) fail(std::string("the file ends inside ") + what);
+  }
+  std::string path_;
+  std::vector<char> data_;
+  size_t at_ = 0;
+  size_t start_ = 0;
+};
+
+/// "PATH: byte B: sample index ID (entry I)", for messages about one sample index.
+std::string entry_text(const std::string& path, size_t ids_at, size_t entry, int64_t id) {
+  return path + ": byte " + std::to_string(ids_at + 8 * entry) + ": sample index " +
+         std::to_string(id) + " (entry " + std::to_string(entry) + ")";
+}
+
+}  // namespace
+
+void write_pack_file(const std::string& path, const Bins& packs, int64_t capacity, int64_t divisor,
+                     const PackSource& source) {
+  // The format's contract: each sample of the source at most once (all of them unless packing
+  // stopped at a limit); readers rely on it.
+  for (int64_t id : packs.items) {
+    if (id < 0 || id >= source.size) {
+      throw InvalidArgument("write_pack_file: sample " + std::to_string(id) +
+                            " is outside the source's " + std::to_string(source.size));
+    }
+  }
+  if (const int64_t i = repeated_entry(packs.items, source.size); i >= 0) {
+    throw InvalidArgument("write_pack_file: sample " +
+                          std::to_string(packs.items[static_cast<size_t>(i)]) +
+                          " is in more than one pack");
+  }
+  Writer w(path);
+  w.bytes(kMagic, sizeof(kMagic));
+  w.value(kVersion);
+  w.value(capacity);
+  w.value(divisor);
+  w.text(source.kind);
+  w.text(source.spec);
+  w.value(source.size);
+  w.value(static_cast<uint64_t>(packs.count()));
+  w.value(static_cast<uint64_t>(packs.items.size()));
+  w.value(w.checksum());  // of the header: a damaged size or count must not be trusted
+  w.bytes(packs.offsets.data(), packs.offsets.size() * 8);
+  w.bytes(packs.items.data(), packs.items.size() * 8);
+  w.close();
+}
+
+std::unique_ptr<Dataset> open_pack_source(const PackSource& source) {
+  if (source.kind == "indexed") return open_indexed_datasets(source.spec, source.size);
+  if (source.kind == "jsonl") return load_jsonl_dataset(source.spec);
+  if (source.kind == "mock") return make_mock_dataset(parse_mock_config(source.spec));
+  throw InvalidArgument("unknown pack source kind '" + source.kind + "'");
+}
+
+std::unique_ptr<PackedDataset> PackedDataset::open(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InvalidArgument("cannot open pack file '" + path + "'");
+  Reader r(path, std::vector<char>(std::istreambuf_iterator<char>(in), {}));
+  std::unique_ptr<PackedDataset> d(new PackedDataset());
+  char magic[8];
+  for (char& c : magic) c = r.value<char>("the magic");
+  if (std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) {
+    r.fail_at(0, "not a thdpack pack file (magic THDPACKS expected)");
+  }
+  const auto version = r.value<uint64_t>("the version");
+  if (version != kVersion) {
+    r.fail("unsupported pack file version " + std::to_string(version) + " (this build reads " +
+           std::to_string(kVersion) + "; pack the dataset again)");
+  }
+  d->capacity_ = r.value<int64_t>("the capacity");
+  d->divisor_ = r.value<int64_t>("the divisor");
+  if (d->capacity_ < 1 || d->divisor_ < 1) {
+    r.fail_at(16, "capacity " + std::to_string(d->capacity_) + " and divisor " +
+                      std::to_string(d->divisor_) + " must be >= 1");
+  }
+  d->source_.kind = r.text("the source kind");
+  d->source_.spec = r.text("the source");
+  d->source_.size = r.value<int64_t>("the source size");
+  const size_t packs_at = r.position();
+  const auto packs = r.value<uint64_t>("the pack count");
+  const auto ids = r.value<uint64_t>("the sample count");
+  // packs + 1 offsets: a count of 2^64-1 would wrap to 0 and leave no offsets at all.
+  if (packs >= std::numeric_limits<uint64_t>::max() / 8) {
+    r.fail_at(packs_at, "pack count " + std::to_string(packs) + " does not fit the file");
+  }
+  const uint64_t header_checksum = r.checksum();
+  if (r.value<uint64_t>("the header checksum") != header_checksum) {
+    r.fail("the header checksum does not match: the file is damaged");
+  }
+  r.array(d->offsets_, packs + 1, "the pack offsets");
+  r.array(d->ids_, ids, "the sample indices");
+  if (!r.at_end()) r.fail_at(r.position(), "unexpected bytes after the sample indices");
+  // The offsets and then the sample indices end the file: their byte positions, for messages.
+  const size_t offsets_at = r.position() - 8 * (static_cast<size_t>(packs) + 1 + ids);
+  for (size_t p = 0; p < d->offsets_.size(); ++p) {
+    const int64_t v = d->offsets_[p];
+    const bool ok = (p == 0 ? v == 0 : v >= d->offsets_[p - 1]) &&
+                    (p + 1 < d->offsets_.size() ? v <= static_cast<int64_t>(ids)
+                                                : v == static_cast<int64_t>(ids));
+    if (!ok) {
+      throw InvalidArgument(path + ": byte " + std::to_string(offsets_at + 8 * p) +
+                            ": pack offset " + std::to_string(p) + " is " + std::to_string(v) +
+                            "; pack offsets must rise from 0 to the sample count " +
+                            std::to_string(ids));
+    }
+  }
+  if (static_cast<int64_t>(ids) > d->source_.size) {
+    r.fail_at(packs_at + 8, "the sample count " + std::to_string(ids) + " exceeds the source's " +
+                                std::to_string(d->source_.size) +
+                                " samples; a pack file lists each sample at most once");
+  }
+  const size_t ids_at = offsets_at + 8 * d->offsets_.size();
+  for (size_t i = 0; i < d->ids_.size(); ++i) {
+    if (d->ids_[i] < 0 || d->ids_[i] >= d->source_.size) {
+      throw InvalidArgument(entry_text(path, ids_at, i, d->ids_[i]) + " is outside the source's " +
+                            std::to_string(d->source_.size) + " samples");
+    }
+  }
+  if (const int64_t i = repeated_entry(d->ids_, d->source_.size); i >= 0) {
+    const auto entry = static_cast<size_t>(i);
+    throw InvalidArgument(entry_text(path, ids_at, entry, d->ids_[entry]) +
+                          " appears a second time; each sample is in at most one pack");
+  }
+  // The header checksum makes a damaged size unlikely; a real one too large cannot be opened.
+  const auto too_large = [&] {
+    return InvalidArgument(path + ": its " + d->source_.kind + " source of " +
+                           std::to_string(d->source_.size) + " samples does not fit in memory");
+  };
+  try {
+    d->dataset_ = open_pack_source(d->source_);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(path + ": cannot open its " + d->source_.kind + " source: " + e.what());
+  } catch (const std::bad_alloc&) {
+    throw too_large();
+  } catch (const std::length_error&) {
+    throw too_large();
+  }
+  if (d->dataset_->size() != d->source_.size) {
+    throw InvalidArgument(path + ": its source " + d->source_.spec + " now has " +
+                          std::to_string(d->dataset_->size()) + " samples, not the " +
+                          std::to_string(d->source_.size) + " it was packed from");
+  }
+  return d;
+}
+
+std::span<const int64_t> PackedDataset::pack(int64_t p) const {
+  if (p < 0 || p >= num_packs()) {
+    throw InvalidArgument("pack " + std::to_string(p) + " outside [0, " +
+                          std::to_string(num_packs()) + ")");
+  }
+  const auto i = static_cast<size_t>(p);
+  return std::span<const int64_t>(ids_).subspan(static_cast<size_t>(offsets_[i]),
+                                                static_cast<size_t>(offsets_[i + 1] - offsets_[i]));
+}
+
+PackedBatch PackedDataset::batch(int64_t p, const PackOptions& options) const {
+  std::vector<Sample> samples;
+  for (int64_t id : pack(p)) samples.push_back(dataset_->sample(id));
+  std::vector<SampleView> views;
+  for (const Sample& s : samples) views.push_back(view_of(s));
+  PackOptions o = options;
+  o.divisor = divisor_;
+  o.capacity = capacity_;
+  return pack_samples(views, o);
+}
+
+}  // namespace thdpack

@@ -1,0 +1,50 @@
+#pragma once
+// In-memory entry points of the file readers. The path-based readers of the public headers
+// (load_jsonl_dataset, read_lengths_file, IndexedDataset::open) are thin wrappers around these, and
+// the fuzz targets in tests/fuzz call them directly, so what is fuzzed is what users run. Errors
+// are the same InvalidArgument, naming the file (`name`) and the position.
+
+#include <cstddef>
+#include <cstdint>
+#include <istream>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "thdpack/core/dataset.hpp"
+#include "thdpack/data/indexed_dataset.hpp"
+
+namespace thdpack::detail {
+
+/// One non-blank JSONL line as sample `id`; `where` ("file:line") starts every error message.
+Sample parse_jsonl_line(const std::string& line, int64_t id, const JsonlOptions& options,
+                        const std::string& where);
+
+/// The lengths in a lengths file's text (see read_lengths_file); `name` is the file in messages.
+std::vector<int64_t> parse_lengths(std::istream& in, const std::string& name);
+
+/// What a Megatron .idx holds, validated on its own (everything but the size of .bin).
+struct IndexContents {
+  TokenDType dtype = TokenDType::kInt32;
+  std::vector<int32_t> lengths;
+  int64_t pointers_at = 0;  ///< byte offset of the int64 pointer array in the index
+  std::vector<int64_t> document_indices;
+  bool has_modes = false;  ///< a trailing int8 mode per sequence (multimodal indexes)
+  int64_t data_bytes = 0;  ///< bytes of .bin the sequences cover (the running sum of the pointers)
+};
+
+/// Parses and validates the bytes of `idx_name` (see indexed_dataset.hpp for the checks); pointers
+/// that disagree with the lengths name `bin_name`.
+IndexContents parse_index(std::span<const std::byte> idx, const std::string& idx_name,
+                          const std::string& bin_name);
+
+/// Throws InvalidArgument unless a .bin of `bin_bytes` bytes is exactly what `index` covers: the
+/// message names the first sequence that runs past the end, or the first byte no sequence covers.
+void check_data_size(const IndexContents& index, int64_t bin_bytes, const std::string& idx_name,
+                     const std::string& bin_name);
+
+/// Converts `out.size()` tokens of `dtype` at `data` to int64. Returns the position of the first
+/// token that is not an integer in int64 range (only floating-point dtypes can hold one), or -1.
+int64_t decode_tokens(const std::byte* data, TokenDType dtype, std::span<int64_t> out);
+
+}  // namespace thdpack::detail

@@ -1,0 +1,227 @@
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <string>
+
+#include "thdpack/core/errors.hpp"
+#include "thdpack/packing/packed_batch.hpp"
+
+namespace thdpack {
+namespace {
+
+void validate_sample(const SampleView& s) {
+  const auto n = s.input_ids.size();
+  const std::string who = "sample " + std::to_string(s.id);
+  if (n == 0) throw InvalidArgument(who + " has no tokens");
+  if (!s.loss_mask.empty() && s.loss_mask.size() != n) {
+    throw InvalidArgument(who + ": loss_mask has " + std::to_string(s.loss_mask.size()) +
+                          " entries but input_ids has " + std::to_string(n));
+  }
+  if (!s.labels.empty() && s.labels.size() != n) {
+    throw InvalidArgument(who + ": labels has " + std::to_string(s.labels.size()) +
+                          " entries but input_ids has " + std::to_string(n));
+  }
+}
+
+int64_t tail_target(int64_t rows, const PackOptions& o) {
+  switch (o.tail_align) {
+    case TailAlign::kNone:
+      return rows;
+    case TailAlign::kMultiple:
+      if (o.tail_multiple < 1 || o.tail_multiple % o.divisor != 0) {
+        throw InvalidArgument("tail_multiple (" + std::to_string(o.tail_multiple) +
+                              ") must be a positive multiple of the padding divisor " +
+                              std::to_string(o.divisor));
+      }
+      return round_up(rows, o.tail_multiple);
+    case TailAlign::kCapacity:
+      if (o.capacity < 1 || o.capacity % o.divisor != 0) {
+        throw InvalidArgument(
+            "aligning to capacity needs a capacity (" + std::to_string(o.capacity) +
+            ") that is a positive multiple of the padding divisor " + std::to_string(o.divisor));
+      }
+      return o.capacity;
+  }
+  return rows;
+}
+
+// Writes the rows of one sequence: `real` real rows from `s` (if any) followed by padding up to
+// `padded` rows, starting at row `at`. Padding position ids continue from `position_base + real`.
+void write_sequence(PackedBatch& p, int64_t at, const SampleView* s, int64_t real, int64_t padded,
+                    const PackOptions& o) {
+  auto* tokens = p.tokens.data() + at;
+  auto* labels = p.labels.data() + at;
+  auto* mask = p.loss_mask.data() + at;
+  auto* positions = p.position_ids.data() + at;
+  auto* pad = p.padding_mask.data() + at;
+
+  if (real > 0) {
+    const bool shifted = s->labels_shifted && !s->labels.empty();
+    std::memcpy(tokens, s->input_ids.data(), static_cast<size_t>(real) * sizeof(int64_t));
+    std::iota(positions, positions + real, int64_t{0});
+    std::memset(pad, 0, static_cast<size_t>(real));
+    const int64_t last = real - 1;
+    if (shifted) {
+      std::memcpy(labels, s->labels.data(), static_cast<size_t>(real) * sizeof(int64_t));
+    } else {
+      const int64_t* next = s->labels.empty() ? s->input_ids.data() + 1 : s->labels.data() + 1;
+      std::memcpy(labels, next, static_cast<size_t>(last) * sizeof(int64_t));
+      labels[last] = o.ignore_id;
+    }
+    if (!s->loss_mask.empty()) {
+      // Position j predicts token j+1: its weight is the target token's mask.
+      const int64_t shift = shifted ? 0 : 1;
+      const int64_t count = real - shift;
+      std::memcpy(mask, s->loss_mask.data() + shift, static_cast<size_t>(count) * sizeof(float));
+      if (shift) mask[last] = 0.0f;
+    } else {
+      std::fill(mask, mask + real, 1.0f);
+      if (!shifted) mask[last] = 0.0f;
+    }
+    if (!s->labels.empty()) {
+      for (int64_t j = 0; j < real; ++j) {
+        if (labels[j] == o.ignore_id) mask[j] = 0.0f;
+      }
+    }
+  }
+  const int64_t pads = padded - real;
+  if (pads > 0) {
+    std::fill(tokens + real, tokens + padded, o.pad_id);
+    std::fill(labels + real, labels + padded, o.ignore_id);
+    std::fill(mask + real, mask + padded, 0.0f);
+    std::memset(pad + real, 1, static_cast<size_t>(pads));
+    if (o.pad_positions == PadPositions::kContinue) {
+      std::iota(positions + real, positions + padded, real);
+    } else {
+      std::fill(positions + real, positions + padded, int64_t{0});
+    }
+  }
+}
+
+void resize_rows(PackedBatch& p, int64_t rows) {
+  const auto n = static_cast<size_t>(rows);
+  p.tokens.resize(n);
+  p.labels.resize(n);
+  p.loss_mask.resize(n);
+  p.position_ids.resize(n);
+  p.padding_mask.resize(n);
+}
+
+}  // namespace
+
+int64_t padding_divisor(const PaddingSpec& spec) {
+  if (spec.cp < 1 || spec.tp < 1 || spec.dp < 1) {
+    throw InvalidArgument("padding divisor: cp, tp and dp must be >= 1");
+  }
+  int64_t d = 1;
+  if (spec.dynamic_cp) {
+    d = 2LL * spec.dp * spec.cp;
+  } else if (spec.cp > 1) {
+    d = 2LL * spec.cp;
+  }
+  if (spec.sequence_parallel) d *= spec.tp;
+  return d;
+}
+
+SampleView view_of(const Sample& s) {
+  return SampleView{s.id, s.input_ids, s.loss_mask, s.labels, s.labels_shifted};
+}
+
+PackedBatchView PackedBatch::view() const {
+  return PackedBatchView{tokens,       labels,     loss_mask,         position_ids,
+                         padding_mask, cu_seqlens, cu_seqlens_padded, max_seqlen,
+                         sample_ids,   cp_size,    cp_rank,           cp_mode};
+}
+
+PackedBatch pack_samples(std::span<const SampleView> samples, const PackOptions& o) {
+  if (o.divisor < 1) throw InvalidArgument("padding divisor must be >= 1");
+  int64_t rows = 0;
+  int64_t longest = 0;
+  for (const auto& s : samples) {
+    validate_sample(s);
+    const auto len = static_cast<int64_t>(s.input_ids.size());
+    rows += round_up(len, o.divisor);
+    longest = std::max(longest, len);
+  }
+  if (o.capacity > 0 && rows > o.capacity) {
+    if (samples.size() == 1) {
+      throw InvalidArgument("sample " + std::to_string(samples[0].id) + " has " +
+                            std::to_string(longest) + " tokens (" + std::to_string(rows) +
+                            " padded) but the pack capacity max_seqlen_per_dp_cp_rank x cp is " +
+                            std::to_string(o.capacity) +
+                            "; raise --max-seqlen-per-dp-cp-rank or truncate");
+    }
+    throw InvalidArgument("samples of " + std::to_string(rows) +
+                          " padded tokens do not fit one pack of capacity " +
+                          std::to_string(o.capacity));
+  }
+  const int64_t total = tail_target(rows, o);
+  if (o.capacity > 0 && total > o.capacity && rows <= o.capacity) {
+    throw InvalidArgument("tail alignment to a multiple of " + std::to_string(o.tail_multiple) +
+                          " takes the pack from " + std::to_string(rows) + " to " +
+                          std::to_string(total) + " rows, over the capacity " +
+                          std::to_string(o.capacity) +
+                          "; use a multiple that divides the capacity");
+  }
+  if (total < rows) {
+    throw InvalidArgument("pack of " + std::to_string(rows) + " rows exceeds the tail alignment " +
+                          "target " + std::to_string(total));
+  }
+  if (total > std::numeric_limits<int32_t>::max()) {
+    throw InvalidArgument("pack of " + std::to_string(total) +
+                          " rows overflows int32 cu_seqlens; use smaller packs");
+  }
+
+  PackedBatch p;
+  resize_rows(p, total);
+  p.cu_seqlens.reserve(samples.size() + 2);
+  p.cu_seqlens_padded.reserve(samples.size() + 2);
+  p.cu_seqlens.push_back(0);
+  p.cu_seqlens_padded.push_back(0);
+  p.sample_ids.reserve(samples.size());
+  int64_t at = 0;
+  int64_t real_total = 0;
+  for (const auto& s : samples) {
+    const auto real = static_cast<int64_t>(s.input_ids.size());
+    const int64_t padded = round_up(real, o.divisor);
+    write_sequence(p, at, &s, real, padded, o);
+    at += padded;
+    real_total += real;
+    p.cu_seqlens.push_back(static_cast<int32_t>(real_total));
+    p.cu_seqlens_padded.push_back(static_cast<int32_t>(at));
+    p.sample_ids.push_back(s.id);
+    p.max_seqlen = std::max(p.max_seqlen, padded);
+  }
+
+  const int64_t tail = total - rows;
+  if (tail > 0) {
+    if (o.tail_policy == TailPolicy::kExtendLast && !samples.empty()) {
+      const SampleView& last = samples.back();
+      const auto real = static_cast<int64_t>(last.input_ids.size());
+      const int64_t start = p.cu_seqlens_padded[p.cu_seqlens_padded.size() - 2];
+      write_sequence(p, start, &last, real, total - start, o);
+      p.cu_seqlens_padded.back() = static_cast<int32_t>(total);
+      p.max_seqlen = std::max(p.max_seqlen, total - start);
+    } else {
+      write_sequence(p, at, nullptr, 0, tail, o);
+      p.cu_seqlens.push_back(static_cast<int32_t>(real_total));
+      p.cu_seqlens_padded.push_back(static_cast<int32_t>(total));
+      p.max_seqlen = std::max(p.max_seqlen, tail);
+    }
+  }
+
+  if (o.fixed_cu_seqlens_entries > 0) {
+    const auto want = static_cast<size_t>(o.fixed_cu_seqlens_entries);
+    if (p.cu_seqlens.size() > want) {
+      throw InvalidArgument("pack has " + std::to_string(p.cu_seqlens.size() - 1) +
+                            " sequences but fixed_cu_seqlens_entries=" + std::to_string(want) +
+                            " allows at most " + std::to_string(want - 1));
+    }
+    p.cu_seqlens.resize(want, p.cu_seqlens.back());
+    p.cu_seqlens_padded.resize(want, p.cu_seqlens_padded.back());
+  }
+  return p;
+}
+
+}  // namespace thdpack

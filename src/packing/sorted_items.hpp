@@ -1,0 +1,31 @@
+#pragma once
+// Items sorted by decreasing length, shared by the packers, the L2 bound and the balanced
+// scheduler so that one sort serves all of them.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "thdpack/packing/bin_packing.hpp"
+
+namespace thdpack::detail {
+
+/// Items in decreasing length (ties by increasing index) and their lengths in that order. Reading
+/// lengths through `order` would miss the cache once per item on large inputs; the counting sort
+/// writes them sequentially instead.
+struct SortedItems {
+  std::vector<int64_t> order;
+  std::vector<int64_t> lengths;
+};
+
+/// Counting sort when the capacity is small relative to n, else a stable comparison sort. Lengths
+/// must be in [1, capacity].
+SortedItems sort_decreasing(std::span<const int64_t> lengths, int64_t capacity);
+
+/// Best-fit decreasing over items already sorted (best_fit_decreasing without the sort).
+Bins best_fit_decreasing_sorted(const SortedItems& sorted, int64_t capacity);
+
+/// The Martello–Toth L2 bound of lengths given in decreasing order (no extra memory).
+int64_t l2_bound_of_descending(std::span<const int64_t> descending, int64_t capacity);
+
+}  // namespace thdpack::detail

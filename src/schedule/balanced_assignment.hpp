@@ -1,0 +1,89 @@
+#pragma once
+// The state behind the "balanced" scheduler: items placed into K packs on each of dp replicas,
+// with per-pack room, cost and item count and per-replica load, and the moves that improve it.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "schedule/schedule_items.hpp"
+#include "thdpack/packing/bin_packing.hpp"
+
+namespace thdpack::detail {
+
+class BalancedAssignment {
+ public:
+  /// Which pack of a replica takes an item.
+  enum class Fit {
+    kWorst,  ///< the pack with the most room (spreads tokens over micro-batches)
+    kBest,   ///< the pack with the least room that fits (keeps big holes for big items)
+  };
+
+  BalancedAssignment(const ScheduleItems& items, int dp, int64_t k, int64_t capacity);
+
+  /// Longest-processing-time: items in `order` (decreasing cost) each go to the least loaded
+  /// replica that has a pack with room, into the pack chosen by `fit`. False if an item fits
+  /// nowhere.
+  bool place_longest_first(std::span<const int64_t> order, Fit fit);
+
+  /// Starts from a global packing (at most dp·K packs): packs in decreasing cost each go to the
+  /// least loaded replica that has fewer than K. False if there are more than dp·K packs.
+  bool place_packs(const Bins& packs);
+
+  /// Makes every pack non-empty: replicas with fewer than K items take the cheapest movable item of
+  /// the most loaded replica with a surplus; then a replica's empty packs take the cheapest item of
+  /// its own fullest pack. False if there are fewer than dp·K items.
+  bool fill_empty_packs();
+
+  /// Moves and swaps items between the most loaded replica and lighter ones while that lowers the
+  /// maximum load, never breaking capacity or leaving a pack empty. Stops at `target` load or after
+  /// `max_steps` improvements. `order` lists all items by decreasing cost, ties by index.
+  void refine(std::span<const int64_t> order, double target, int64_t max_steps);
+
+  /// Modeled step cost in replica units: max over replicas of load + (pp-1)/pp · largest pack.
+  double step_cost(int pp) const;
+
+  /// The packs in plan order (pack k·dp + r is micro-batch k of replica r); each replica's
+  /// micro-batches by decreasing cost, items in a pack by increasing index.
+  PackLists packs() const;
+
+ private:
+  struct Transfer {
+    double score = -1;  // |delta - gap/2|; < 0 means none found
+    int64_t give = -1;  // item leaving the heavy replica
+    int64_t take = -1;  // item coming back (swap) or -1 (move)
+    int64_t to_bin = -1;
+  };
+
+  // Orders items by increasing cost, ties by decreasing index: the reverse of the placement order.
+  struct Cheaper {
+    const ScheduleItems* items;
+    bool operator()(int64_t a, int64_t b) const {
+      const double ca = items->costs[static_cast<size_t>(a)];
+      const double cb = items->costs[static_cast<size_t>(b)];
+      return ca < cb || (ca == cb && a > b);
+    }
+  };
+
+  int64_t bin_index(int replica, int64_t k) const { return static_cast<int64_t>(replica) * k_ + k; }
+  int replica_of_bin(int64_t bin) const { return static_cast<int>(bin / k_); }
+  int64_t choose_bin(int replica, int64_t length, Fit fit) const;
+  void put(int64_t item, int64_t bin);
+  void take_out(int64_t item);
+  void move(int64_t item, int64_t bin);
+  Transfer find_transfer(int heavy, int light, double gap) const;
+  void apply(const Transfer& t);
+
+  const ScheduleItems& items_;
+  Cheaper cheaper_;
+  int dp_;
+  int64_t k_;
+  std::vector<int64_t> room_;                  // per bin
+  std::vector<double> bin_cost_;               // per bin
+  std::vector<int64_t> bin_count_;             // per bin: items in it
+  std::vector<double> load_;                   // per replica
+  std::vector<int64_t> bin_of_;                // per item, -1 unplaced
+  std::vector<std::vector<int64_t>> by_cost_;  // per replica, sorted by Cheaper (refine only)
+};
+
+}  // namespace thdpack::detail

@@ -1,0 +1,64 @@
+#include "thdpack/schedule/global_batch.hpp"
+
+#include <string>
+
+#include "thdpack/core/errors.hpp"
+#include "thdpack/packing/packed_batch.hpp"
+
+namespace thdpack {
+
+std::vector<int64_t> global_batch_indices(int64_t step, int64_t global_batch,
+                                          int64_t dataset_size) {
+  if (step < 0 || global_batch < 1 || dataset_size < 1) {
+    throw InvalidArgument("global batch indices need step >= 0, batch >= 1, dataset size >= 1");
+  }
+  if (global_batch > dataset_size) {
+    throw InvalidArgument("global batch of " + std::to_string(global_batch) +
+                          " samples is larger than the dataset (" + std::to_string(dataset_size) +
+                          " samples)");
+  }
+  std::vector<int64_t> indices(static_cast<size_t>(global_batch));
+  const int64_t start = (step % dataset_size) * (global_batch % dataset_size) % dataset_size;
+  for (int64_t j = 0; j < global_batch; ++j) {
+    indices[static_cast<size_t>(j)] = (start + j) % dataset_size;
+  }
+  return indices;
+}
+
+int64_t length_within_capacity(int64_t id, int64_t length, int64_t divisor, int64_t capacity,
+                               OversizePolicy policy) {
+  if (round_up(length, divisor) <= capacity) return length;
+  if (policy == OversizePolicy::kError) {
+    throw InvalidArgument("sequence " + std::to_string(id) + " has " + std::to_string(length) +
+                          " tokens but max_seqlen_per_dp_cp_rank x cp is " +
+                          std::to_string(capacity) +
+                          "; raise --max-seqlen-per-dp-cp-rank or truncate");
+  }
+  return capacity / divisor * divisor;
+}
+
+GlobalBatch make_global_batch(const Dataset& dataset, int64_t step, const GlobalBatchOptions& o) {
+  if (o.dp < 1 || o.global_batch < 1 || o.global_batch % o.dp != 0) {
+    throw InvalidArgument("global batch (" + std::to_string(o.global_batch) +
+                          " samples) must be a positive multiple of dp=" + std::to_string(o.dp));
+  }
+  if (o.divisor < 1 || o.capacity < o.divisor) {
+    throw InvalidArgument("capacity " + std::to_string(o.capacity) +
+                          " must be at least the padding divisor " + std::to_string(o.divisor));
+  }
+  GlobalBatch b;
+  b.ids = global_batch_indices(step, o.global_batch, dataset.size());
+  b.samples_per_rank.assign(static_cast<size_t>(o.dp), o.global_batch / o.dp);
+  b.real_lengths.reserve(b.ids.size());
+  b.padded_lengths.reserve(b.ids.size());
+  for (int64_t id : b.ids) {
+    const int64_t length = dataset.length(id);
+    const int64_t real = length_within_capacity(id, length, o.divisor, o.capacity, o.oversize);
+    if (real != length) ++b.truncated;
+    b.real_lengths.push_back(real);
+    b.padded_lengths.push_back(round_up(real, o.divisor));
+  }
+  return b;
+}
+
+}  // namespace thdpack

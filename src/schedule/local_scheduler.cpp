@@ -1,0 +1,92 @@
+// "local": no data moves between DP ranks. Each rank packs its own samples (best-fit decreasing);
+// then every rank splits packs until it has the largest count (rounded up to the VPP multiple).
+// In a distributed run the only communication this needs is an allreduce(max) of the count.
+
+#include <algorithm>
+#include <string>
+
+#include "schedule/schedule_items.hpp"
+#include "schedule/schedulers.hpp"
+#include "thdpack/core/errors.hpp"
+#include "thdpack/packing/bin_packing.hpp"
+
+namespace thdpack::detail {
+namespace {
+
+// Splits packs until there are `target`: each time the pack with the most items (ties: most
+// tokens, then lowest index) gives its last (smallest) item to a new pack.
+void split_to(std::vector<std::vector<int64_t>>& packs, int64_t target, const ScheduleItems& items,
+              int rank) {
+  std::vector<int64_t> tokens(packs.size(), 0);
+  for (size_t p = 0; p < packs.size(); ++p) {
+    for (int64_t item : packs[p]) tokens[p] += items.lengths[static_cast<size_t>(item)];
+  }
+  while (static_cast<int64_t>(packs.size()) < target) {
+    size_t best = packs.size();
+    for (size_t p = 0; p < packs.size(); ++p) {
+      if (packs[p].size() < 2) continue;
+      if (best == packs.size() || packs[p].size() > packs[best].size() ||
+          (packs[p].size() == packs[best].size() && tokens[p] > tokens[best])) {
+        best = p;
+      }
+    }
+    if (best == packs.size()) {
+      throw InvalidArgument("local scheduler: DP rank " + std::to_string(rank) + " holds " +
+                            std::to_string(packs.size()) + " samples/groups but every rank needs " +
+                            std::to_string(target) +
+                            " micro-batches; give it more samples or use the balanced scheduler");
+    }
+    const int64_t item = packs[best].back();
+    packs[best].pop_back();
+    tokens[best] -= items.lengths[static_cast<size_t>(item)];
+    packs.push_back({item});
+    tokens.push_back(items.lengths[static_cast<size_t>(item)]);
+  }
+}
+
+}  // namespace
+
+std::string LocalScheduler::description() const {
+  return "no exchange: each DP rank packs its own samples (best-fit decreasing), counts "
+         "equalised by splitting packs";
+}
+
+Plan LocalScheduler::schedule(const ScheduleInput& input, const ScheduleOptions& options) const {
+  validate_schedule_input(input, options);
+  const ScheduleItems items = build_items(input, options, /*same_rank_groups=*/true);
+  const int dp = options.dp;
+
+  std::vector<std::vector<int64_t>> rank_items(static_cast<size_t>(dp));
+  for (int64_t i = 0; i < items.size(); ++i) {
+    rank_items[static_cast<size_t>(items.source_rank[static_cast<size_t>(i)])].push_back(i);
+  }
+  std::vector<std::vector<std::vector<int64_t>>> bins(static_cast<size_t>(dp));
+  int64_t k = 0;
+  for (int r = 0; r < dp; ++r) {
+    const auto& mine = rank_items[static_cast<size_t>(r)];
+    std::vector<int64_t> lengths;
+    lengths.reserve(mine.size());
+    for (int64_t item : mine) lengths.push_back(items.lengths[static_cast<size_t>(item)]);
+    const Bins packed = best_fit_decreasing(lengths, options.capacity());
+    auto& out = bins[static_cast<size_t>(r)];
+    for (int64_t p = 0; p < packed.count(); ++p) {
+      std::vector<int64_t> pack;
+      for (int64_t local : packed.bin(p)) pack.push_back(mine[static_cast<size_t>(local)]);
+      out.push_back(std::move(pack));
+    }
+    k = std::max(k, packed.count());
+  }
+  k = round_up_to(std::max<int64_t>(k, 1), options.microbatch_multiple);
+  for (int r = 0; r < dp; ++r) split_to(bins[static_cast<size_t>(r)], k, items, r);
+  PackLists packs;
+  for (int64_t step = 0; step < k; ++step) {
+    for (int r = 0; r < dp; ++r) {
+      const auto& pack = bins[static_cast<size_t>(r)][static_cast<size_t>(step)];
+      packs.items.insert(packs.items.end(), pack.begin(), pack.end());
+      packs.offsets.push_back(static_cast<int64_t>(packs.items.size()));
+    }
+  }
+  return plan_from_packs(dp, packs, items, input);
+}
+
+}  // namespace thdpack::detail

@@ -1,0 +1,175 @@
+#include "thdpack/schedule/plan_stats.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <numeric>
+#include <string>
+#include <unordered_map>
+
+#include "schedule/schedule_items.hpp"
+#include "schedule/step_bounds.hpp"
+#include "thdpack/core/errors.hpp"
+#include "thdpack/packing/bin_packing.hpp"
+
+namespace thdpack {
+namespace detail {
+
+double tight_bound_of_sorted(std::span<const double> descending, int dp) {
+  if (descending.empty()) return 0.0;
+  std::vector<double> prefix(descending.size() + 1, 0.0);
+  for (size_t i = 0; i < descending.size(); ++i) prefix[i + 1] = prefix[i] + descending[i];
+  double bound = std::max(prefix.back() / dp, descending[0]);
+  // One replica receives j+1 of the j·dp+1 most costly samples: at least the j+1 cheapest of them.
+  const auto n = static_cast<int64_t>(descending.size());
+  for (int64_t j = 1; j * dp + 1 <= n; ++j) {
+    const auto top = static_cast<size_t>(j * dp + 1);
+    bound = std::max(bound, prefix[top] - prefix[top - static_cast<size_t>(j + 1)]);
+  }
+  return bound;
+}
+
+}  // namespace detail
+
+namespace {
+
+std::unordered_map<int64_t, size_t> position_of(const ScheduleInput& input) {
+  std::unordered_map<int64_t, size_t> where;
+  where.reserve(input.ids.size() * 2);
+  for (size_t i = 0; i < input.ids.size(); ++i) where.emplace(input.ids[i], i);
+  return where;
+}
+
+}  // namespace
+
+double step_cost_lower_bound(std::span<const double> costs, int dp) {
+  if (costs.empty()) return 0.0;
+  const double total = std::accumulate(costs.begin(), costs.end(), 0.0);
+  return std::max(total / dp, *std::max_element(costs.begin(), costs.end()));
+}
+
+double step_cost_tight_bound(std::span<const double> costs, int dp) {
+  std::vector<double> sorted(costs.begin(), costs.end());
+  std::sort(sorted.begin(), sorted.end(), std::greater<>());
+  return detail::tight_bound_of_sorted(sorted, dp);
+}
+
+PlanStats evaluate_plan(const Plan& plan, const ScheduleInput& input,
+                        std::span<const int64_t> real_lengths, const ScheduleOptions& options) {
+  if (!real_lengths.empty() && real_lengths.size() != input.ids.size()) {
+    throw InvalidArgument("evaluate_plan: real_lengths must be empty or one per sample");
+  }
+  const auto where = position_of(input);
+  const int dp = plan.dp();
+  const int64_t k_count = plan.num_microbatches();
+  const int64_t capacity = options.capacity();
+  const double bubble = options.pp > 1 ? static_cast<double>(options.pp - 1) / options.pp : 0.0;
+
+  PlanStats s;
+  s.num_samples = static_cast<int64_t>(input.ids.size());
+  s.num_microbatches = k_count;
+  std::vector<double> replica_load(static_cast<size_t>(dp), 0.0);
+  std::vector<double> replica_largest(static_cast<size_t>(dp), 0.0);
+  for (int64_t k = 0; k < k_count; ++k) {
+    for (int r = 0; r < dp; ++r) {
+      int64_t tokens = 0;
+      double cost = 0;
+      for (int64_t id : plan.pack(k, r)) {
+        const auto it = where.find(id);
+        if (it == where.end()) {
+          throw InvalidArgument("evaluate_plan: plan names sample " + std::to_string(id) +
+                                " that is not in the input");
+        }
+        const int64_t padded = input.padded_lengths[it->second];
+        const int64_t real = real_lengths.empty() ? padded : real_lengths[it->second];
+        tokens += padded;
+        cost += options.cost.cost(padded);
+        s.sums.add(real, padded);
+      }
+      if (tokens > capacity) ++s.cap_violations;
+      replica_load[static_cast<size_t>(r)] += cost;
+      replica_largest[static_cast<size_t>(r)] =
+          std::max(replica_largest[static_cast<size_t>(r)], cost);
+    }
+  }
+  s.real_tokens = static_cast<int64_t>(s.sums.s1_real);
+  s.padded_tokens = static_cast<int64_t>(s.sums.s1_padded);
+  const double allocated =
+      static_cast<double>(dp) * static_cast<double>(k_count) * static_cast<double>(capacity);
+  s.fill = allocated > 0 ? s.sums.s1_real / allocated : 0.0;
+  s.padding_fraction =
+      s.sums.s1_padded > 0 ? (s.sums.s1_padded - s.sums.s1_real) / s.sums.s1_padded : 0.0;
+
+  const double cp = options.cp;
+  s.replica_step_costs.resize(static_cast<size_t>(dp));
+  double sum = 0;
+  for (int r = 0; r < dp; ++r) {
+    const double step =
+        (replica_load[static_cast<size_t>(r)] + bubble * replica_largest[static_cast<size_t>(r)]) /
+        cp;
+    s.replica_step_costs[static_cast<size_t>(r)] = step;
+    s.step_cost = std::max(s.step_cost, step);
+    sum += step;
+  }
+  s.imbalance = sum > 0 ? s.step_cost / (sum / dp) : 1.0;
+
+  std::vector<double> costs;
+  costs.reserve(input.padded_lengths.size());
+  for (int64_t len : input.padded_lengths) costs.push_back(options.cost.cost(len));
+  s.step_lower_bound = step_cost_lower_bound(costs, dp) / cp;
+  s.step_tight_bound = step_cost_tight_bound(costs, dp) / cp;
+  s.step_ratio = s.step_lower_bound > 0 ? s.step_cost / s.step_lower_bound : 0.0;
+
+  const int64_t multiple = options.microbatch_multiple;
+  const int64_t total_padded = s.padded_tokens;
+  s.microbatch_token_bound =
+      detail::round_up_to((total_padded + dp * capacity - 1) / (dp * capacity), multiple);
+  if (!input.padded_lengths.empty() &&
+      *std::max_element(input.padded_lengths.begin(), input.padded_lengths.end()) <= capacity) {
+    const int64_t l2 = bins_lower_bound_l2(input.padded_lengths, capacity);
+    s.microbatch_lower_bound = detail::round_up_to((l2 + dp - 1) / dp, multiple);
+  } else {
+    s.microbatch_lower_bound = s.microbatch_token_bound;
+  }
+  return s;
+}
+
+void validate_plan(const Plan& plan, const ScheduleInput& input, const ScheduleOptions& options) {
+  auto broken = [](const std::string& what) {
+    throw InternalError("plan contract broken: " + what);
+  };
+  if (plan.dp() != options.dp) broken("plan has dp=" + std::to_string(plan.dp()));
+  if (plan.num_microbatches() % options.microbatch_multiple != 0) {
+    broken(std::to_string(plan.num_microbatches()) + " micro-batches are not a multiple of " +
+           std::to_string(options.microbatch_multiple));
+  }
+  const auto where = position_of(input);
+  std::vector<int64_t> pack_of(input.ids.size(), -1);
+  for (int64_t p = 0; p < plan.num_packs(); ++p) {
+    const auto pack = plan.pack_at(p);
+    if (pack.empty()) broken("pack " + std::to_string(p) + " is empty");
+    int64_t tokens = 0;
+    for (int64_t id : pack) {
+      const auto it = where.find(id);
+      if (it == where.end()) broken("unknown sample id " + std::to_string(id));
+      if (pack_of[it->second] >= 0) broken("sample " + std::to_string(id) + " appears twice");
+      pack_of[it->second] = p;
+      tokens += input.padded_lengths[it->second];
+    }
+    if (tokens > options.capacity()) {
+      broken("pack " + std::to_string(p) + " holds " + std::to_string(tokens) +
+             " tokens, over the capacity " + std::to_string(options.capacity()));
+    }
+  }
+  std::unordered_map<int64_t, int64_t> group_pack;
+  for (size_t i = 0; i < input.ids.size(); ++i) {
+    if (pack_of[i] < 0) broken("sample " + std::to_string(input.ids[i]) + " is missing");
+    if (!input.group_ids.empty()) {
+      auto [it, added] = group_pack.emplace(input.group_ids[i], pack_of[i]);
+      if (!added && it->second != pack_of[i]) {
+        broken("group " + std::to_string(input.group_ids[i]) + " is split across packs");
+      }
+    }
+  }
+}
+
+}  // namespace thdpack

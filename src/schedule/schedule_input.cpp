@@ -1,0 +1,103 @@
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "thdpack/core/errors.hpp"
+#include "thdpack/schedule/scheduler.hpp"
+
+namespace thdpack {
+namespace {
+
+[[noreturn]] void duplicate_id(int64_t id) {
+  throw InvalidArgument("schedule input: sample id " + std::to_string(id) + " appears twice");
+}
+
+// Ids are usually a dense range (dataset indices of one global batch): a bitmap over the range
+// checks them in O(n); sparse ids fall back to sorting a copy.
+void check_unique_ids(std::span<const int64_t> ids) {
+  if (ids.empty()) return;
+  const auto [lo, hi] = std::minmax_element(ids.begin(), ids.end());
+  const auto n = static_cast<uint64_t>(ids.size());
+  const auto range = static_cast<uint64_t>(*hi) - static_cast<uint64_t>(*lo) + 1;
+  if (range <= 8 * n) {
+    std::vector<uint8_t> seen(range, 0);
+    for (int64_t id : ids) {
+      uint8_t& slot = seen[static_cast<uint64_t>(id) - static_cast<uint64_t>(*lo)];
+      if (slot) duplicate_id(id);
+      slot = 1;
+    }
+    return;
+  }
+  std::vector<int64_t> sorted(ids.begin(), ids.end());
+  std::sort(sorted.begin(), sorted.end());
+  const auto dup = std::adjacent_find(sorted.begin(), sorted.end());
+  if (dup != sorted.end()) duplicate_id(*dup);
+}
+
+}  // namespace
+
+ScheduleOptions ScheduleOptions::from_topology(const Topology& topology,
+                                               int64_t max_seqlen_per_dp_cp_rank,
+                                               const CostModel& cost) {
+  ScheduleOptions o;
+  o.dp = topology.dp();
+  o.cp = topology.cp();
+  o.pp = topology.pp();
+  o.microbatch_multiple = topology.microbatch_multiple();
+  o.max_seqlen_per_dp_cp_rank = max_seqlen_per_dp_cp_rank;
+  o.cost = cost;
+  return o;
+}
+
+void validate_schedule_input(const ScheduleInput& in, const ScheduleOptions& o) {
+  if (o.dp < 1 || o.cp < 1 || o.pp < 1 || o.microbatch_multiple < 1) {
+    throw InvalidArgument("schedule options: dp, cp, pp and microbatch_multiple must be >= 1");
+  }
+  if (o.max_seqlen_per_dp_cp_rank < 1) {
+    throw InvalidArgument("max_seqlen_per_dp_cp_rank must be >= 1, got " +
+                          std::to_string(o.max_seqlen_per_dp_cp_rank));
+  }
+  if (in.ids.size() != in.padded_lengths.size()) {
+    throw InvalidArgument("schedule input: " + std::to_string(in.ids.size()) + " ids but " +
+                          std::to_string(in.padded_lengths.size()) + " lengths");
+  }
+  if (!in.group_ids.empty() && in.group_ids.size() != in.ids.size()) {
+    throw InvalidArgument("schedule input: group_ids must be empty or one per sample");
+  }
+  if (!in.samples_per_rank.empty()) {
+    if (static_cast<int>(in.samples_per_rank.size()) != o.dp) {
+      throw InvalidArgument("schedule input: samples_per_rank has " +
+                            std::to_string(in.samples_per_rank.size()) +
+                            " entries for dp=" + std::to_string(o.dp));
+    }
+    int64_t sum = 0;
+    for (int64_t c : in.samples_per_rank) {
+      if (c < 0) throw InvalidArgument("schedule input: negative samples_per_rank entry");
+      sum += c;
+    }
+    if (sum != static_cast<int64_t>(in.ids.size())) {
+      throw InvalidArgument("schedule input: samples_per_rank sums to " + std::to_string(sum) +
+                            " but there are " + std::to_string(in.ids.size()) + " samples");
+    }
+  } else if (in.ids.size() % static_cast<size_t>(o.dp) != 0) {
+    throw InvalidArgument("schedule input: " + std::to_string(in.ids.size()) +
+                          " samples do not split equally over dp=" + std::to_string(o.dp) +
+                          "; pass samples_per_rank");
+  }
+  for (size_t i = 0; i < in.padded_lengths.size(); ++i) {
+    if (in.padded_lengths[i] < 1) {
+      throw InvalidArgument("sample " + std::to_string(in.ids[i]) + " has length " +
+                            std::to_string(in.padded_lengths[i]) + "; lengths must be >= 1");
+    }
+  }
+  check_unique_ids(in.ids);
+  const int64_t needed = static_cast<int64_t>(o.dp) * o.microbatch_multiple;
+  if (static_cast<int64_t>(in.ids.size()) < needed) {
+    throw InvalidArgument("global batch of " + std::to_string(in.ids.size()) +
+                          " samples is smaller than dp x vpp group = " + std::to_string(needed) +
+                          ": every replica needs at least that many non-empty micro-batches");
+  }
+}
+
+}  // namespace thdpack

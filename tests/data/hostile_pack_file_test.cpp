@@ -1,0 +1,271 @@
+// Damaged pack files (SPEC §10): every damage is an InvalidArgument naming the file and the byte,
+// found before any pack is built; never a crash, an absurd allocation or a silently wrong pack.
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "expect_throw.hpp"
+#include "megatron_index.hpp"
+#include "temp_dir.hpp"
+#include "thdpack/core/errors.hpp"
+#include "thdpack/data/indexed_dataset.hpp"
+#include "thdpack/packing/offline_packing.hpp"
+
+namespace thdpack {
+namespace {
+
+using test_util::expect_throw_with;
+using test_util::TempDir;
+using testing::patch;
+using testing::read_bytes;
+using testing::write_bytes;
+
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+
+// Layout: magic (8) | version u64 | capacity i64 | divisor i64 | kind (u32 size + bytes) |
+// spec (u32 size + bytes) | source size i64 | pack count u64 | sample count u64 |
+// header checksum u64 (FNV-1a of everything before it) | offsets i64[packs + 1] |
+// sample indices i64[samples].
+
+/// FNV-1a, as the pack file's header checksum, written out again so a test can forge a file whose
+/// damage the checksum does not catch (a buggy or hostile writer).
+uint64_t fnv1a(const std::string& bytes, size_t n) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; ++i)
+    hash = (hash ^ static_cast<unsigned char>(bytes[i])) * 0x100000001b3ull;
+  return hash;
+}
+
+class HostilePackFile : public ::testing::Test {
+ protected:
+  HostilePackFile() {
+    source_ = dir_.write("source.jsonl",
+                         "{\"input_ids\":[1,2,3]}\n{\"input_ids\":[4]}\n{\"input_ids\":[5,6]}\n"
+                         "{\"input_ids\":[7,8,9,10]}\n{\"input_ids\":[11]}\n");
+    path_ = dir_.file("packs.thd");
+    // Packs {3, 4}, {0, 1, 2}: 5 samples.
+    packs_.offsets = {0, 2, 5};
+    packs_.items = {3, 4, 0, 1, 2};
+    write_pack_file(path_, packs_, 8, 1, {"jsonl", source_, 5});
+    good_ = read_bytes(path_);
+    const size_t spec_at = 32 + 4 + 5 + 4;
+    source_size_at_ = spec_at + source_.size();
+    pack_count_at_ = source_size_at_ + 8;
+    sample_count_at_ = pack_count_at_ + 8;
+    checksum_at_ = sample_count_at_ + 8;
+    offsets_at_ = checksum_at_ + 8;
+    ids_at_ = offsets_at_ + 3 * 8;
+  }
+  /// `bytes` with its header checksum made right again: damage only the deeper checks can catch.
+  std::string forged(std::string bytes) const { return forged(std::move(bytes), checksum_at_); }
+  static std::string forged(std::string bytes, size_t checksum_at) {
+    patch(bytes, checksum_at, fnv1a(bytes, checksum_at));
+    return bytes;
+  }
+  void expect_open_fails(const std::string& bytes, std::initializer_list<std::string> needles) {
+    write_bytes(path_, bytes);
+    expect_throw_with<InvalidArgument>([&] { PackedDataset::open(path_); }, needles);
+  }
+
+  TempDir dir_;
+  std::string source_, path_, good_;
+  Bins packs_;
+  size_t source_size_at_ = 0, pack_count_at_ = 0, sample_count_at_ = 0, checksum_at_ = 0,
+         offsets_at_ = 0, ids_at_ = 0;
+};
+
+TEST_F(HostilePackFile, TheGoodFileOpens) {
+  ASSERT_EQ(good_.size(), ids_at_ + 5 * 8);
+  const auto d = PackedDataset::open(path_);
+  EXPECT_EQ(d->num_packs(), 2);
+  EXPECT_EQ(std::vector<int64_t>(d->pack(1).begin(), d->pack(1).end()),
+            (std::vector<int64_t>{0, 1, 2}));
+}
+
+TEST_F(HostilePackFile, WrongMagicAndVersion) {
+  std::string bad = good_;
+  bad[3] = 'X';
+  expect_open_fails(bad, {path_ + ": byte 0: not a thdpack pack file (magic THDPACKS expected)"});
+  expect_open_fails(std::string("MMIDIDX\0\0", 9) + good_.substr(9),
+                    {path_ + ": byte 0: not a thdpack pack file"});
+  bad = good_;
+  patch(bad, 8, uint64_t{7});
+  expect_open_fails(bad, {path_ + ": byte 8: unsupported pack file version 7"});
+  bad = good_;
+  patch(bad, 16, int64_t{0});
+  expect_open_fails(bad, {path_ + ": byte 16: capacity 0 and divisor 1 must be >= 1"});
+  bad = good_;
+  patch(bad, 24, int64_t{-2});
+  expect_open_fails(bad, {path_ + ": byte 16: capacity 8 and divisor -2 must be >= 1"});
+}
+
+TEST_F(HostilePackFile, Truncated) {
+  expect_open_fails("", {path_ + ": byte 0: the file ends inside the magic"});
+  expect_open_fails(good_.substr(0, 20), {path_ + ": byte 16: the file ends inside the capacity"});
+  expect_open_fails(good_.substr(0, 38),
+                    {path_ + ": byte 32: the file ends inside the source kind"});
+  expect_open_fails(good_.substr(0, ids_at_ + 12), {path_ + ": byte " + std::to_string(ids_at_) +
+                                                    ": the sample indices: the file is too short"});
+  // Every truncation is caught, naming the file and a byte.
+  for (size_t n = 0; n < good_.size(); ++n) {
+    write_bytes(path_, good_.substr(0, n));
+    const std::string message =
+        expect_throw_with<InvalidArgument>([&] { PackedDataset::open(path_); }, {});
+    EXPECT_NE(message.find(path_ + ": byte "), std::string::npos) << n << " bytes: " << message;
+  }
+  expect_open_fails(good_ + "x", {path_ + ": byte " + std::to_string(good_.size()) +
+                                  ": unexpected bytes after the sample indices"});
+}
+
+TEST_F(HostilePackFile, CountsThatDoNotFit) {
+  std::string bad = good_;
+  patch(bad, pack_count_at_, ~uint64_t{0});  // packs + 1 used to wrap to 0 offsets
+  expect_open_fails(bad, {path_ + ": byte " + std::to_string(pack_count_at_) +
+                          ": pack count 18446744073709551615 does not fit the file"});
+  bad = good_;
+  patch(bad, pack_count_at_, uint64_t{1000});
+  expect_open_fails(bad, {path_ + ": byte " + std::to_string(checksum_at_) +
+                          ": the header checksum does not match: the file is damaged"});
+  expect_open_fails(forged(bad), {path_ + ": byte " + std::to_string(offsets_at_) +
+                                  ": the pack offsets: the file is too short"});
+  bad = good_;
+  patch(bad, sample_count_at_, uint64_t{4});
+  expect_open_fails(forged(bad), {"unexpected bytes after the sample indices"});
+  bad = good_;
+  patch(bad, 32, uint32_t{0xffffffff});  // the kind's size
+  expect_open_fails(bad, {path_ + ": byte 32: the file ends inside the source kind"});
+}
+
+TEST_F(HostilePackFile, OffsetsThatDoNotRise) {
+  std::string bad = good_;
+  patch(bad, offsets_at_ + 8, int64_t{6});
+  expect_open_fails(bad, {path_ + ": byte " + std::to_string(offsets_at_ + 8) +
+                          ": pack offset 1 is 6; pack offsets must rise from 0 to the sample "
+                          "count 5"});
+  bad = good_;
+  patch(bad, offsets_at_, int64_t{1});
+  expect_open_fails(bad,
+                    {path_ + ": byte " + std::to_string(offsets_at_) + ": pack offset 0 is 1"});
+  bad = good_;
+  patch(bad, offsets_at_ + 16, int64_t{4});
+  expect_open_fails(bad, {": pack offset 2 is 4"});
+}
+
+TEST_F(HostilePackFile, SampleIndexOutOfRange) {
+  for (int64_t bad_index : {int64_t{5}, int64_t{-1}, kInt64Max}) {
+    std::string bad = good_;
+    patch(bad, ids_at_ + 3 * 8, bad_index);
+    expect_open_fails(bad,
+                      {path_ + ": byte " + std::to_string(ids_at_ + 24) + ": sample index " +
+                       std::to_string(bad_index) + " (entry 3) is outside the source's 5 samples"});
+  }
+}
+
+TEST_F(HostilePackFile, SamplesListedTwiceOrNotAtAll) {
+  std::string bad = good_;
+  patch(bad, ids_at_ + 4 * 8, int64_t{0});  // sample 0 in both packs, sample 2 in none
+  expect_open_fails(bad, {path_ + ": byte " + std::to_string(ids_at_ + 32) +
+                          ": sample index 0 (entry 4) appears a second time"});
+  // A damaged source size: the header checksum catches it before anything is allocated by it.
+  for (int64_t claimed : {int64_t{4}, int64_t{6}, int64_t{1} << 40, kInt64Max}) {
+    bad = good_;
+    patch(bad, source_size_at_, claimed);
+    expect_open_fails(bad, {path_ + ": byte " + std::to_string(checksum_at_) +
+                            ": the header checksum does not match"});
+  }
+  // Forged past the checksum: fewer source samples than the file lists ...
+  bad = good_;
+  patch(bad, source_size_at_, int64_t{4});
+  expect_open_fails(forged(bad), {path_ + ": byte " + std::to_string(sample_count_at_) +
+                                  ": the sample count 5 exceeds the source's 4 samples"});
+  // ... or more than the source has (the jsonl source does not allocate by it).
+  for (int64_t claimed : {int64_t{6}, int64_t{1} << 40, kInt64Max}) {
+    bad = good_;
+    patch(bad, source_size_at_, claimed);
+    expect_open_fails(forged(bad), {path_ + ": its source " + source_ +
+                                    " now has 5 samples, not the " + std::to_string(claimed)});
+  }
+  // The writer refuses to make such a file.
+  Bins twice = packs_;
+  twice.items[4] = 0;
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        write_pack_file(path_, twice, 8, 1, {"jsonl", source_, 5});
+      },
+      {"sample 0 is in more than one pack"});
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        write_pack_file(path_, packs_, 8, 1, {"jsonl", source_, 4});
+      },
+      {"sample 4 is outside the source"});
+}
+
+TEST_F(HostilePackFile, BlendedSourceOfAnAbsurdSizeIsAnError) {
+  // A blend allocates per requested sample, so its size is whatever the file says.
+  for (const char* name : {"a", "b"}) {
+    IndexedDatasetWriter writer(dir_.file(name), TokenDType::kInt32);
+    for (int i = 0; i < 4; ++i) writer.add_sequence(std::vector<int64_t>(3, i));
+    writer.finish();
+  }
+  const std::string blend = "1 " + dir_.file("a") + " 1 " + dir_.file("b");
+  write_pack_file(path_, packs_, 8, 1, {"indexed", blend, 5});
+  ASSERT_EQ(PackedDataset::open(path_)->num_packs(), 2);
+  const std::string good = read_bytes(path_);
+  const size_t size_at = 32 + 4 + 7 + 4 + blend.size();
+  const size_t checksum_at = size_at + 24;
+  for (int64_t claimed : {int64_t{1} << 60, kInt64Max}) {  // bad_alloc, length_error
+    std::string bad = good;
+    patch(bad, size_at, claimed);
+    // Damage: the checksum. Forged: refused without escaping as a standard exception.
+    expect_open_fails(bad, {path_ + ": byte " + std::to_string(checksum_at) +
+                            ": the header checksum does not match"});
+    expect_open_fails(forged(bad, checksum_at),
+                      {path_ + ": its indexed source of " + std::to_string(claimed) +
+                       " samples does not fit in memory"});
+  }
+}
+
+TEST_F(HostilePackFile, SourceThatChanged) {
+  // One more sample.
+  dir_.write("source.jsonl",
+             "{\"input_ids\":[1]}\n{\"input_ids\":[1]}\n{\"input_ids\":[1]}\n"
+             "{\"input_ids\":[1]}\n{\"input_ids\":[1]}\n{\"input_ids\":[1]}\n");
+  expect_throw_with<InvalidArgument>(
+      [&] { PackedDataset::open(path_); },
+      {path_ + ": its source " + source_ + " now has 6 samples, not the 5 it was packed from"});
+  // Damaged.
+  dir_.write("source.jsonl", "{\"input_ids\":[1]}\n{\"input_ids\":[1]}\n{\"input_ids\":[1\n");
+  expect_throw_with<InvalidArgument>(
+      [&] { PackedDataset::open(path_); },
+      {path_ + ": cannot open its jsonl source: " + source_ + ":3: not valid JSON"});
+  // Gone.
+  std::filesystem::remove(source_);
+  expect_throw_with<InvalidArgument>(
+      [&] { PackedDataset::open(path_); },
+      {path_ + ": cannot open its jsonl source: cannot open JSONL file '" + source_ + "'"});
+  // Of a kind no reader knows.
+  write_pack_file(path_, packs_, 8, 1, {"parquet", source_, 5});
+  expect_throw_with<InvalidArgument>([&] { PackedDataset::open(path_); },
+                                     {path_, "unknown pack source kind 'parquet'"});
+}
+
+TEST_F(HostilePackFile, PacksLargerThanTheCapacityFailWhenRead) {
+  // Pack 1 = samples {0, 1, 2} holds 6 tokens: with a capacity of 5 in the file it cannot be built,
+  // pack 0 = {3, 4} (5 tokens) still can.
+  std::string bad = good_;
+  patch(bad, 16, int64_t{5});
+  write_bytes(path_, forged(bad));
+  const auto d = PackedDataset::open(path_);
+  EXPECT_EQ(d->batch(0).cu_seqlens, (std::vector<int32_t>{0, 4, 5}));
+  expect_throw_with<InvalidArgument>([&] { d->batch(1); }, {"6", "5"});
+  expect_throw_with<InvalidArgument>([&] { d->pack(2); }, {"pack 2 outside [0, 2)"});
+}
+
+}  // namespace
+}  // namespace thdpack

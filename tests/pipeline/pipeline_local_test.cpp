@@ -1,0 +1,236 @@
+// The pipeline on the local-thread communicator: every layout of the test matrix, both reading
+// modes, with and without VPP, every scheduler, checked against the single-process reference on
+// every rank (verify_step), plus the failures that must reach every rank.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+
+#include "expect_throw.hpp"
+#include "pipeline_case.hpp"
+#include "thdpack/comm/local_communicator.hpp"
+#include "thdpack/comm/process_groups.hpp"
+#include "thdpack/core/errors.hpp"
+#include "thdpack/pipeline/step_verification.hpp"
+
+namespace thdpack {
+namespace {
+
+using testing::PipelineCase;
+
+class PipelineLocal : public ::testing::TestWithParam<PipelineCase> {};
+
+TEST_P(PipelineLocal, EveryRankMatchesTheReference) {
+  const PipelineCase c = GetParam();
+  std::atomic<int64_t> microbatches{-1};
+  std::atomic<bool> counts_differ{false};
+  run_local(c.world_size(), [&](Communicator& world) {
+    const testing::CaseOutcome outcome = testing::run_case(world, c);
+    EXPECT_EQ(outcome.steps, c.steps);
+    EXPECT_LE(outcome.collectives_max, 4) << "collectives per step must not depend on fields";
+    int64_t expected = -1;
+    if (!microbatches.compare_exchange_strong(expected, outcome.microbatches) &&
+        expected != outcome.microbatches) {
+      counts_differ = true;
+    }
+  });
+  EXPECT_FALSE(counts_differ.load());
+  EXPECT_GT(microbatches.load(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, PipelineLocal, ::testing::ValuesIn(testing::full_matrix()),
+                         [](const auto& info) { return info.param.name(); });
+
+TEST(PipelineLocalErrors, InconsistentOptionsFailOnEveryRank) {
+  std::atomic<int> errors{0};
+  EXPECT_THROW(run_local(4,
+                         [&](Communicator& world) {
+                           PipelineCase c;
+                           c.dp = 4;
+                           PipelineOptions o = testing::options_of(c);
+                           if (world.rank() == 3) o.max_seqlen_per_dp_cp_rank = 256;
+                           try {
+                             Pipeline p(world, o);
+                           } catch (const InvalidArgument& e) {
+                             EXPECT_NE(std::string(e.what()).find("rank 3"), std::string::npos);
+                             EXPECT_NE(std::string(e.what()).find("max_seqlen_per_dp_cp_rank=256"),
+                                       std::string::npos);
+                             ++errors;
+                             throw;
+                           }
+                         }),
+               InvalidArgument);
+  EXPECT_EQ(errors.load(), 4);
+}
+
+TEST(PipelineLocalErrors, WorldSizeMismatch) {
+  test_util::expect_throw_with<InvalidArgument>(
+      [] {
+        run_local(3, [](Communicator& world) {
+          PipelineCase c;
+          c.dp = 4;
+          Pipeline p(world, testing::options_of(c));
+        });
+      },
+      "world size 3");
+}
+
+// A step-level failure (decided from gathered data) must reach every rank.
+void expect_step_error_everywhere(
+    const PipelineCase& c,
+    const std::function<std::vector<Sample>(const PipelineOptions&, int)>& samples,
+    const std::string& needle) {
+  std::atomic<int> errors{0};
+  EXPECT_THROW(run_local(c.world_size(),
+                         [&](Communicator& world) {
+                           const PipelineOptions o = testing::options_of(c);
+                           Pipeline p(world, o);
+                           try {
+                             p.run_step(samples(o, world.rank()));
+                           } catch (const InvalidArgument& e) {
+                             EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
+                                 << e.what();
+                             ++errors;
+                             throw;
+                           }
+                         }),
+               InvalidArgument);
+  EXPECT_EQ(errors.load(), c.world_size());
+}
+
+TEST(PipelineLocalErrors, ReadersOfOneDpIndexMustAgree) {
+  PipelineCase c;
+  c.tp = 1;
+  c.cp = 2;
+  c.dp = 2;
+  expect_step_error_everywhere(
+      c,
+      [](const PipelineOptions& o, int rank) {
+        auto s = testing::local_samples(o, rank, 0, 16);
+        if (o.topology.coordinates(rank).cp == 1 && !s.empty()) s.pop_back();
+        return s;
+      },
+      "must hold the same samples");
+}
+
+TEST(PipelineLocalErrors, NonReadersMustNotBeGivenSamples) {
+  PipelineCase c;
+  c.tp = 2;
+  c.dp = 2;
+  expect_step_error_everywhere(
+      c,
+      [](const PipelineOptions& o, int rank) {
+        // Every rank reads, although in Megatron mode TP rank 1 must not.
+        PipelineOptions all = o;
+        all.reading = ReadingMode::kAllRanks;
+        return testing::local_samples(all, rank, 0, 16);
+      },
+      "does not read data");
+}
+
+TEST(PipelineLocalErrors, OversizedSampleUnderErrorPolicy) {
+  PipelineCase c;
+  c.dp = 2;
+  expect_step_error_everywhere(
+      c,
+      [](const PipelineOptions& o, int rank) {
+        auto s = testing::local_samples(o, rank, 0, 16);
+        if (!s.empty()) s[0].input_ids.resize(2000, 5);  // M = 512
+        return s;
+      },
+      "raise --max-seqlen-per-dp-cp-rank");
+}
+
+TEST(PipelineLocal, TruncationMatchesTheReference) {
+  PipelineCase c;
+  c.cp = 2;
+  c.dp = 2;
+  c.oversize = OversizePolicy::kTruncate;
+  run_local(c.world_size(), [&](Communicator& world) {
+    const PipelineOptions o = testing::options_of(c);
+    Pipeline p(world, o);
+    auto local = testing::local_samples(o, world.rank(), 0, 16);
+    std::vector<Sample> all_long;
+    for (Sample& s : local) {
+      if (s.id % 3 == 0) s.input_ids.resize(1500, s.input_ids.back());
+      if (!s.loss_mask.empty()) s.loss_mask.resize(s.input_ids.size(), 1.0f);
+    }
+    const StepResult r = p.run_step(local);
+    EXPECT_GT(r.batch.truncated, 0);
+    // The reference sees the same long samples.
+    std::map<int64_t, Sample> by_id;
+    for (int rank = 0; rank < world.size(); ++rank) {
+      for (Sample s : testing::local_samples(o, rank, 0, 16)) {
+        if (s.id % 3 == 0) s.input_ids.resize(1500, s.input_ids.back());
+        if (!s.loss_mask.empty()) s.loss_mask.resize(s.input_ids.size(), 1.0f);
+        by_id[s.id] = s;
+      }
+    }
+    verify_step(world, o, r, local, [&](int64_t id) { return by_id.at(id); });
+  });
+}
+
+TEST(PipelineLocal, IteratorsExposeOnlyTheirVirtualStageFields) {
+  PipelineCase c;
+  c.pp = 2;
+  c.vpp = 2;
+  c.dp = 2;
+  run_local(c.world_size(), [&](Communicator& world) {
+    const PipelineOptions o = testing::options_of(c);
+    Pipeline p(world, o);
+    const StepResult r = p.run_step(testing::local_samples(o, world.rank(), 0, 16));
+    const auto its = r.iterators();
+    ASSERT_EQ(its.size(), 2u);
+    const int pp_rank = p.coordinates().pp;
+    for (int v = 0; v < 2; ++v) {
+      MicroBatchIterator it = its[static_cast<size_t>(v)];
+      EXPECT_EQ(it.size(), static_cast<size_t>(r.num_microbatches()));
+      const PackedBatchView first = it.next();
+      EXPECT_EQ(!first.tokens.empty(), pp_rank == 0 && v == 0);
+      EXPECT_EQ(!first.labels.empty(), pp_rank == 1 && v == 1);
+      EXPECT_FALSE(first.cu_seqlens.empty());
+      EXPECT_EQ(first.num_rows(), first.layout().total_rows() / o.topology.cp());
+    }
+    EXPECT_EQ(r.num_microbatches() % 2, 0) << "VPP needs a multiple of the group (pp)";
+  });
+}
+
+}  // namespace
+}  // namespace thdpack
+
+namespace thdpack {
+namespace {
+
+TEST(PipelineLocal, GivenGroupsGiveTheSameResult) {
+  testing::PipelineCase c;
+  c.tp = 2;
+  c.cp = 2;
+  c.dp = 2;
+  run_local(c.world_size(), [&](Communicator& world) {
+    const PipelineOptions o = testing::options_of(c);
+    ProcessGroups g = make_process_groups(world, o.topology);
+    Pipeline p(world, *g.dp, *g.tp, o);
+    const auto local = testing::local_samples(o, world.rank(), 0, 16);
+    const StepResult r = p.run_step(local);
+    verify_step(world, o, r, local, [](int64_t id) { return testing::case_dataset().sample(id); });
+  });
+}
+
+TEST(PipelineLocalErrors, GroupsInAnotherOrderAreRejected) {
+  testing::PipelineCase c;
+  c.cp = 2;
+  c.dp = 2;
+  test_util::expect_throw_with<InvalidArgument>(
+      [&] {
+        run_local(c.world_size(), [&](Communicator& world) {
+          const PipelineOptions o = testing::options_of(c);
+          ProcessGroups g = make_process_groups(world, o.topology);
+          Pipeline p(world, *g.cp, *g.tp, o);  // the CP group where the DP group belongs
+        });
+      },
+      "DP group given to the pipeline");
+}
+
+}  // namespace
+}  // namespace thdpack
