@@ -1,6 +1,6 @@
 #include "bench_workloads.hpp"
 
-#include "thdpack/core/dataset.hpp"
+#include "thdpack/data/mock_dataset.hpp"
 #include "thdpack/packing/packed_batch.hpp"
 
 namespace thdpack::bench {

@@ -16,9 +16,10 @@
 #include <vector>
 
 #include "thdpack/data/indexed_dataset.hpp"
-#include "thdpack/core/dataset.hpp"
-#include "thdpack/packing/offline_packing.hpp"
+#include "thdpack/data/mock_dataset.hpp"
+#include "thdpack/data/pack_file.hpp"
 #include "thdpack/data/workloads.hpp"
+#include "thdpack/packing/offline_packing.hpp"
 
 namespace {
 

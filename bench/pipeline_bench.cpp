@@ -17,7 +17,7 @@
 #include "megatron_flow.hpp"
 #include "thdpack/comm/mpi_communicator.hpp"
 #include "thdpack/core/errors.hpp"
-#include "thdpack/core/dataset.hpp"
+#include "thdpack/data/mock_dataset.hpp"
 #include "thdpack/data/workloads.hpp"
 
 namespace thdpack::bench {

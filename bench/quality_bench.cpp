@@ -19,7 +19,7 @@
 #include "bench_workloads.hpp"
 #include "naive_baseline.hpp"
 #include "thdpack/core/errors.hpp"
-#include "thdpack/core/dataset.hpp"
+#include "thdpack/data/mock_dataset.hpp"
 #include "thdpack/packing/bin_packing.hpp"
 #include "thdpack/packing/cp_partition.hpp"
 #include "thdpack/packing/packed_batch.hpp"

@@ -11,6 +11,7 @@
 
 #include "bench_workloads.hpp"
 #include "thdpack/core/dataset.hpp"
+#include "thdpack/data/mock_dataset.hpp"
 #include "thdpack/packing/bin_packing.hpp"
 #include "thdpack/packing/packed_batch.hpp"
 

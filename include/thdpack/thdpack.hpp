@@ -14,6 +14,10 @@
 #include "thdpack/packing/thd_layout.hpp"
 
 #include "thdpack/data/indexed_dataset.hpp"
+#include "thdpack/data/jsonl_dataset.hpp"
+#include "thdpack/data/lengths_file.hpp"
+#include "thdpack/data/mock_dataset.hpp"
+#include "thdpack/data/pack_file.hpp"
 #include "thdpack/data/workloads.hpp"
 
 #include "thdpack/schedule/cost_model.hpp"

@@ -3,6 +3,7 @@
 #include "bindings.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/indexed_dataset.hpp"
+#include "thdpack/data/pack_file.hpp"
 #include "thdpack/packing/offline_packing.hpp"
 
 namespace thdpack::python {

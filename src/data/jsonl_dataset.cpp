@@ -7,6 +7,7 @@
 #include "data/readers.hpp"
 #include "thdpack/core/dataset.hpp"
 #include "thdpack/core/errors.hpp"
+#include "thdpack/data/jsonl_dataset.hpp"
 
 namespace thdpack {
 namespace {

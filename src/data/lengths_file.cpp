@@ -5,6 +5,7 @@
 #include "data/readers.hpp"
 #include "thdpack/core/dataset.hpp"
 #include "thdpack/core/errors.hpp"
+#include "thdpack/data/lengths_file.hpp"
 
 namespace thdpack {
 namespace {

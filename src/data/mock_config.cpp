@@ -7,6 +7,7 @@
 
 #include "thdpack/core/dataset.hpp"
 #include "thdpack/core/errors.hpp"
+#include "thdpack/data/mock_dataset.hpp"
 
 namespace thdpack {
 namespace {

@@ -5,6 +5,8 @@
 #include "core/counter_rng.hpp"
 #include "thdpack/core/dataset.hpp"
 #include "thdpack/core/errors.hpp"
+#include "thdpack/data/lengths_file.hpp"
+#include "thdpack/data/mock_dataset.hpp"
 
 namespace thdpack {
 namespace {

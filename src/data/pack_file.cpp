@@ -13,7 +13,9 @@
 
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/indexed_dataset.hpp"
-#include "thdpack/core/dataset.hpp"
+#include "thdpack/data/jsonl_dataset.hpp"
+#include "thdpack/data/mock_dataset.hpp"
+#include "thdpack/data/pack_file.hpp"
 #include "thdpack/packing/offline_packing.hpp"
 
 namespace thdpack {

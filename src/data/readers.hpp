@@ -13,6 +13,7 @@
 
 #include "thdpack/core/dataset.hpp"
 #include "thdpack/data/indexed_dataset.hpp"
+#include "thdpack/data/jsonl_dataset.hpp"
 
 namespace thdpack::detail {
 

@@ -4,7 +4,7 @@
 
 #include "core/name_lookup.hpp"
 #include "thdpack/core/errors.hpp"
-#include "thdpack/core/dataset.hpp"
+#include "thdpack/data/mock_dataset.hpp"
 
 namespace thdpack {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "thdpack/core/dataset.hpp"
+#include "thdpack/data/mock_dataset.hpp"
 #include "thdpack/pipeline/step_verification.hpp"
 
 namespace thdpack::testing {

@@ -1,6 +1,6 @@
-// Datasets (SPEC §2, §10; include/thdpack/core/dataset.hpp, thdpack/data/mock_dataset.hpp): the default mock config, mock length
-// distributions and their statistics, mock token content, config JSON parsing, lengths files and
-// pre-tokenized JSONL.
+// Datasets (SPEC §2, §10; include/thdpack/core/dataset.hpp, thdpack/data/mock_dataset.hpp): the
+// default mock config, mock length distributions and their statistics, mock token content, config
+// JSON parsing, lengths files and pre-tokenized JSONL.
 
 #include "thdpack/core/dataset.hpp"
 
@@ -18,6 +18,9 @@
 #include "expect_throw.hpp"
 #include "temp_dir.hpp"
 #include "thdpack/core/errors.hpp"
+#include "thdpack/data/jsonl_dataset.hpp"
+#include "thdpack/data/lengths_file.hpp"
+#include "thdpack/data/mock_dataset.hpp"
 
 namespace thdpack {
 namespace {

@@ -22,6 +22,9 @@
 #include "thdpack/core/dataset.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/indexed_dataset.hpp"
+#include "thdpack/data/jsonl_dataset.hpp"
+#include "thdpack/data/lengths_file.hpp"
+#include "thdpack/data/mock_dataset.hpp"
 #include "thdpack/packing/offline_packing.hpp"
 
 namespace thdpack {

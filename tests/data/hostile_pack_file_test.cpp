@@ -15,6 +15,7 @@
 #include "temp_dir.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/indexed_dataset.hpp"
+#include "thdpack/data/pack_file.hpp"
 #include "thdpack/packing/offline_packing.hpp"
 
 namespace thdpack {

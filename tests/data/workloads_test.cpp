@@ -12,7 +12,7 @@
 
 #include "expect_throw.hpp"
 #include "thdpack/core/errors.hpp"
-#include "thdpack/core/dataset.hpp"
+#include "thdpack/data/mock_dataset.hpp"
 
 namespace thdpack {
 namespace {

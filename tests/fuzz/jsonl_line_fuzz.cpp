@@ -13,7 +13,7 @@
 #include "data/readers.hpp"
 #include "fuzz_check.hpp"
 #include "thdpack/core/errors.hpp"
-#include "thdpack/core/dataset.hpp"
+#include "thdpack/data/jsonl_dataset.hpp"
 #include "thdpack/packing/packed_batch.hpp"
 
 namespace {

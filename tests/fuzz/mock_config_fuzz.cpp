@@ -10,6 +10,7 @@
 #include "fuzz_check.hpp"
 #include "thdpack/core/dataset.hpp"
 #include "thdpack/core/errors.hpp"
+#include "thdpack/data/mock_dataset.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using thdpack::MockConfig;

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "thdpack/core/dataset.hpp"
+#include "thdpack/data/mock_dataset.hpp"
 #include "thdpack/data/workloads.hpp"
 #include "thdpack/packing/packed_batch.hpp"
 #include "thdpack/schedule/cost_model.hpp"

@@ -1,4 +1,5 @@
-// Global batch composition (include/thdpack/schedule/global_batch.hpp; SPEC §3 padding, §10 oversize).
+// Global batch composition (include/thdpack/schedule/global_batch.hpp; SPEC §3 padding, §10
+// oversize).
 
 #include "thdpack/schedule/global_batch.hpp"
 
@@ -11,7 +12,7 @@
 
 #include "expect_throw.hpp"
 #include "thdpack/core/errors.hpp"
-#include "thdpack/core/dataset.hpp"
+#include "thdpack/data/mock_dataset.hpp"
 #include "thdpack/data/workloads.hpp"
 
 namespace thdpack {

@@ -12,6 +12,7 @@
 #include "table.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/indexed_dataset.hpp"
+#include "thdpack/data/pack_file.hpp"
 #include "thdpack/packing/offline_packing.hpp"
 #include "workload_source.hpp"
 

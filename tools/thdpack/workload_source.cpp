@@ -6,7 +6,8 @@
 
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/indexed_dataset.hpp"
-#include "thdpack/core/dataset.hpp"
+#include "thdpack/data/jsonl_dataset.hpp"
+#include "thdpack/data/mock_dataset.hpp"
 #include "thdpack/data/workloads.hpp"
 
 namespace thdpack::cli {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "thdpack/core/dataset.hpp"
+#include "thdpack/data/pack_file.hpp"
 #include "thdpack/packing/offline_packing.hpp"
 
 namespace thdpack::cli {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "thdpack/core/dataset.hpp"
+#include "thdpack/data/mock_dataset.hpp"
 
 namespace thdpack {
 
