@@ -1,17 +1,16 @@
 """Train the example GPT (examples/gpt.py) on CPU from thdpack's packed (THD) micro-batches.
 
-Run from the repository root once the Python module is built (``build/python``)::
-
-    export PYTHONPATH=build/python:examples
+Run from the repository root after ``bash scripts/setup.sh`` (which installs thdpack for Debian's
+``/usr/bin/python3``, the interpreter with python3-torch; in a venv, ``pip install .`` first)::
 
     # 4 processes (torch.multiprocessing + gloo): data parallel 2 x context parallel 2
-    python3 examples/train_gpt.py --nproc 4 --dp 2 --cp 2 --steps 20
+    /usr/bin/python3 examples/train_gpt.py --nproc 4 --dp 2 --cp 2 --steps 20
 
     # the same global batches as padded [B, L] micro-batches, to compare tokens/s
-    python3 examples/train_gpt.py --nproc 4 --dp 2 --cp 2 --steps 20 --padded
+    /usr/bin/python3 examples/train_gpt.py --nproc 4 --dp 2 --cp 2 --steps 20 --padded
 
     # one process, pre-tokenized data: one {"input_ids": [...], "loss_mask"/"labels": [...]} a line
-    python3 examples/train_gpt.py --jsonl data.jsonl
+    /usr/bin/python3 examples/train_gpt.py --jsonl data.jsonl
 
 Data. By default a mock dataset: lengths from thdpack's lognormal mock (``--mock-config``, default
 lengths 16..256, mean 96) and thdpack's mock token content, computed here for this small

@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# Installs every Debian package thdpack uses, then configures and builds it in ./build.
+# Installs every Debian package thdpack uses, builds thdpack in ./build and installs it: the
+# `thdpack` command, headers, libraries, CMake and pkg-config files under PREFIX, and the Python
+# package for Debian's /usr/bin/python3 (the interpreter with python3-torch and python3-numpy).
 #
-#   bash scripts/setup.sh            # install + build (Release)
-#   THDPACK_SKIP_APT=1 bash scripts/setup.sh   # build only (packages already present)
+#   bash scripts/setup.sh                       # apt packages + build (Release) + install
+#   THDPACK_SKIP_APT=1 bash scripts/setup.sh    # packages already present
+#   THDPACK_SKIP_INSTALL=1 bash scripts/setup.sh  # build only
 #
-# Environment: BUILD_DIR (default build), BUILD_TYPE (default Release), JOBS (default nproc).
+# Environment: BUILD_DIR (default build), BUILD_TYPE (default Release), JOBS (default nproc),
+# PREFIX (default /usr/local when writable, else ~/.local), CMAKE_ARGS (extra configure flags).
+# For another Python, a venv or conda: `pip install --no-build-isolation .` (docs/install.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,7 +19,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev
   openmpi-bin libopenmpi-dev
   python3 python3-dev python3-numpy python3-pybind11 pybind11-dev python3-pytest python3-torch
-  python3-mpi4py
+  python3-mpi4py python3-venv python3-pip python3-setuptools python3-wheel python3-build
   clang-14 libclang-rt-14-dev
 )
 
@@ -34,21 +39,43 @@ if [ "${THDPACK_SKIP_APT:-0}" != "1" ]; then
   fi
 fi
 
+# Install, so that `thdpack` runs as the docs write it and `import thdpack` works for Debian's
+# Python. The package goes where that Python looks for the prefix's packages.
+if [ -z "${PREFIX:-}" ]; then
+  if [ -w /usr/local/bin ] && [ -w /usr/local/lib ]; then PREFIX=/usr/local; else PREFIX=$HOME/.local; fi
+fi
+python_dir=$(/usr/bin/python3 - "$PREFIX" <<'PY'
+import site, sys
+prefix = sys.argv[1].rstrip("/")
+for d in site.getsitepackages() + [site.getusersitepackages()]:
+    if d.startswith(prefix + "/"):
+        print(d)
+        break
+else:
+    print(f"{prefix}/lib/python{sys.version_info[0]}.{sys.version_info[1]}/site-packages")
+PY
+)
 BUILD_DIR=${BUILD_DIR:-build}
 BUILD_TYPE=${BUILD_TYPE:-Release}
 JOBS=${JOBS:-$(nproc)}
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" ${CMAKE_ARGS:-}
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" -DCMAKE_INSTALL_PREFIX="$PREFIX" \
+  -DTHDPACK_INSTALL_PYTHON=ON -DTHDPACK_PYTHON_INSTALL_DIR="$python_dir" ${CMAKE_ARGS:-}
 cmake --build "$BUILD_DIR" -j "$JOBS"
 echo "[setup] built in $BUILD_DIR"
 
-# Make `import thdpack` work for Debian's /usr/bin/python3 (the interpreter with python3-torch),
-# pointing at the build tree like an editable install. `cmake --install` does a real install.
-if [ -d "$BUILD_DIR/python/thdpack" ]; then
-  site=$(/usr/bin/python3 -c "import site; print(site.getsitepackages()[0])")
-  pth="$site/thdpack-build.pth"
-  if mkdir -p "$site" 2>/dev/null && echo "$(cd "$BUILD_DIR/python" && pwd)" > "$pth" 2>/dev/null; then
-    echo "[setup] /usr/bin/python3 imports thdpack from $BUILD_DIR/python ($pth)"
-  else
-    echo "[setup] to import thdpack: export PYTHONPATH=$(cd "$BUILD_DIR/python" && pwd)"
-  fi
+[ "${THDPACK_SKIP_INSTALL:-0}" = "1" ] && exit 0
+
+cmake --install "$BUILD_DIR" > "$BUILD_DIR/install.log"
+# Earlier set-ups pointed Debian's Python at the build tree with a .pth file; the install replaces it.
+for site in $(/usr/bin/python3 -c "import site; print(' '.join(site.getsitepackages()))"); do
+  rm -f "$site/thdpack-build.pth" 2>/dev/null || true
+done
+echo "[setup] installed thdpack $("$PREFIX/bin/thdpack" --version | cut -d' ' -f2) in $PREFIX" \
+  "(bin/thdpack, include/thdpack, lib, lib/cmake/thdpack, lib/pkgconfig; Python: $python_dir)"
+case ":$PATH:" in
+  *":$PREFIX/bin:"*) ;;
+  *) echo "[setup] $PREFIX/bin is not on PATH: export PATH=$PREFIX/bin:\$PATH" ;;
+esac
+if ! (cd / && /usr/bin/python3 -c "import thdpack" 2>/dev/null); then
+  echo "[setup] /usr/bin/python3 does not see $python_dir: export PYTHONPATH=$python_dir"
 fi

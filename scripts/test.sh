@@ -16,7 +16,7 @@ ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"
 
 if [ "${1:-}" = "--sanitize" ]; then
   # CMake reads CXXFLAGS when it first configures the directory.
-  THDPACK_SKIP_APT=1 BUILD_DIR=build-sanitize BUILD_TYPE=Debug \
+  THDPACK_SKIP_APT=1 THDPACK_SKIP_INSTALL=1 BUILD_DIR=build-sanitize BUILD_TYPE=Debug \
     CXXFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer" \
     CMAKE_ARGS="-DTHDPACK_BUILD_BENCH=OFF -DTHDPACK_FUZZ_IN_CTEST=OFF" bash scripts/setup.sh
   # Hostile-input tests expect absurd allocations to throw std::bad_alloc, as they do without ASan.

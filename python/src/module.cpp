@@ -3,6 +3,7 @@
 
 #include "bindings.hpp"
 #include "thdpack/core/errors.hpp"
+#include "thdpack/core/version.hpp"
 
 namespace thdpack::python {
 namespace {
@@ -51,6 +52,7 @@ void register_errors(py::module_& m) {
 PYBIND11_MODULE(_thdpack, m) {
   using namespace thdpack::python;
   m.doc() = "thdpack: the packed-sequence (THD) data layer for distributed LLM training.";
+  m.attr("__version__") = thdpack::kVersion;
   register_errors(m);
   bind_core(m);
   bind_packing(m);

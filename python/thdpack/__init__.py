@@ -21,8 +21,7 @@ input, ``CommError`` and ``InternalError`` (RuntimeErrors); all are ``thdpack.Er
 
 from ._thdpack import *  # noqa: F401,F403  (the names are listed in __all__)
 from ._thdpack import __doc__ as _module_doc  # noqa: F401
-
-__version__ = "0.1.0"
+from ._thdpack import __version__  # noqa: F401  (from CMake's project version)
 
 __all__ = [
     # errors

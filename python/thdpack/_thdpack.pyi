@@ -9,6 +9,7 @@ IntArray = npt.ArrayLike
 SampleLike = Union[dict, Sequence[int], npt.NDArray[np.int64]]
 GroupKind = Literal["tp", "cp", "dp", "pp", "dp_cp", "ep"]
 
+__version__: str
 HAVE_MPI: bool
 
 class Error(Exception): ...

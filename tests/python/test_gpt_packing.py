@@ -8,7 +8,8 @@
   the wrong row order breaks it, so the check really depends on the CP key/value gather;
 * training works: the loss falls over 30 steps, and the command line runs on 4 processes.
 
-Run: ``cd /work/main && PYTHONPATH=build/python:examples python3 -m pytest tests/python -q``
+Run from the repository root: ``PYTHONPATH=build/python:examples /usr/bin/python3 -m pytest
+tests/python -q``
 (``-s`` prints the measured differences).
 """
 

@@ -2,14 +2,16 @@
 
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <string>
 #include <vector>
 
 #include "commands.hpp"
 #include "thdpack/core/errors.hpp"
+#include "thdpack/core/version.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"thdpack: packed-sequence (THD) data layer for distributed LLM training"};
-  app.set_version_flag("--version", "thdpack 0.1.0");
+  app.set_version_flag("--version", std::string("thdpack ") + thdpack::kVersion);
   app.require_subcommand(1);
   const std::vector<thdpack::cli::Command> commands = {
       thdpack::cli::add_plan_command(app),

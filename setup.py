@@ -1,0 +1,99 @@
+"""Builds thdpack's Python package through CMake (pyproject.toml has the metadata).
+
+The extension module ``thdpack._thdpack`` and the ``thdpack`` CLI are built by the project's own
+CMake for ``sys.executable`` (the Python that runs pip or build), so a venv, conda or any other
+CPython gets a module of its own. The CLI lands in the package as ``thdpack/_bin/thdpack`` and the
+``thdpack`` console script runs it.
+
+Environment (all optional):
+  THDPACK_WITH_MPI     ON / OFF (default: ON when an MPI C++ compiler wrapper is on PATH)
+  THDPACK_BUILD_TYPE   CMake build type (default Release)
+  CMAKE_GENERATOR      as for CMake (default Ninja when installed)
+  CMAKE_ARGS           extra CMake arguments, split on spaces
+  JOBS                 parallel build jobs (default: all cores)
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = Path(__file__).resolve().parent
+# setuptools' own build tree stays out of the CMake build folder that scripts/setup.sh uses.
+(ROOT / "build-python").mkdir(exist_ok=True)
+
+
+def project_version():
+    """The version in CMakeLists.txt's project() call: one version for C++, CLI and Python."""
+    text = (ROOT / "CMakeLists.txt").read_text()
+    match = re.search(r"project\(thdpack\s+VERSION\s+([0-9.]+)", text)
+    if not match:
+        raise RuntimeError("no project(thdpack VERSION x.y.z) in CMakeLists.txt")
+    return match.group(1)
+
+
+def mpi_setting():
+    choice = os.environ.get("THDPACK_WITH_MPI")
+    if choice:
+        return choice
+    found = any(shutil.which(w) for w in ("mpicxx", "mpic++", "mpiCC"))
+    return "ON" if found else "OFF"
+
+
+class CMakeExtension(Extension):
+    def __init__(self, name):
+        super().__init__(name, sources=[])
+
+
+class CMakeBuild(build_ext):
+    """Configures and builds the CMake project, then copies the module and CLI into the package."""
+
+    def build_extension(self, ext):
+        if shutil.which("cmake") is None:
+            raise RuntimeError("thdpack needs CMake >= 3.22 to build (Debian: apt-get install cmake)")
+        package_dir = Path(self.get_ext_fullpath(ext.name)).resolve().parent
+        build_dir = Path(self.build_temp).resolve() / "cmake"
+        build_dir.mkdir(parents=True, exist_ok=True)
+        build_type = os.environ.get("THDPACK_BUILD_TYPE", "Release")
+        configure = [
+            "cmake", "-S", str(ROOT), "-B", str(build_dir),
+            f"-DCMAKE_BUILD_TYPE={build_type}",
+            f"-DPython3_EXECUTABLE={sys.executable}",
+            f"-DTHDPACK_WITH_MPI={mpi_setting()}",
+            "-DTHDPACK_WITH_PYTHON=ON",
+            "-DTHDPACK_BUILD_TESTS=OFF",
+            "-DTHDPACK_BUILD_BENCH=OFF",
+            "-DTHDPACK_WERROR=OFF",
+        ]
+        if "CMAKE_GENERATOR" not in os.environ and shutil.which("ninja"):
+            configure += ["-G", "Ninja"]
+        configure += os.environ.get("CMAKE_ARGS", "").split()
+        subprocess.run(configure, check=True)
+        jobs = os.environ.get("JOBS", str(os.cpu_count() or 1))
+        subprocess.run(["cmake", "--build", str(build_dir), "-j", jobs, "--target", "_thdpack",
+                        "thdpack"], check=True)
+
+        built_package = build_dir / "python" / "thdpack"
+        modules = sorted(built_package.glob("_thdpack*.so")) + sorted(
+            built_package.glob("_thdpack*.pyd"))
+        if not modules:
+            raise RuntimeError(f"CMake built no _thdpack module in {built_package}")
+        package_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(modules[0], self.get_ext_fullpath(ext.name))
+        bin_dir = package_dir / "_bin"
+        bin_dir.mkdir(exist_ok=True)
+        shutil.copy2(build_dir / "bin" / "thdpack", bin_dir / "thdpack")
+
+
+setup(
+    version=project_version(),
+    ext_modules=[CMakeExtension("thdpack._thdpack")],
+    cmdclass={"build_ext": CMakeBuild},
+    options={"build": {"build_base": "build-python"}, "egg_info": {"egg_base": "build-python"}},
+    zip_safe=False,
+)

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# What a Python user does: build a wheel with `python -m build --wheel --no-isolation`, install it
+# into a fresh venv (with Debian's numpy and torch visible through --system-site-packages) from
+# the wheel alone, offline, and use it; then `pip install --no-build-isolation .` into a second
+# fresh venv. In each venv: the import-and-pack smoke test (python_smoke.py) and the `thdpack`
+# console script. Nothing here reaches a network: pip runs with --no-index.
+#
+#   bash tests/install/python_package_test.sh [PYTHON]     (default /usr/bin/python3)
+set -euo pipefail
+python=${1:-/usr/bin/python3}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+version=$(sed -n 's/^project(thdpack VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
+step() { echo "[python-package] $*"; }
+
+check_venv() {  # venv: the smoke test and the console script, from outside the source tree
+  local venv=$1
+  (cd "$work" && "$venv/bin/python" "$here/python_smoke.py" "$version" "$venv")
+  [ "$("$venv/bin/thdpack" --version)" = "thdpack $version" ]
+  "$venv/bin/thdpack" plan --workload sft-8k --dp 2 --steps 1 --no-progress > "$work/plan.txt"
+  grep -q '^balanced' "$work/plan.txt" || { cat "$work/plan.txt"; exit 1; }
+}
+
+step "wheel (python -m build --wheel --no-isolation)"
+"$python" -m venv --system-site-packages "$work/wheel-venv"
+# Run from $work: a ./build folder in the working directory would shadow the `build` package.
+(cd "$work" && "$work/wheel-venv/bin/python" -m build --wheel --no-isolation --outdir "$work/dist" \
+  "$root" > "$work/wheel.log" 2>&1) || { tail -40 "$work/wheel.log"; exit 1; }
+wheel=$(ls "$work"/dist/thdpack-"$version"-*.whl)
+step "built $(basename "$wheel")"
+"$work/wheel-venv/bin/python" -m zipfile -l "$wheel" > "$work/wheel-contents.txt"
+for f in thdpack/__init__.py thdpack/py.typed thdpack/_thdpack.pyi thdpack/_bin/thdpack \
+    thdpack/torch.py; do
+  grep -q "^$f " "$work/wheel-contents.txt" || { echo "wheel lacks $f" >&2; exit 1; }
+done
+"$work/wheel-venv/bin/pip" install --no-index "$wheel" > "$work/pip-wheel.log" ||
+  { cat "$work/pip-wheel.log"; exit 1; }
+check_venv "$work/wheel-venv"
+
+step "pip install --no-build-isolation . into a second fresh venv"
+"$python" -m venv --system-site-packages "$work/pip-venv"
+(cd "$root" && "$work/pip-venv/bin/pip" install --no-build-isolation --no-index . \
+  > "$work/pip-source.log" 2>&1) || { tail -40 "$work/pip-source.log"; exit 1; }
+check_venv "$work/pip-venv"
+step "wheel and source installs work in fresh venvs"
