@@ -15,6 +15,7 @@ Environment (all optional):
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -24,8 +25,6 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
-# setuptools' own build tree stays out of the CMake build folder that scripts/setup.sh uses.
-(ROOT / "build-python").mkdir(exist_ok=True)
 
 
 def project_version():
@@ -69,10 +68,12 @@ class CMakeBuild(build_ext):
             "-DTHDPACK_BUILD_TESTS=OFF",
             "-DTHDPACK_BUILD_BENCH=OFF",
             "-DTHDPACK_WERROR=OFF",
+            # The module and the CLI carry the library inside them: nothing else to ship.
+            "-DBUILD_SHARED_LIBS=OFF",
         ]
         if "CMAKE_GENERATOR" not in os.environ and shutil.which("ninja"):
             configure += ["-G", "Ninja"]
-        configure += os.environ.get("CMAKE_ARGS", "").split()
+        configure += shlex.split(os.environ.get("CMAKE_ARGS", ""))
         subprocess.run(configure, check=True)
         jobs = os.environ.get("JOBS", str(os.cpu_count() or 1))
         subprocess.run(["cmake", "--build", str(build_dir), "-j", jobs, "--target", "_thdpack",
@@ -94,6 +95,7 @@ setup(
     version=project_version(),
     ext_modules=[CMakeExtension("thdpack._thdpack")],
     cmdclass={"build_ext": CMakeBuild},
-    options={"build": {"build_base": "build-python"}, "egg_info": {"egg_base": "build-python"}},
+    # setuptools' own build tree stays out of the CMake build folder that scripts/setup.sh uses.
+    options={"build": {"build_base": "build-python"}},
     zip_safe=False,
 )

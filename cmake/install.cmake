@@ -4,26 +4,35 @@
 #   bin/thdpack                                  the CLI
 #   lib/cmake/thdpack/thdpackConfig.cmake, thdpackConfigVersion.cmake, thdpackTargets*.cmake
 #   lib/pkgconfig/thdpack.pc, thdpack-mpi.pc (with MPI)
-# and, only with -DTHDPACK_INSTALL_PYTHON=ON, the Python package (python/CMakeLists.txt).
+# and, only with `--component python`, the Python package (python/CMakeLists.txt).
 # Everything is relocatable: the CMake and pkg-config files find the prefix from where they are.
 include(CMakePackageConfigHelpers)
 
 set(thdpack_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/thdpack)
-set(thdpack_libraries thdpack_lib)
-if(THDPACK_WITH_MPI)
-  list(APPEND thdpack_libraries thdpack_mpi)
-endif()
+# Installed programs keep finding shared libraries outside the system paths (an MPI in /opt).
+set_target_properties(thdpack PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
 
-install(TARGETS ${thdpack_libraries} EXPORT thdpackTargets
+# Two export sets, so that a consumer without MPI can still use thdpack::thdpack.
+install(TARGETS thdpack_lib thdpack EXPORT thdpackTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
-  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(TARGETS thdpack EXPORT thdpackTargets RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/thdpack ${PROJECT_BINARY_DIR}/include/thdpack
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.hpp")
-
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(EXPORT thdpackTargets NAMESPACE thdpack:: DESTINATION ${thdpack_cmake_dir})
+if(THDPACK_WITH_MPI)
+  install(TARGETS thdpack_mpi EXPORT thdpackMpiTargets
+    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  install(EXPORT thdpackMpiTargets NAMESPACE thdpack:: DESTINATION ${thdpack_cmake_dir})
+endif()
+
+# Headers; the MPI backend's only when it is built (it includes <mpi.h>).
+set(exclude_mpi_header)
+if(NOT THDPACK_WITH_MPI)
+  set(exclude_mpi_header PATTERN mpi_communicator.hpp EXCLUDE)
+endif()
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/thdpack ${PROJECT_BINARY_DIR}/include/thdpack
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.hpp"
+        ${exclude_mpi_header})
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/thdpackConfig.cmake.in
   ${PROJECT_BINARY_DIR}/cmake/thdpackConfig.cmake INSTALL_DESTINATION ${thdpack_cmake_dir})
 # 0.x: a minor release may change the API, so only the same minor version is compatible.

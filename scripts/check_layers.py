@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Checks that thdpack's domains depend on each other only downwards (DESIGN.md, Layers).
+"""Checks that thdpack's domains depend on each other only downwards (README.md, Layout).
 
 Every file in src/<domain>/ and include/thdpack/<domain>/ may include
 - public headers "thdpack/<d>/..." and private headers "<d>/..." of its own domain or of a domain
   listed for it in ALLOWED below;
-- no MPI, NCCL, CUDA or Python header, except the MPI backend (comm/mpi_communicator.*).
+- no MPI, NCCL, CUDA or Python header, except the MPI backend (comm/mpi_communicator.*);
+and no include climbs out of its folder ("../x.hpp"), and public headers include only public ones.
 
 Exit status 0 when every include is allowed; otherwise 1, with one line per violation
 (file:line: what is included and what is allowed).
@@ -16,9 +17,9 @@ import pathlib
 import re
 import sys
 
-# Which domains each domain may use (besides itself). The order is the one DESIGN.md draws:
-# core at the bottom; packing and data on it (a pack file holds packs, so data may use packing);
-# schedule, multimodal and moe on those; comm on core; pipeline on everything.
+# Which domains each domain may use (besides itself): core at the bottom; packing and data on it
+# (a pack file holds packs, so data may use packing); schedule and multimodal on those; moe and
+# comm on core alone; pipeline on everything.
 ALLOWED = {
     "core": set(),
     "packing": {"core"},
@@ -31,7 +32,8 @@ ALLOWED = {
 }
 
 # Communication, GPU and Python headers: only the MPI backend may include mpi.h.
-FOREIGN = re.compile(r"^(mpi\.h|nccl\.h|cuda.*\.h|cuda_runtime.*|pybind11/.*|Python\.h|torch/.*)$")
+FOREIGN = re.compile(r"^(mpi\.h|mpi-ext\.h|nccl\.h|cuda.*|cub/.*|thrust/.*|pybind11/.*|Python\.h|"
+                     r"torch/.*|ATen/.*|c10/.*)$")
 MPI_BACKEND = {"comm/mpi_communicator.cpp", "comm/mpi_communicator.hpp"}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
@@ -47,7 +49,7 @@ def domain_of_include(name):
     return None
 
 
-def check_file(path, domain, relative):
+def check_file(path, domain, relative, public):
     problems = []
     allowed = ALLOWED[domain] | {domain}
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
@@ -62,7 +64,11 @@ def check_file(path, domain, relative):
                             "Python headers")
             continue
         target = domain_of_include(name)
-        if name.startswith("thdpack/") and target is None and name != "thdpack/thdpack.hpp":
+        if match.group(1) == '"' and name.startswith(".."):
+            problems.append(f"{where}: '{name}' climbs out of its folder; include by domain")
+        elif public and target is not None and not name.startswith("thdpack/"):
+            problems.append(f"{where}: public header includes the private header '{name}'")
+        elif name.startswith("thdpack/") and target is None and name != "thdpack/thdpack.hpp":
             problems.append(f"{where}: '{name}' is not under a domain folder")
         elif target is not None and target not in ALLOWED:
             problems.append(f"{where}: '{name}' names an unknown domain '{target}'")
@@ -91,7 +97,7 @@ def main():
             if domain not in ALLOWED:
                 problems.append(f"{path}: unknown domain folder '{domain}'")
                 continue
-            problems += check_file(path, domain, relative)
+            problems += check_file(path, domain, relative, public=base.name == "thdpack")
             checked += 1
     for problem in problems:
         print(problem)

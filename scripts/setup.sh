@@ -44,38 +44,44 @@ fi
 if [ -z "${PREFIX:-}" ]; then
   if [ -w /usr/local/bin ] && [ -w /usr/local/lib ]; then PREFIX=/usr/local; else PREFIX=$HOME/.local; fi
 fi
+# Debian's Python looks for the prefix's packages in a directory of its own (for /usr/local:
+# lib/python3.X/dist-packages): the package goes there, as a path under the prefix.
 python_dir=$(/usr/bin/python3 - "$PREFIX" <<'PY'
-import site, sys
-prefix = sys.argv[1].rstrip("/")
+import os, site, sys
+prefix = os.path.realpath(sys.argv[1])
 for d in site.getsitepackages() + [site.getusersitepackages()]:
-    if d.startswith(prefix + "/"):
-        print(d)
+    relative = os.path.relpath(os.path.realpath(d), prefix)
+    if relative.startswith("lib"):  # not ../, and not local/ (/usr vs /usr/local)
+        print(relative)
         break
 else:
-    print(f"{prefix}/lib/python{sys.version_info[0]}.{sys.version_info[1]}/site-packages")
+    print(f"lib/python{sys.version_info[0]}.{sys.version_info[1]}/site-packages")
 PY
 )
 BUILD_DIR=${BUILD_DIR:-build}
 BUILD_TYPE=${BUILD_TYPE:-Release}
 JOBS=${JOBS:-$(nproc)}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" -DCMAKE_INSTALL_PREFIX="$PREFIX" \
-  -DTHDPACK_INSTALL_PYTHON=ON -DTHDPACK_PYTHON_INSTALL_DIR="$python_dir" ${CMAKE_ARGS:-}
+  -DTHDPACK_PYTHON_INSTALL_DIR="$python_dir" ${CMAKE_ARGS:-}
 cmake --build "$BUILD_DIR" -j "$JOBS"
 echo "[setup] built in $BUILD_DIR"
 
 [ "${THDPACK_SKIP_INSTALL:-0}" = "1" ] && exit 0
 
 cmake --install "$BUILD_DIR" > "$BUILD_DIR/install.log"
+cmake --install "$BUILD_DIR" --component python >> "$BUILD_DIR/install.log"
 # Earlier set-ups pointed Debian's Python at the build tree with a .pth file; the install replaces it.
 for site in $(/usr/bin/python3 -c "import site; print(' '.join(site.getsitepackages()))"); do
   rm -f "$site/thdpack-build.pth" 2>/dev/null || true
 done
 echo "[setup] installed thdpack $("$PREFIX/bin/thdpack" --version | cut -d' ' -f2) in $PREFIX" \
-  "(bin/thdpack, include/thdpack, lib, lib/cmake/thdpack, lib/pkgconfig; Python: $python_dir)"
+  "(bin/thdpack, include/thdpack, lib, lib/cmake/thdpack, lib/pkgconfig; Python:" \
+  "$PREFIX/$python_dir)"
 case ":$PATH:" in
   *":$PREFIX/bin:"*) ;;
   *) echo "[setup] $PREFIX/bin is not on PATH: export PATH=$PREFIX/bin:\$PATH" ;;
 esac
 if ! (cd / && /usr/bin/python3 -c "import thdpack" 2>/dev/null); then
-  echo "[setup] /usr/bin/python3 does not see $python_dir: export PYTHONPATH=$python_dir"
+  echo "[setup] /usr/bin/python3 does not see $PREFIX/$python_dir:" \
+    "export PYTHONPATH=$PREFIX/$python_dir"
 fi

@@ -21,5 +21,5 @@ if [ "${1:-}" = "--sanitize" ]; then
     CMAKE_ARGS="-DTHDPACK_BUILD_BENCH=OFF -DTHDPACK_FUZZ_IN_CTEST=OFF" bash scripts/setup.sh
   # Hostile-input tests expect absurd allocations to throw std::bad_alloc, as they do without ASan.
   ASAN_OPTIONS=allocator_may_return_null=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    ctest --test-dir build-sanitize --output-on-failure -j "$JOBS"
+    ctest --test-dir build-sanitize --output-on-failure -j "$JOBS" -LE install
 fi

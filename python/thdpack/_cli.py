@@ -15,9 +15,11 @@ def executable() -> Path:
 def main() -> None:
     path = executable()
     if not os.access(path, os.X_OK):
-        sys.exit(f"thdpack: the CLI is not part of this installation ({path} is missing); "
+        problem = "is not executable" if path.exists() else "is missing"
+        sys.exit(f"thdpack: the CLI is not part of this installation ({path} {problem}); "
                  "install the package with `pip install .` or build it with scripts/setup.sh")
-    os.execv(path, [str(path), *sys.argv[1:]])
+    # argv[0] "thdpack", so that usage lines name the command the user typed.
+    os.execv(path, ["thdpack", *sys.argv[1:]])
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# What a Python user does: build a wheel with `python -m build --wheel --no-isolation`, install it
-# into a fresh venv (with Debian's numpy and torch visible through --system-site-packages) from
-# the wheel alone, offline, and use it; then `pip install --no-build-isolation .` into a second
-# fresh venv. In each venv: the import-and-pack smoke test (python_smoke.py) and the `thdpack`
+# What a Python user does: `python -m build --no-isolation` (an sdist, then a wheel built from
+# that sdist alone in a temporary folder), install the wheel into a fresh venv (with Debian's numpy
+# and torch visible through --system-site-packages), offline, and use it; then
+# `pip install --no-build-isolation .` from the source tree into a second fresh venv. In each venv: the import-and-pack smoke test (python_smoke.py) and the `thdpack`
 # console script. Nothing here reaches a network: pip runs with --no-index.
 #
 #   bash tests/install/python_package_test.sh [PYTHON]     (default /usr/bin/python3)
@@ -18,18 +18,29 @@ step() { echo "[python-package] $*"; }
 check_venv() {  # venv: the smoke test and the console script, from outside the source tree
   local venv=$1
   (cd "$work" && "$venv/bin/python" "$here/python_smoke.py" "$version" "$venv")
-  [ "$("$venv/bin/thdpack" --version)" = "thdpack $version" ]
+  local reported
+  reported=$("$venv/bin/thdpack" --version)
+  [ "$reported" = "thdpack $version" ] ||
+    { echo "the thdpack console script says '$reported', not 'thdpack $version'" >&2; exit 1; }
   "$venv/bin/thdpack" plan --workload sft-8k --dp 2 --steps 1 --no-progress > "$work/plan.txt"
   grep -q '^balanced' "$work/plan.txt" || { cat "$work/plan.txt"; exit 1; }
 }
 
-step "wheel (python -m build --wheel --no-isolation)"
+step "sdist and wheel (python -m build --no-isolation)"
 "$python" -m venv --system-site-packages "$work/wheel-venv"
-# Run from $work: a ./build folder in the working directory would shadow the `build` package.
-(cd "$work" && "$work/wheel-venv/bin/python" -m build --wheel --no-isolation --outdir "$work/dist" \
+(cd "$work" && "$work/wheel-venv/bin/python" -m build --no-isolation --outdir "$work/dist" \
   "$root" > "$work/wheel.log" 2>&1) || { tail -40 "$work/wheel.log"; exit 1; }
+sdist=$(ls "$work"/dist/thdpack-"$version".tar.gz)
 wheel=$(ls "$work"/dist/thdpack-"$version"-*.whl)
-step "built $(basename "$wheel")"
+step "built $(basename "$sdist") and, from it, $(basename "$wheel")"
+tar tzf "$sdist" > "$work/sdist-contents.txt"
+for f in CMakeLists.txt cmake/install.cmake src/CMakeLists.txt include/thdpack/thdpack.hpp \
+    tools/thdpack/main.cpp python/src/module.cpp; do
+  grep -q "^thdpack-$version/$f\$" "$work/sdist-contents.txt" || { echo "sdist lacks $f" >&2; exit 1; }
+done
+if grep -qE '/build|\.so$' "$work/sdist-contents.txt"; then
+  echo "sdist carries build output:" >&2; grep -E '/build|\.so$' "$work/sdist-contents.txt" >&2; exit 1
+fi
 "$work/wheel-venv/bin/python" -m zipfile -l "$wheel" > "$work/wheel-contents.txt"
 for f in thdpack/__init__.py thdpack/py.typed thdpack/_thdpack.pyi thdpack/_bin/thdpack \
     thdpack/torch.py; do

@@ -39,10 +39,11 @@ assert packed_tokens == int(np.sum(batch.real_lengths)), (packed_tokens, batch.r
 
 try:
     import torch  # noqa: F401
-    import thdpack.torch  # noqa: F401
-    torch_note = "thdpack.torch imports"
 except ImportError:
     torch_note = "torch not installed"
+else:  # with torch present, the adapter must import (a module missing from the wheel fails here)
+    import thdpack.torch  # noqa: F401
+    torch_note = "thdpack.torch imports"
 
 # torch is optional: `import thdpack` must work where it cannot be imported.
 blocked = "import sys; sys.modules['torch'] = None; import thdpack; print(thdpack.__version__)"

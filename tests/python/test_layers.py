@@ -45,6 +45,9 @@ def test_each_kind_of_violation_is_reported(tmp_path):
     write(tmp_path, "src/loose.cpp", "int x;\n")
     write(tmp_path, "include/thdpack/flat.hpp", "#pragma once\n")
     write(tmp_path, "src/moe/z.cpp", '#include "thdpack/flat.hpp"\n')
+    write(tmp_path, "src/schedule/up.cpp", '#include "../pipeline/pack_segments.hpp"\n')
+    write(tmp_path, "include/thdpack/data/leak.hpp", '#include "data/readers.hpp"\n')
+    write(tmp_path, "src/packing/gpu.cpp", "#include <cuda/std/span>\n")
     result = run_check(tmp_path)
     assert result.returncode == 1
     out = result.stdout
@@ -56,4 +59,7 @@ def test_each_kind_of_violation_is_reported(tmp_path):
     assert "loose.cpp: not in a domain folder" in out
     assert "flat.hpp: not in a domain folder" in out
     assert "z.cpp:1: 'thdpack/flat.hpp' is not under a domain folder" in out
-    assert ", 8 problems" in out
+    assert "up.cpp:1: '../pipeline/pack_segments.hpp' climbs out of its folder" in out
+    assert "leak.hpp:1: public header includes the private header 'data/readers.hpp'" in out
+    assert "gpu.cpp:1: packing includes <cuda/std/span>" in out
+    assert ", 11 problems" in out
