@@ -39,7 +39,37 @@ def medians(speed):
     return out
 
 
-def speed_table(speed):
+# The planner's worst case over many inputs (thdpack_planner_bench): targets per case, in ms.
+PLANNER_TARGETS_MS = {(8192, 64): 2.0, (32768, 256): 20.0}
+PLANNER_LARGE_TARGET_MS = 100.0
+
+
+def planner_table(planner):
+    lines = ["| case (cap 32768, cost 24576·L + L²) | inputs | p50 | p90 | **max** | target (max) | "
+             "slowest input | max / its distribution's median | dp_balanced p50 / max | "
+             "step / tight bound p50, max | K over ceil(L2/dp), max | peak heap per sample |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c in planner:
+        if not c["inputs"]:
+            continue
+        key = (c["samples"], c["dp"])
+        target = PLANNER_TARGETS_MS.get(key, PLANNER_LARGE_TARGET_MS if c["samples"] >= 1 << 20 else None)
+        verdict = "-" if target is None else \
+            f"<= {target:g} ms {'(met)' if c['max_ms'] <= target else '(missed)'}"
+        ratio = c["max_over_distribution_median"]  # 0: fewer than 3 inputs per distribution
+        spread = f"{ratio:.2f}" if ratio else "-"
+        dpb = (f"{c['dp_balanced_p50_ms']:.2f} / {c['dp_balanced_max_ms']:.2f} ms"
+               if "dp_balanced_p50_ms" in c else "-")
+        lines.append(
+            f"| {c['case']} | {c['inputs']} | {c['p50_ms']:.2f} ms | {c['p90_ms']:.2f} ms | "
+            f"**{c['max_ms']:.2f} ms** | {verdict} | {c['slowest_input']} | "
+            f"{spread} | {dpb} | {c['quality_p50']:.5f}, "
+            f"{c['quality_max']:.5f} | {c['max_k_over_bound']} | "
+            f"{c['heap_bytes_per_sample_max']:.0f} B |")
+    return "\n".join(lines)
+
+
+def speed_table(speed, planner=None):
     m = medians(speed)
     lines = ["| benchmark | median | target | baseline in the same run |", "|---|---|---|---|"]
     pairs = [
@@ -49,8 +79,8 @@ def speed_table(speed):
         ("BM_BalancerBalanced/32768/256", "BM_BalancerDpBalanced/32768/256", "balancer, 32768 samples into dp 256"),
     ]
     for ours, base, label in pairs:
-        if ours not in m:
-            continue
+        if ours not in m or (planner and "Balancer" in ours):
+            continue  # the planner's rows come from its worst case over many inputs
         t = m[ours][0]
         target = TARGETS_MS.get(ours)
         verdict = f"<= {target:g} ms {'(met)' if t <= target else '(missed)'}" if target else "-"
@@ -178,14 +208,23 @@ def reorder_table(runs):
     return "\n".join(lines)
 
 
-def render(speed, quality, pipeline=None, pack=None, moe=None, reorder=None):
+def render(speed, quality, pipeline=None, pack=None, moe=None, reorder=None, planner=None):
     cpu = platform.processor() or platform.machine()
     return "\n\n".join([
         f"Measured by `bash scripts/bench.sh` ({cpu}, single thread; medians over repetitions; "
         f"quality figures over {quality['steps']} seeded steps per workload).",
         "**Modeled step time / lower bound** (BENCHMARKS.md figure 1; Llama-3-8B-like cost; lower bound "
         "max(total/dp, largest sample)/cp; mean over steps):\n\n" + step_table(quality),
-        "**Speed** (figures 4, 5, 9):\n\n" + speed_table(speed),
+        "**Speed** (figures 4, 5, 9):\n\n" + speed_table(speed, planner),
+    ] + ([
+        "**Planner time, worst case over many inputs** (figure 5; `thdpack_planner_bench`: the "
+        "`balanced` scheduler timed on every input of a case, seeded inputs from 8 length "
+        "distributions: sft-8k, longtail-32k, uniform-16k, bimodal-16k, a chat-like mix of "
+        "100-600-token turns with a tail to 32k, RL rollouts clipped at the cap, a tight case whose "
+        "lengths fill whole packs exactly, and many equal lengths; dp_balanced and plain LPT + "
+        "first-fit on the same inputs in the same run; quality never worse than LPT + first-fit on "
+        "any input):\n\n" + planner_table(planner)
+    ] if planner else []) + [
         "**Offline packing fill** (figure 3):\n\n" + fill_table(quality),
         "**Hard constraints** (figure 6):\n\n" + violation_table(quality),
         "**CP balance**, max/mean causal-attention work across CP ranks (figure 7; step = work-weighted "
@@ -226,6 +265,7 @@ def main():
     ap.add_argument("--pack")
     ap.add_argument("--moe", nargs="*", default=[])
     ap.add_argument("--reorder", nargs="*", default=[])
+    ap.add_argument("--planner")
     ap.add_argument("--readme")
     args = ap.parse_args()
     with open(args.speed) as f:
@@ -248,7 +288,11 @@ def main():
     for path in args.reorder:
         with open(path) as f:
             reorder.append(json.load(f))
-    text = render(speed, quality, pipeline, pack, moe, reorder)
+    planner = None
+    if args.planner:
+        with open(args.planner) as f:
+            planner = json.load(f)
+    text = render(speed, quality, pipeline, pack, moe, reorder, planner)
     print(text)
     if args.readme:
         with open(args.readme) as f:

@@ -18,6 +18,7 @@ if [ "$quick" = 1 ]; then
   ./build/bin/thdpack_speed_bench --benchmark_min_time=0.01 --benchmark_out="$out/speed.json" \
     --benchmark_out_format=json
   ./build/bin/thdpack_quality_bench --quick --out "$out/quality.json"
+  ./build/bin/thdpack_planner_bench --quick --out "$out/planner.json"
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 8 \
     ./build/bin/thdpack_pipeline_bench --tp 2 --cp 2 --dp 2 --steps 2 --out "$out/pipeline.json" >/dev/null
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 8 \
@@ -25,6 +26,7 @@ if [ "$quick" = 1 ]; then
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 4 \
     ./build/bin/thdpack reorder --microbatches 4 --compute-ms 1 --json >"$out/reorder.json"
   /usr/bin/python3 bench/report.py --speed "$out/speed.json" --quality "$out/quality.json" \
+    --planner "$out/planner.json" \
     --pipeline "$out/pipeline.json" --moe "$out/moe.json" --reorder "$out/reorder.json" >/dev/null
   echo "[bench] quick run OK ($out)"
   exit 0
@@ -32,6 +34,8 @@ fi
 ./build/bin/thdpack_speed_bench --benchmark_repetitions=15 --benchmark_report_aggregates_only=true \
   --benchmark_out=bench/results/speed.json --benchmark_out_format=json
 ./build/bin/thdpack_quality_bench --out bench/results/quality.json
+# The planner's worst case: 25 seeds x 8 distributions per case, then ~1M samples as dp grows.
+./build/bin/thdpack_planner_bench --seeds 25 --large-seeds 1 --out bench/results/planner.json
 # Offline packing from indexed datasets, 10k, 1M and 100M samples (the 100M index takes ~2 GB of
 # disk in the temporary directory and ~8 GB of memory while packing).
 ./build/bin/thdpack_pack_bench --huge --out bench/results/pack.json
@@ -79,5 +83,6 @@ done <<RUNS
 RUNS
 
 /usr/bin/python3 bench/report.py --speed bench/results/speed.json --quality bench/results/quality.json \
+  --planner bench/results/planner.json \
   --pipeline bench/results/pipeline_*.json --pack bench/results/pack.json \
   --moe bench/results/moe_*.json --reorder bench/results/reorder_*.json --readme README.md

@@ -4,12 +4,17 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <queue>
+#include <set>
+#include <utility>
 
 namespace thdpack::detail {
 namespace {
 
 // Relative size below which a load difference is treated as noise (keeps refinement finite).
 constexpr double kRelativeEpsilon = 1e-12;
+// Swap partners examined on each side of the ideal one that do not fit before giving up.
+constexpr int kProbesPerSide = 8;
 
 // The least loaded replica, as a tournament (winner) tree whose nodes hold the winner's key and
 // index: updating one replica recomputes the log2(dp) matches on its path from the two children
@@ -64,29 +69,22 @@ BalancedAssignment::BalancedAssignment(const ScheduleItems& items, int dp, int64
       dp_(dp),
       k_(k),
       room_(static_cast<size_t>(dp * k), capacity),
+      rooms_(dp, k, capacity),
       bin_cost_(static_cast<size_t>(dp * k), 0.0),
       bin_count_(static_cast<size_t>(dp * k), 0),
       load_(static_cast<size_t>(dp), 0.0),
       bin_of_(static_cast<size_t>(items.size()), -1) {}
 
 int64_t BalancedAssignment::choose_bin(int replica, int64_t length, Fit fit) const {
-  int64_t chosen = -1;
-  int64_t chosen_room = 0;
-  for (int64_t b = bin_index(replica, 0), end = b + k_; b < end; ++b) {
-    const int64_t room = room_[static_cast<size_t>(b)];
-    if (room < length) continue;
-    if (chosen < 0 || (fit == Fit::kWorst ? room > chosen_room : room < chosen_room)) {
-      chosen = b;
-      chosen_room = room;
-    }
-  }
-  return chosen;
+  if (fit == Fit::kBest) return rooms_.tightest(replica, length);
+  return rooms_.max_room(replica) >= length ? rooms_.roomiest(replica) : -1;
 }
 
 void BalancedAssignment::put(int64_t item, int64_t bin) {
   const auto i = static_cast<size_t>(item);
   const auto b = static_cast<size_t>(bin);
   room_[b] -= items_.lengths[i];
+  rooms_.set(bin, room_[b]);
   bin_cost_[b] += items_.costs[i];
   ++bin_count_[b];
   load_[static_cast<size_t>(replica_of_bin(bin))] += items_.costs[i];
@@ -102,6 +100,7 @@ void BalancedAssignment::take_out(int64_t item) {
   const int64_t bin = bin_of_[i];
   const auto b = static_cast<size_t>(bin);
   room_[b] += items_.lengths[i];
+  rooms_.set(bin, room_[b]);
   bin_cost_[b] -= items_.costs[i];
   --bin_count_[b];
   load_[static_cast<size_t>(replica_of_bin(bin))] -= items_.costs[i];
@@ -118,10 +117,20 @@ void BalancedAssignment::move(int64_t item, int64_t bin) {
 }
 
 bool BalancedAssignment::place_longest_first(std::span<const int64_t> order, Fit fit) {
+  if (fit == Fit::kBest) rooms_.enable_best_fit();
   ReplicaTournament least_loaded(load_);
-  std::vector<int> set_aside;  // replicas the current item does not fit
+  // Replicas set aside because an item did not fit them, by the most room they have: one comes back
+  // as soon as an item fits it, and while aside it takes nothing, so its room stays as it was.
+  // With items longest first, a replica is set aside at most once per item it receives: the walk
+  // costs O((n + dp) log dp), however full the packs are.
+  std::priority_queue<std::pair<int64_t, int>> aside;
   for (int64_t item : order) {
     const int64_t length = items_.lengths[static_cast<size_t>(item)];
+    while (!aside.empty() && aside.top().first >= length) {
+      const int r = aside.top().second;
+      aside.pop();
+      least_loaded.set(r, load_[static_cast<size_t>(r)]);
+    }
     bool placed = false;
     while (!least_loaded.exhausted()) {
       const int r = least_loaded.top();
@@ -133,11 +142,8 @@ bool BalancedAssignment::place_longest_first(std::span<const int64_t> order, Fit
         break;
       }
       least_loaded.set_aside(r);
-      set_aside.push_back(r);
+      aside.emplace(rooms_.max_room(r), r);
     }
-    // Items come longest first, so a replica that could not take this one may take shorter ones.
-    for (int r : set_aside) least_loaded.set(r, load_[static_cast<size_t>(r)]);
-    set_aside.clear();
     if (!placed) return false;
   }
   return true;
@@ -155,56 +161,77 @@ bool BalancedAssignment::place_packs(const Bins& packs) {
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
     return cost[static_cast<size_t>(a)] > cost[static_cast<size_t>(b)];
   });
+  // Each pack to the least loaded replica (ties: the lower index) that has fewer than K.
   std::vector<int64_t> used(static_cast<size_t>(dp_), 0);
+  ReplicaTournament least_loaded(load_);
   for (int64_t p : order) {
-    int best = -1;
-    for (int r = 0; r < dp_; ++r) {
-      if (used[static_cast<size_t>(r)] == k_) continue;
-      if (best < 0 || load_[static_cast<size_t>(r)] < load_[static_cast<size_t>(best)]) best = r;
-    }
+    const int best = least_loaded.top();
     const int64_t bin = bin_index(best, used[static_cast<size_t>(best)]++);
     for (int64_t item : packs.bin(p)) put(item, bin);
+    if (used[static_cast<size_t>(best)] == k_) {
+      least_loaded.set_aside(best);
+    } else {
+      least_loaded.set(best, load_[static_cast<size_t>(best)]);
+    }
   }
   return true;
 }
 
-bool BalancedAssignment::fill_empty_packs() {
+void BalancedAssignment::index_by_cost(std::span<const int64_t> order) {
+  // Walking the global order backwards fills each replica's list already sorted by Cheaper.
+  by_cost_.assign(static_cast<size_t>(dp_), {});
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    by_cost_[static_cast<size_t>(replica_of_bin(bin_of_[static_cast<size_t>(*it)]))].push_back(*it);
+  }
+}
+
+bool BalancedAssignment::fill_empty_packs(std::span<const int64_t> order) {
   if (std::find(bin_count_.begin(), bin_count_.end(), 0) == bin_count_.end()) return true;
   if (items_.size() < dp_ * k_) return false;
 
+  index_by_cost(order);
   std::vector<int64_t> counts(static_cast<size_t>(dp_), 0);  // items per replica
   for (int64_t bin = 0; bin < dp_ * k_; ++bin)
     counts[static_cast<size_t>(replica_of_bin(bin))] += bin_count_[static_cast<size_t>(bin)];
-  // The cheapest item of `replica` (optionally of one bin) that shares its pack with another.
+  // The cheapest item of `replica` (optionally of one bin) that shares its pack with another: the
+  // first such in the replica's list by increasing cost.
   auto cheapest_movable = [&](int replica, int64_t only_bin) {
-    int64_t best = -1;
-    for (int64_t item = 0; item < items_.size(); ++item) {
+    for (int64_t item : by_cost_[static_cast<size_t>(replica)]) {
       const int64_t bin = bin_of_[static_cast<size_t>(item)];
-      if (replica_of_bin(bin) != replica || bin_count_[static_cast<size_t>(bin)] < 2) continue;
-      if (only_bin >= 0 && bin != only_bin) continue;
-      if (best < 0 || cheaper_(item, best)) best = item;
+      if (bin_count_[static_cast<size_t>(bin)] >= 2 && (only_bin < 0 || bin == only_bin)) {
+        return item;
+      }
     }
-    return best;
+    return int64_t{-1};
   };
+  // Packs only fill up here (a source keeps at least one item), so each replica's first empty pack
+  // only moves forward.
+  std::vector<int64_t> next_empty(static_cast<size_t>(dp_));
+  for (int r = 0; r < dp_; ++r) next_empty[static_cast<size_t>(r)] = bin_index(r, 0);
   auto first_empty = [&](int replica) {
-    for (int64_t b = bin_index(replica, 0), end = b + k_; b < end; ++b) {
+    int64_t& b = next_empty[static_cast<size_t>(replica)];
+    for (const int64_t end = bin_index(replica, 0) + k_; b < end; ++b) {
       if (bin_count_[static_cast<size_t>(b)] == 0) return b;
     }
     return int64_t{-1};
   };
 
+  // Donors: replicas with more than K items, the most loaded first (ties: the lower index).
+  std::set<std::pair<double, int>> donors;
+  for (int s = 0; s < dp_; ++s) {
+    if (counts[static_cast<size_t>(s)] > k_) donors.emplace(-load_[static_cast<size_t>(s)], s);
+  }
   for (int r = 0; r < dp_; ++r) {
     while (counts[static_cast<size_t>(r)] < k_) {
-      int donor = -1;
-      for (int s = 0; s < dp_; ++s) {
-        if (counts[static_cast<size_t>(s)] <= k_) continue;
-        if (donor < 0 || load_[static_cast<size_t>(s)] > load_[static_cast<size_t>(donor)])
-          donor = s;
-      }
-      if (donor < 0) return false;
+      if (donors.empty()) return false;
+      const int donor = donors.begin()->second;
+      donors.erase(donors.begin());
       move(cheapest_movable(donor, -1), first_empty(r));
       --counts[static_cast<size_t>(donor)];
       ++counts[static_cast<size_t>(r)];
+      if (counts[static_cast<size_t>(donor)] > k_) {
+        donors.emplace(-load_[static_cast<size_t>(donor)], donor);
+      }
     }
   }
   for (int r = 0; r < dp_; ++r) {
@@ -219,6 +246,7 @@ bool BalancedAssignment::fill_empty_packs() {
       move(cheapest_movable(r, source), empty);
     }
   }
+  by_cost_.clear();
   return true;
 }
 
@@ -234,11 +262,8 @@ BalancedAssignment::Transfer BalancedAssignment::find_transfer(int heavy, int li
   };
 
   // The light replica's pack with the most room, for moves.
-  int64_t roomiest = bin_index(light, 0);
-  for (int64_t b = roomiest + 1, end = roomiest + k_; b < end; ++b) {
-    if (room_[static_cast<size_t>(b)] > room_[static_cast<size_t>(roomiest)]) roomiest = b;
-  }
-  const int64_t light_room = room_[static_cast<size_t>(roomiest)];
+  const int64_t roomiest = rooms_.roomiest(light);
+  const int64_t light_room = rooms_.max_room(light);
   const auto& heavy_items = by_cost_[static_cast<size_t>(heavy)];
   const auto& light_items = by_cost_[static_cast<size_t>(light)];
 
@@ -261,8 +286,10 @@ BalancedAssignment::Transfer BalancedAssignment::find_transfer(int heavy, int li
       const int64_t y_len = items_.lengths[yi];
       return y_len <= x_room && x_len <= room_[static_cast<size_t>(bin_of_[yi])] + y_len;
     };
+    // At most kProbesPerSide partners that do not fit, so a crowded light replica costs
+    // O(log m) per heavy item, not O(m).
     auto scan = [&](auto it, auto end, auto step) {
-      for (; it != end; step(it)) {
+      for (int probes = 0; it != end && probes < kProbesPerSide; step(it), ++probes) {
         const double delta = x_cost - items_.costs[static_cast<size_t>(*it)];
         if (best.score >= 0 && std::abs(delta - half) >= best.score) return;
         if (fits(*it)) {
@@ -284,30 +311,38 @@ void BalancedAssignment::apply(const Transfer& t) {
   put(t.give, t.to_bin);
 }
 
-void BalancedAssignment::refine(std::span<const int64_t> order, double target, int64_t max_steps) {
-  // Walking the global order backwards fills each replica's list already sorted by Cheaper.
-  by_cost_.assign(static_cast<size_t>(dp_), {});
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    by_cost_[static_cast<size_t>(replica_of_bin(bin_of_[static_cast<size_t>(*it)]))].push_back(*it);
-  }
-  std::vector<int> ascending(static_cast<size_t>(dp_));
-  for (int64_t step = 0; step < max_steps; ++step) {
-    const int heavy =
-        static_cast<int>(std::max_element(load_.begin(), load_.end()) - load_.begin());
-    const double top = load_[static_cast<size_t>(heavy)];
+void BalancedAssignment::refine(std::span<const int64_t> order, double target,
+                                const RefineBudget& budget) {
+  index_by_cost(order);
+  // Replicas by (load, index), kept up to date as transfers change two loads: the heaviest is the
+  // lowest index among the largest loads, lighter ones come in increasing load (ties by index).
+  std::set<std::pair<double, int>> by_load;
+  for (int r = 0; r < dp_; ++r) by_load.emplace(load_[static_cast<size_t>(r)], r);
+  int64_t work_left = budget.work;
+  for (int64_t step = 0; step < budget.max_transfers && work_left > 0; ++step) {
+    const double top = by_load.rbegin()->first;
     if (top <= target) break;
-    std::iota(ascending.begin(), ascending.end(), 0);
-    std::sort(ascending.begin(), ascending.end(), [&](int a, int b) {
-      return load_[static_cast<size_t>(a)] < load_[static_cast<size_t>(b)] ||
-             (load_[static_cast<size_t>(a)] == load_[static_cast<size_t>(b)] && a < b);
-    });
+    const int heavy = by_load.lower_bound({top, -1})->second;
     bool improved = false;
-    for (int light : ascending) {
-      const double gap = top - load_[static_cast<size_t>(light)];
+    const auto heavy_items = static_cast<int64_t>(by_cost_[static_cast<size_t>(heavy)].size());
+    for (auto it = by_load.begin(); it != by_load.end() && work_left > 0; ++it) {
+      const int light = it->second;
+      const double gap = top - it->first;
       if (light == heavy || gap <= top * kRelativeEpsilon) break;
+      // Each heavy item costs a binary search and a bounded scan of the light replica's items.
+      work_left -= heavy_items * (2 * kProbesPerSide + 1) + k_;
       const Transfer t = find_transfer(heavy, light, gap);
       if (t.score >= 0) {
+        const int other = t.take >= 0 ? replica_of_bin(bin_of_[static_cast<size_t>(t.take)])
+                                      : replica_of_bin(t.to_bin);
+        // Sorted-list inserts and erases move the tails of both replicas' lists.
+        work_left -=
+            heavy_items + static_cast<int64_t>(by_cost_[static_cast<size_t>(other)].size());
+        by_load.erase({load_[static_cast<size_t>(heavy)], heavy});
+        by_load.erase({load_[static_cast<size_t>(other)], other});
         apply(t);
+        by_load.emplace(load_[static_cast<size_t>(heavy)], heavy);
+        by_load.emplace(load_[static_cast<size_t>(other)], other);
         improved = true;
         break;
       }

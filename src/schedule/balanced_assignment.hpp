@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "schedule/room_index.hpp"
 #include "schedule/schedule_items.hpp"
 #include "thdpack/packing/bin_packing.hpp"
 
@@ -32,13 +33,24 @@ class BalancedAssignment {
 
   /// Makes every pack non-empty: replicas with fewer than K items take the cheapest movable item of
   /// the most loaded replica with a surplus; then a replica's empty packs take the cheapest item of
-  /// its own fullest pack. False if there are fewer than dp·K items.
-  bool fill_empty_packs();
+  /// its own fullest pack. False if there are fewer than dp·K items. `order` as for refine. Each
+  /// move costs O(log dp + m + K) for the m items of a replica.
+  bool fill_empty_packs(std::span<const int64_t> order);
+
+  /// How much refinement may do: at most `max_transfers` improvements and `work` units of work
+  /// (one unit is about one item examined or moved in memory), so its time is bounded by the
+  /// budget whatever the input.
+  struct RefineBudget {
+    int64_t max_transfers = 0;
+    int64_t work = 0;
+  };
 
   /// Moves and swaps items between the most loaded replica and lighter ones while that lowers the
-  /// maximum load, never breaking capacity or leaving a pack empty. Stops at `target` load or after
-  /// `max_steps` improvements. `order` lists all items by decreasing cost, ties by index.
-  void refine(std::span<const int64_t> order, double target, int64_t max_steps);
+  /// maximum load, never breaking capacity or leaving a pack empty. Stops at `target` load, when no
+  /// transfer helps, or when the budget is spent (a plan at every stop). `order` lists all items by
+  /// decreasing cost, ties by index. Each step costs O(log dp) for the replica index plus, for
+  /// every lighter replica tried, O(m (log m + probes)) for the m items of the heaviest.
+  void refine(std::span<const int64_t> order, double target, const RefineBudget& budget);
 
   /// Modeled step cost in replica units: max over replicas of load + (pp-1)/pp · largest pack.
   double step_cost(int pp) const;
@@ -65,8 +77,11 @@ class BalancedAssignment {
     }
   };
 
+  // Fills by_cost_ from the placement (kept up to date by put/take_out until cleared).
+  void index_by_cost(std::span<const int64_t> order);
   int64_t bin_index(int replica, int64_t k) const { return static_cast<int64_t>(replica) * k_ + k; }
   int replica_of_bin(int64_t bin) const { return static_cast<int>(bin / k_); }
+  // The bin of `replica` that `fit` picks for an item of `length`, or -1: O(log K).
   int64_t choose_bin(int replica, int64_t length, Fit fit) const;
   void put(int64_t item, int64_t bin);
   void take_out(int64_t item);
@@ -79,6 +94,7 @@ class BalancedAssignment {
   int dp_;
   int64_t k_;
   std::vector<int64_t> room_;                  // per bin
+  RoomIndex rooms_;                            // per replica: its bins by room
   std::vector<double> bin_cost_;               // per bin
   std::vector<int64_t> bin_count_;             // per bin: items in it
   std::vector<double> load_;                   // per replica

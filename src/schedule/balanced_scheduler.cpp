@@ -2,21 +2,28 @@
 //
 // Goal: the smallest modeled step time (the slowest replica's summed sample cost), with every pack
 // within capacity, the same micro-batch count K on every replica (a multiple of the VPP group), and
-// K within one of the bin-packing lower bound. Replica cost is the sum of its samples' costs
-// however they are grouped into packs, so the problem is a cost partition over replicas under a
-// packing feasibility constraint:
+// K within one of the bin-packing lower bound where that bound can be reached. Replica cost is the
+// sum of its samples' costs however they are grouped into packs, so the problem is a cost
+// partition over replicas under a packing feasibility constraint:
 //   1. K starts at ceil(L2 / dp) (Martello–Toth bound), rounded up to the multiple.
 //   2. Longest-processing-time: samples by decreasing cost go to the least loaded replica that has
 //      room in one of its K packs (worst fit first; best fit, then a global best-fit-decreasing
 //      packing dealt out by count-capped LPT, when room is tight).
 //   3. Empty packs are filled, then moves and swaps between the most loaded replica and lighter
-//   ones
-//      bring the maximum down toward the lower bound.
-//   4. If the result is more than 0.2% above the bound, K + multiple is tried too; the better wins.
+//      ones bring the maximum down toward the lower bound, within a work budget.
+//   4. If K fails, K + multiple is tried when the best-fit-decreasing packs fit there, else the K
+//      where they can be dealt out; if the result is more than 0.2% above the bound, one K more is
+//      tried too and the better wins.
+//
+// Cost: each attempt is O(n log n) to place (O(log K) per pack choice, O(log dp) per replica
+// choice, every replica set aside at most once per item it takes), O(moves · (log dp + m + K)) to
+// fill empty packs, and at most kRefineWorkPerItem · n + kRefineWorkPerReplica · dp units for
+// refinement; at most four attempts run.
 
 #include "schedule/schedulers.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 #include <optional>
 #include <string>
@@ -35,21 +42,29 @@ namespace {
 constexpr double kGoodEnough = 1.002;
 // Refinement stops this close to the lower bound: closer is below any modeling accuracy.
 constexpr double kRefineTarget = 1.0001;
-// Refinement steps per replica.
-constexpr int64_t kRefineStepsPerReplica = 64;
+// Refinement budget: at most this many transfers per replica, and this much work (items examined
+// or moved) per item and per replica, so that refinement costs O(n + dp) whatever the input.
+constexpr int64_t kRefineTransfersPerReplica = 64;
+constexpr int64_t kRefineWorkPerItem = 64;
+constexpr int64_t kRefineWorkPerReplica = 1024;
 
 struct Candidate {
   double cost = 0;
   PackLists packs;
 };
 
+// One K: longest-first placement (worst fit, then best fit), else the global best-fit-decreasing
+// packing `bfd` dealt out by count; then empty packs filled and refinement.
 std::optional<Candidate> try_k(const ScheduleItems& items, std::span<const int64_t> order,
-                               const ScheduleOptions& options, int64_t k, double bound) {
+                               const ScheduleOptions& options, int64_t k, double bound,
+                               const std::function<const Bins&()>& bfd) {
   using Fit = BalancedAssignment::Fit;
   const int64_t capacity = options.capacity();
   auto finish = [&](BalancedAssignment& a) -> std::optional<Candidate> {
-    if (!a.fill_empty_packs()) return std::nullopt;
-    a.refine(order, bound * kRefineTarget, kRefineStepsPerReplica * options.dp);
+    if (!a.fill_empty_packs(order)) return std::nullopt;
+    a.refine(order, bound * kRefineTarget,
+             {kRefineTransfersPerReplica * options.dp,
+              kRefineWorkPerItem * items.size() + kRefineWorkPerReplica * options.dp});
     return Candidate{a.step_cost(options.pp), a.packs()};
   };
   for (Fit fit : {Fit::kWorst, Fit::kBest}) {
@@ -57,7 +72,7 @@ std::optional<Candidate> try_k(const ScheduleItems& items, std::span<const int64
     if (a.place_longest_first(order, fit)) return finish(a);
   }
   BalancedAssignment a(items, options.dp, k, capacity);
-  if (a.place_packs(best_fit_decreasing(items.lengths, capacity))) return finish(a);
+  if (a.place_packs(bfd())) return finish(a);
   return std::nullopt;
 }
 
@@ -107,15 +122,33 @@ Plan BalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptio
         " packs); use a larger global batch or a larger max_seqlen_per_dp_cp_rank");
   }
 
-  std::optional<Candidate> best;
-  std::optional<int64_t> first_feasible;
-  for (int64_t k = k_low; k <= k_high; k += multiple) {
-    if (first_feasible && k > *first_feasible + multiple) break;
-    auto candidate = try_k(items, order, options, k, bound);
-    if (!candidate) continue;
-    if (!first_feasible) first_feasible = k;
-    if (!best || candidate->cost < best->cost) best = std::move(candidate);
-    if (best->cost <= bound * kGoodEnough && options.pp == 1) break;
+  // The global best-fit-decreasing packing, computed once if a placement needs it.
+  std::optional<Bins> bfd_packs;
+  const std::function<const Bins&()> bfd = [&]() -> const Bins& {
+    if (!bfd_packs) bfd_packs = best_fit_decreasing(items.lengths, capacity);
+    return *bfd_packs;
+  };
+  auto attempt = [&](int64_t k) { return try_k(items, order, options, k, bound, bfd); };
+
+  // The smallest K that works, from the lower bound up. The bound usually works. When it does not,
+  // the global best-fit-decreasing packing tells where to go: one multiple more when its packs fit
+  // in dp·(K+multiple) (the common near miss), else straight to ceil(packs / dp), where dealing
+  // out those packs works. At most three K are tried, where walking up one K at a time cost one
+  // attempt per K (seconds at a million samples).
+  int64_t first = k_low;
+  std::optional<Candidate> best = attempt(first);
+  if (!best) {
+    const int64_t dealt = round_up_to((bfd().count() + dp - 1) / dp, multiple);
+    for (first = std::max(first + multiple, dealt); first <= k_high; first += multiple) {
+      best = attempt(first);
+      if (best) break;
+    }
+  }
+  // One K more can balance better (more, smaller packs); it is kept when it does.
+  if (best && !(best->cost <= bound * kGoodEnough && options.pp == 1) &&
+      first + multiple <= k_high) {
+    auto candidate = attempt(first + multiple);
+    if (candidate && candidate->cost < best->cost) best = std::move(candidate);
   }
   if (!best) {
     throw InvalidArgument("balanced: no feasible plan for " + std::to_string(items.size()) +

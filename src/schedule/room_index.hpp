@@ -1,0 +1,47 @@
+#pragma once
+// Which pack of a replica has room: the balanced scheduler's per-replica index of pack room, so
+// that choosing a pack costs O(log K) instead of a scan of the replica's K packs.
+
+#include <cstddef>
+#include <cstdint>
+#include <set>
+#include <utility>
+#include <vector>
+
+namespace thdpack::detail {
+
+/// Packs (bins) numbered replica·K + k, each with a room in tokens. Per replica:
+/// - the roomiest pack (worst fit; ties to the lower bin) from a tournament tree, O(1) to read and
+///   O(log K) to update;
+/// - once enable_best_fit() was called, the tightest pack that still fits a length (best fit; ties
+///   to the lower bin) from an ordered set, O(log K) to query and update.
+class RoomIndex {
+ public:
+  RoomIndex(int dp, int64_t k, int64_t capacity);
+
+  /// Records that `bin` now has `room` tokens free.
+  void set(int64_t bin, int64_t room);
+  /// The bin of `replica` with the most room.
+  int64_t roomiest(int replica) const { return node_bin_[node(replica, 1)]; }
+  /// The most room any pack of `replica` has.
+  int64_t max_room(int replica) const { return node_room_[node(replica, 1)]; }
+  /// Builds the ordered sets that tightest() needs (O(dp·K log K)); later set() calls keep them.
+  void enable_best_fit();
+  /// The bin of `replica` with the least room >= length, or -1. Needs enable_best_fit().
+  int64_t tightest(int replica, int64_t length) const;
+
+ private:
+  size_t node(int replica, size_t index) const {
+    return static_cast<size_t>(replica) * 2 * leaves_ + index;
+  }
+  void update_path(int replica, size_t leaf);
+
+  int64_t k_;
+  size_t leaves_ = 1;
+  std::vector<int64_t> node_room_;  // per replica, a tournament tree of 2·leaves nodes (1-based)
+  std::vector<int64_t> node_bin_;
+  std::vector<int64_t> room_;                                   // per bin
+  std::vector<std::set<std::pair<int64_t, int64_t>>> by_room_;  // per replica: (room, bin)
+};
+
+}  // namespace thdpack::detail

@@ -1,0 +1,79 @@
+// The balanced scheduler's index of pack room (src/schedule/room_index.hpp): after any sequence of
+// updates, the roomiest and the tightest-fitting pack of every replica are exactly what a scan of
+// its packs finds, ties going to the lower pack.
+
+#include "schedule/room_index.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace thdpack::detail {
+namespace {
+
+struct Scan {
+  int64_t k;
+  std::vector<int64_t> room;
+  int64_t roomiest(int r) const {
+    int64_t best = r * k;
+    for (int64_t b = r * k; b < (r + 1) * k; ++b) {
+      if (room[static_cast<size_t>(b)] > room[static_cast<size_t>(best)]) best = b;
+    }
+    return best;
+  }
+  int64_t tightest(int r, int64_t length) const {
+    int64_t best = -1;
+    for (int64_t b = r * k; b < (r + 1) * k; ++b) {
+      const int64_t x = room[static_cast<size_t>(b)];
+      if (x >= length && (best < 0 || x < room[static_cast<size_t>(best)])) best = b;
+    }
+    return best;
+  }
+};
+
+TEST(RoomIndex, MatchesAScanUnderRandomUpdates) {
+  std::mt19937_64 rng(11);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int dp = 1 + static_cast<int>(rng() % 6);
+    const int64_t k = 1 + static_cast<int64_t>(rng() % 9);  // powers of two and not
+    const int64_t capacity = 1 + static_cast<int64_t>(rng() % 64);
+    RoomIndex index(dp, k, capacity);
+    Scan scan{k, std::vector<int64_t>(static_cast<size_t>(dp * k), capacity)};
+    const bool best_fit_from_start = trial % 2 == 0;
+    if (best_fit_from_start) index.enable_best_fit();
+    for (int step = 0; step < 200; ++step) {
+      if (!best_fit_from_start && step == 100) index.enable_best_fit();
+      const int64_t bin = static_cast<int64_t>(rng() % static_cast<uint64_t>(dp * k));
+      // Few distinct rooms, so ties are common.
+      const int64_t room =
+          static_cast<int64_t>(rng() % static_cast<uint64_t>(capacity + 1)) / 4 * 4;
+      index.set(bin, room);
+      scan.room[static_cast<size_t>(bin)] = room;
+      for (int r = 0; r < dp; ++r) {
+        ASSERT_EQ(index.roomiest(r), scan.roomiest(r)) << "trial " << trial << " step " << step;
+        ASSERT_EQ(index.max_room(r), scan.room[static_cast<size_t>(scan.roomiest(r))]);
+        if (best_fit_from_start || step >= 100) {
+          const int64_t length = static_cast<int64_t>(rng() % static_cast<uint64_t>(capacity + 2));
+          ASSERT_EQ(index.tightest(r, length), scan.tightest(r, length))
+              << "trial " << trial << " step " << step << " length " << length;
+        }
+      }
+    }
+  }
+}
+
+TEST(RoomIndex, NothingFitsMeansMinusOne) {
+  RoomIndex index(2, 3, 10);
+  index.enable_best_fit();
+  for (int64_t b = 0; b < 6; ++b) index.set(b, b);  // replica 0: 0 1 2, replica 1: 3 4 5
+  EXPECT_EQ(index.tightest(0, 3), -1);
+  EXPECT_EQ(index.tightest(1, 4), 4);
+  EXPECT_EQ(index.tightest(1, 6), -1);
+  EXPECT_EQ(index.roomiest(0), 2);
+  EXPECT_EQ(index.max_room(1), 5);
+}
+
+}  // namespace
+}  // namespace thdpack::detail
