@@ -36,6 +36,9 @@ fi
 ./build/bin/thdpack_quality_bench --out bench/results/quality.json
 # The planner's worst case: 25 seeds x 8 distributions per case, then ~1M samples as dp grows.
 ./build/bin/thdpack_planner_bench --seeds 25 --large-seeds 1 --out bench/results/planner.json
+# Python packing at 1M samples against the native call.
+PYTHONPATH=build/python /usr/bin/python3 bench/python_packing_bench.py \
+  --speed-bench build/bin/thdpack_speed_bench --out bench/results/python_packing.json
 # Offline packing from indexed datasets, 10k, 1M and 100M samples (the 100M index takes ~2 GB of
 # disk in the temporary directory and ~8 GB of memory while packing).
 ./build/bin/thdpack_pack_bench --huge --out bench/results/pack.json

@@ -35,11 +35,19 @@ OversizePolicy oversize_of(const std::string& name) {
   throw InvalidArgument("oversize must be 'error' or 'truncate', got '" + name + "'");
 }
 
-py::list bins_to_python(const Bins& bins) {
+
+}  // namespace
+
+py::object packs_to_python(Bins&& bins, bool flat) {
+  if (flat) {
+    return py::make_tuple(array_from(std::move(bins.items)), array_from(std::move(bins.offsets)));
+  }
   py::list out;
   for (int64_t p = 0; p < bins.count(); ++p) out.append(copy_of(bins.bin(p)));
   return out;
 }
+
+namespace {
 
 // Owns the arrays a ScheduleInput borrows.
 struct OwnedInput {
@@ -385,34 +393,36 @@ void bind_core(py::module_& m) {
   // ---- offline bin packing ----
   m.def(
       "best_fit_decreasing",
-      [](const Array<int64_t>& l, int64_t c) {
+      [](const Array<int64_t>& l, int64_t c, bool flat) {
         auto v = vector_of(l, "lengths");
         Bins b;
         {
           py::gil_scoped_release r;
           b = best_fit_decreasing(v, c);
         }
-        return bins_to_python(b);
+        return packs_to_python(std::move(b), flat);
       },
-      py::arg("lengths"), py::arg("capacity"), "Packs as lists of item indices.");
+      py::arg("lengths"), py::arg("capacity"), py::kw_only(), py::arg("flat") = false,
+      "Packs as a list of item-index arrays, or with flat=True as (items, offsets): pack p is "
+      "items[offsets[p]:offsets[p+1]].");
   m.def(
       "first_fit_decreasing",
-      [](const Array<int64_t>& l, int64_t c) {
+      [](const Array<int64_t>& l, int64_t c, bool flat) {
         auto v = vector_of(l, "lengths");
         Bins b;
         {
           py::gil_scoped_release r;
           b = first_fit_decreasing(v, c);
         }
-        return bins_to_python(b);
+        return packs_to_python(std::move(b), flat);
       },
-      py::arg("lengths"), py::arg("capacity"));
+      py::arg("lengths"), py::arg("capacity"), py::kw_only(), py::arg("flat") = false);
   m.def(
       "next_fit",
-      [](const Array<int64_t>& l, int64_t c) {
-        return bins_to_python(next_fit(vector_of(l, "lengths"), c));
+      [](const Array<int64_t>& l, int64_t c, bool flat) {
+        return packs_to_python(next_fit(vector_of(l, "lengths"), c), flat);
       },
-      py::arg("lengths"), py::arg("capacity"));
+      py::arg("lengths"), py::arg("capacity"), py::kw_only(), py::arg("flat") = false);
   m.def(
       "bins_lower_bound_l1",
       [](const Array<int64_t>& l, int64_t c) {

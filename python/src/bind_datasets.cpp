@@ -7,15 +7,6 @@
 #include "thdpack/packing/offline_packing.hpp"
 
 namespace thdpack::python {
-namespace {
-
-py::list packs_to_python(const Bins& bins) {
-  py::list out;
-  for (int64_t p = 0; p < bins.count(); ++p) out.append(copy_of(bins.bin(p)));
-  return out;
-}
-
-}  // namespace
 
 void bind_datasets(py::module_& m) {
   m.def(
@@ -45,7 +36,7 @@ void bind_datasets(py::module_& m) {
   m.def(
       "pack_offline",
       [](const Array<int64_t>& lengths, int64_t capacity, const std::string& strategy,
-         int64_t divisor, const py::object& seed, const py::object& group_ids) {
+         int64_t divisor, const py::object& seed, const py::object& group_ids, bool flat) {
         const auto l = vector_of(lengths, "lengths");
         std::vector<int64_t> groups;
         if (!group_ids.is_none()) groups = vector_of(group_ids.cast<Array<int64_t>>(), "group_ids");
@@ -61,7 +52,7 @@ void bind_datasets(py::module_& m) {
           result = pack_offline(l, o);
         }
         py::dict d;
-        d["packs"] = packs_to_python(result.packs);
+        d["packs"] = packs_to_python(std::move(result.packs), flat);
         d["padded_tokens"] = result.padded_tokens;
         d["lower_bound_l1"] = result.lower_bound_l1;
         d["lower_bound_l2"] = result.lower_bound_l2;
@@ -70,8 +61,11 @@ void bind_datasets(py::module_& m) {
       },
       py::arg("lengths"), py::kw_only(), py::arg("capacity"), py::arg("strategy") = "bfd",
       py::arg("divisor") = 1, py::arg("seed") = py::none(), py::arg("group_ids") = py::none(),
+      py::arg("flat") = false,
       "Packs a whole dataset's lengths into packs of `capacity` tokens: {'packs': [sample "
-      "indices per pack], 'lower_bound_l1', 'lower_bound_l2', 'fill', 'padded_tokens'}.");
+      "indices per pack] (with flat=True: (items, offsets), pack p being "
+      "items[offsets[p]:offsets[p+1]]), 'lower_bound_l1', 'lower_bound_l2', 'fill', "
+      "'padded_tokens'}.");
 
   py::class_<PackedDataset, std::shared_ptr<PackedDataset>>(
       m, "PackedDataset", "A pack file of `thdpack pack` with its source: pack p is a THD row.")

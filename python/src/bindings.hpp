@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "thdpack/core/dataset.hpp"
+#include "thdpack/packing/bin_packing.hpp"
 
 namespace thdpack::python {
 
@@ -31,6 +32,15 @@ py::array_t<T> copy_of(std::span<const T> values) {
   return out;
 }
 
+/// A 1-D numpy array that takes `values` over (no copy): the array owns the vector.
+template <typename T>
+py::array_t<T> array_from(std::vector<T>&& values) {
+  auto* owned = new std::vector<T>(std::move(values));
+  py::capsule release(owned, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+  return py::array_t<T>({static_cast<py::ssize_t>(owned->size())}, {sizeof(T)}, owned->data(),
+                        release);
+}
+
 template <typename T>
 using Array = py::array_t<T, py::array::c_style | py::array::forcecast>;
 
@@ -48,6 +58,11 @@ std::vector<T> vector_of(const Array<T>& array, const char* name) {
 Sample sample_from_python(py::handle object, int64_t default_id);
 /// A dict of numpy arrays (input_ids, and loss_mask / labels when present) plus "id".
 py::dict sample_to_python(const Sample& sample);
+
+/// Packs for Python: a list with one array of item indices per pack; with `flat`, the tuple
+/// (items, offsets) of two arrays taken over without a copy, pack p being
+/// items[offsets[p]:offsets[p+1]] (one array per pack costs more than packing at a million items).
+py::object packs_to_python(Bins&& bins, bool flat);
 
 void bind_core(py::module_& m);
 void bind_packing(py::module_& m);

@@ -129,6 +129,25 @@ def test_bin_packing_and_bounds():
     assert all(lengths[b].sum() <= 10 for b in bins)
 
 
+def test_flat_packs_are_the_same_packs():
+    lengths = np.random.default_rng(3).integers(1, 1000, 5000)
+    for pack in (thdpack.best_fit_decreasing, thdpack.first_fit_decreasing, thdpack.next_fit):
+        bins = pack(lengths, 1000)
+        items, offsets = pack(lengths, 1000, flat=True)
+        assert items.dtype == np.int64 and offsets.dtype == np.int64
+        assert offsets[0] == 0 and offsets[-1] == len(items) == len(lengths)
+        assert len(offsets) == len(bins) + 1
+        for p, b in enumerate(bins):
+            assert np.array_equal(items[offsets[p]:offsets[p + 1]], b)
+    result = thdpack.pack_offline(lengths, capacity=1000, seed=5)
+    items, offsets = thdpack.pack_offline(lengths, capacity=1000, seed=5, flat=True)["packs"]
+    assert [list(items[offsets[p]:offsets[p + 1]]) for p in range(len(offsets) - 1)] == \
+        [list(b) for b in result["packs"]]
+    # The arrays own their memory: they outlive everything else of the call.
+    del result
+    assert int(items.sum()) == len(lengths) * (len(lengths) - 1) // 2
+
+
 def test_long_calls_release_the_gil():
     lengths = np.random.default_rng(0).integers(1, 32768, 200_000)
     results = []
@@ -189,7 +208,7 @@ def test_type_stubs_cover_the_module_exactly():
             stubbed.add(node.name)
         elif isinstance(node, ast.AnnAssign):
             stubbed.add(node.target.id)
-    helpers = {"IntArray", "SampleLike", "GroupKind"}
+    helpers = {"IntArray", "SampleLike", "GroupKind", "Packs"}
     public = {n for n in dir(module) if not n.startswith("_") or n == "__version__"}
     assert public - stubbed == set(), "names without stubs"
     assert stubbed - helpers - public == set(), "stubs for names the module lacks"
