@@ -52,7 +52,7 @@ void RoomIndex::set(int64_t bin, int64_t room) {
 }
 
 void RoomIndex::enable_best_fit() {
-  if (!by_room_.empty()) return;
+  if (!by_room_.empty() || k_ <= kScanLimit) return;
   const size_t dp = room_.size() / static_cast<size_t>(k_);
   by_room_.resize(dp);
   for (size_t bin = 0; bin < room_.size(); ++bin) {
@@ -61,6 +61,19 @@ void RoomIndex::enable_best_fit() {
 }
 
 int64_t RoomIndex::tightest(int replica, int64_t length) const {
+  if (k_ <= kScanLimit) {
+    int64_t chosen = -1;
+    int64_t chosen_room = std::numeric_limits<int64_t>::max();
+    const int64_t first = static_cast<int64_t>(replica) * k_;
+    for (int64_t b = first; b < first + k_; ++b) {
+      const int64_t room = room_[static_cast<size_t>(b)];
+      if (room >= length && room < chosen_room) {
+        chosen = b;
+        chosen_room = room;
+      }
+    }
+    return chosen;
+  }
   const auto& rooms = by_room_[static_cast<size_t>(replica)];
   const auto it = rooms.lower_bound({length, std::numeric_limits<int64_t>::min()});
   return it == rooms.end() ? -1 : it->second;

@@ -14,9 +14,12 @@ namespace thdpack::detail {
 /// - the roomiest pack (worst fit; ties to the lower bin) from a tournament tree, O(1) to read and
 ///   O(log K) to update;
 /// - once enable_best_fit() was called, the tightest pack that still fits a length (best fit; ties
-///   to the lower bin) from an ordered set, O(log K) to query and update.
+///   to the lower bin) from an ordered set, O(log K) to query and update; up to kScanLimit packs
+///   per replica, a scan of their rooms (contiguous) is faster than any set and is used instead.
 class RoomIndex {
  public:
+  static constexpr int64_t kScanLimit = 64;
+
   RoomIndex(int dp, int64_t k, int64_t capacity);
 
   /// Records that `bin` now has `room` tokens free.

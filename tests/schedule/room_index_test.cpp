@@ -35,9 +35,11 @@ struct Scan {
 
 TEST(RoomIndex, MatchesAScanUnderRandomUpdates) {
   std::mt19937_64 rng(11);
-  for (int trial = 0; trial < 300; ++trial) {
+  for (int trial = 0; trial < 240; ++trial) {
     const int dp = 1 + static_cast<int>(rng() % 6);
-    const int64_t k = 1 + static_cast<int64_t>(rng() % 9);  // powers of two and not
+    // Small K (scanned) and K past RoomIndex::kScanLimit (ordered sets); powers of two and not.
+    const int64_t k = trial % 3 == 0 ? RoomIndex::kScanLimit + 1 + static_cast<int64_t>(rng() % 80)
+                                     : 1 + static_cast<int64_t>(rng() % 9);
     const int64_t capacity = 1 + static_cast<int64_t>(rng() % 64);
     RoomIndex index(dp, k, capacity);
     Scan scan{k, std::vector<int64_t>(static_cast<size_t>(dp * k), capacity)};
@@ -65,14 +67,17 @@ TEST(RoomIndex, MatchesAScanUnderRandomUpdates) {
 }
 
 TEST(RoomIndex, NothingFitsMeansMinusOne) {
-  RoomIndex index(2, 3, 10);
-  index.enable_best_fit();
-  for (int64_t b = 0; b < 6; ++b) index.set(b, b);  // replica 0: 0 1 2, replica 1: 3 4 5
-  EXPECT_EQ(index.tightest(0, 3), -1);
-  EXPECT_EQ(index.tightest(1, 4), 4);
-  EXPECT_EQ(index.tightest(1, 6), -1);
-  EXPECT_EQ(index.roomiest(0), 2);
-  EXPECT_EQ(index.max_room(1), 5);
+  for (const int64_t k : {int64_t{3}, RoomIndex::kScanLimit + 3}) {
+    RoomIndex index(2, k, 1000);
+    index.enable_best_fit();
+    // Replica 0 has rooms 0 1 2 ..., replica 1 has rooms k k+1 ... .
+    for (int64_t b = 0; b < 2 * k; ++b) index.set(b, b);
+    EXPECT_EQ(index.tightest(0, k), -1);
+    EXPECT_EQ(index.tightest(1, k + 1), k + 1);
+    EXPECT_EQ(index.tightest(1, 2 * k), -1);
+    EXPECT_EQ(index.roomiest(0), k - 1);
+    EXPECT_EQ(index.max_room(1), 2 * k - 1);
+  }
 }
 
 }  // namespace
