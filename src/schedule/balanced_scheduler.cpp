@@ -80,7 +80,7 @@ std::optional<Candidate> try_k(const ScheduleItems& items, std::span<const int64
 
 std::string BalancedScheduler::description() const {
   return "workload-aware: minimises the slowest replica's modeled cost under the token cap, with "
-         "equal micro-batch counts within one of the lower bound";
+         "equal micro-batch counts within one of the lower bound where it can be reached";
 }
 
 Plan BalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptions& options) const {
