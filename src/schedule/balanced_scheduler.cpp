@@ -133,13 +133,16 @@ Plan BalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptio
   // The smallest K that works, from the lower bound up. The bound usually works. When it does not,
   // the global best-fit-decreasing packing tells where to go: one multiple more when its packs fit
   // in dp·(K+multiple) (the common near miss), else straight to ceil(packs / dp), where dealing
-  // out those packs works. At most three K are tried, where walking up one K at a time cost one
-  // attempt per K (seconds at a million samples).
+  // out those packs works. Three K are tried (where walking up one K at a time cost one attempt
+  // per K: seconds at a million samples), plus, in the rare cases below, the K up to k_high.
   int64_t first = k_low;
   std::optional<Candidate> best = attempt(first);
   if (!best) {
     const int64_t dealt = round_up_to((bfd().count() + dp - 1) / dp, multiple);
-    for (first = std::max(first + multiple, dealt); first <= k_high; first += multiple) {
+    // Dealing out works at `dealt`; later K only if that is wrong about this input. Where `dealt`
+    // is past k_high (too few samples for dp·dealt packs), the K up to k_high are tried in turn.
+    const int64_t start = dealt <= k_high ? std::max(first + multiple, dealt) : first + multiple;
+    for (first = start; first <= k_high; first += multiple) {
       best = attempt(first);
       if (best) break;
     }
