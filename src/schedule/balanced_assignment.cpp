@@ -68,7 +68,6 @@ BalancedAssignment::BalancedAssignment(const ScheduleItems& items, int dp, int64
       cheaper_{&items},
       dp_(dp),
       k_(k),
-      room_(static_cast<size_t>(dp * k), capacity),
       rooms_(dp, k, capacity),
       bin_cost_(static_cast<size_t>(dp * k), 0.0),
       bin_count_(static_cast<size_t>(dp * k), 0),
@@ -83,8 +82,7 @@ int64_t BalancedAssignment::choose_bin(int replica, int64_t length, Fit fit) con
 void BalancedAssignment::put(int64_t item, int64_t bin) {
   const auto i = static_cast<size_t>(item);
   const auto b = static_cast<size_t>(bin);
-  room_[b] -= items_.lengths[i];
-  rooms_.set(bin, room_[b]);
+  rooms_.set(bin, rooms_.room(bin) - items_.lengths[i]);
   bin_cost_[b] += items_.costs[i];
   ++bin_count_[b];
   load_[static_cast<size_t>(replica_of_bin(bin))] += items_.costs[i];
@@ -99,8 +97,7 @@ void BalancedAssignment::take_out(int64_t item) {
   const auto i = static_cast<size_t>(item);
   const int64_t bin = bin_of_[i];
   const auto b = static_cast<size_t>(bin);
-  room_[b] += items_.lengths[i];
-  rooms_.set(bin, room_[b]);
+  rooms_.set(bin, rooms_.room(bin) + items_.lengths[i]);
   bin_cost_[b] -= items_.costs[i];
   --bin_count_[b];
   load_[static_cast<size_t>(replica_of_bin(bin))] -= items_.costs[i];
@@ -122,7 +119,8 @@ bool BalancedAssignment::place_longest_first(std::span<const int64_t> order, Fit
   // Replicas set aside because an item did not fit them, by the most room they have: one comes back
   // as soon as an item fits it, and while aside it takes nothing, so its room stays as it was.
   // With items longest first, a replica is set aside at most once per item it receives: the walk
-  // costs O((n + dp) log dp), however full the packs are.
+  // costs O((n + dp) log dp), however full the packs are. (Grouped items come by cost, not length:
+  // there a replica can be set aside and restored repeatedly.)
   std::priority_queue<std::pair<int64_t, int>> aside;
   for (int64_t item : order) {
     const int64_t length = items_.lengths[static_cast<size_t>(item)];
@@ -223,7 +221,10 @@ bool BalancedAssignment::fill_empty_packs(std::span<const int64_t> order) {
   }
   for (int r = 0; r < dp_; ++r) {
     while (counts[static_cast<size_t>(r)] < k_) {
-      if (donors.empty()) return false;
+      if (donors.empty()) {
+        by_cost_.clear();
+        return false;
+      }
       const int donor = donors.begin()->second;
       donors.erase(donors.begin());
       move(cheapest_movable(donor, -1), first_empty(r));
@@ -242,7 +243,10 @@ bool BalancedAssignment::fill_empty_packs(std::span<const int64_t> order) {
         if (count >= 2 && (source < 0 || count > bin_count_[static_cast<size_t>(source)]))
           source = b;
       }
-      if (source < 0) return false;
+      if (source < 0) {
+        by_cost_.clear();
+        return false;
+      }
       move(cheapest_movable(r, source), empty);
     }
   }
@@ -280,11 +284,11 @@ BalancedAssignment::Transfer BalancedAssignment::find_transfer(int heavy, int li
     const auto mid = std::lower_bound(
         light_items.begin(), light_items.end(), want,
         [&](int64_t y, double value) { return items_.costs[static_cast<size_t>(y)] < value; });
-    const int64_t x_room = room_[static_cast<size_t>(x_bin)] + x_len;
+    const int64_t x_room = rooms_.room(x_bin) + x_len;
     auto fits = [&](int64_t y) {
       const auto yi = static_cast<size_t>(y);
       const int64_t y_len = items_.lengths[yi];
-      return y_len <= x_room && x_len <= room_[static_cast<size_t>(bin_of_[yi])] + y_len;
+      return y_len <= x_room && x_len <= rooms_.room(bin_of_[yi]) + y_len;
     };
     // At most kProbesPerSide partners that do not fit, so a crowded light replica costs
     // O(log m) per heavy item, not O(m).

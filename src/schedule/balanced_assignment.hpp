@@ -81,7 +81,8 @@ class BalancedAssignment {
   void index_by_cost(std::span<const int64_t> order);
   int64_t bin_index(int replica, int64_t k) const { return static_cast<int64_t>(replica) * k_ + k; }
   int replica_of_bin(int64_t bin) const { return static_cast<int>(bin / k_); }
-  // The bin of `replica` that `fit` picks for an item of `length`, or -1: O(log K).
+  // The bin of `replica` that `fit` picks for an item of `length`, or -1: O(1) for worst fit,
+  // O(log K) for best fit (a scan of the K rooms up to RoomIndex::kScanLimit).
   int64_t choose_bin(int replica, int64_t length, Fit fit) const;
   void put(int64_t item, int64_t bin);
   void take_out(int64_t item);
@@ -93,8 +94,7 @@ class BalancedAssignment {
   Cheaper cheaper_;
   int dp_;
   int64_t k_;
-  std::vector<int64_t> room_;                  // per bin
-  RoomIndex rooms_;                            // per replica: its bins by room
+  RoomIndex rooms_;                            // room per bin, and each replica's bins by room
   std::vector<double> bin_cost_;               // per bin
   std::vector<int64_t> bin_count_;             // per bin: items in it
   std::vector<double> load_;                   // per replica

@@ -15,10 +15,11 @@
 //      where they can be dealt out; if the result is more than 0.2% above the bound, one K more is
 //      tried too and the better wins.
 //
-// Cost: each attempt is O(n log n) to place (O(log K) per pack choice, O(log dp) per replica
-// choice, every replica set aside at most once per item it takes), O(moves · (log dp + m + K)) to
-// fill empty packs, and at most kRefineWorkPerItem · n + kRefineWorkPerReplica · dp units for
-// refinement; at most four attempts run.
+// Cost: each attempt is O(n log n) to place without groups (O(log K) per pack choice, O(log dp)
+// per replica choice, every replica set aside at most once per item it takes as items come
+// longest first; with groups, ordered by cost, set-asides can repeat: O(n·dp log dp) at worst),
+// O(moves · (log dp + m + K)) to fill empty packs, and at most kRefineWorkPerItem · n +
+// kRefineWorkPerReplica · dp units for refinement; at most four attempts run.
 
 #include "schedule/schedulers.hpp"
 
@@ -53,11 +54,14 @@ struct Candidate {
   PackLists packs;
 };
 
-// One K: longest-first placement (worst fit, then best fit), else the global best-fit-decreasing
-// packing `bfd` dealt out by count; then empty packs filled and refinement.
+// Whether try_k may fall back to dealing out the best-fit-decreasing packs.
+enum class Fallback { kDealPacks, kNone };
+
+// One K: longest-first placement (worst fit, then best fit), else (kDealPacks) the global
+// best-fit-decreasing packing `bfd` dealt out by count; then empty packs filled and refinement.
 std::optional<Candidate> try_k(const ScheduleItems& items, std::span<const int64_t> order,
                                const ScheduleOptions& options, int64_t k, double bound,
-                               const std::function<const Bins&()>& bfd) {
+                               const std::function<const Bins&()>& bfd, Fallback fallback) {
   using Fit = BalancedAssignment::Fit;
   const int64_t capacity = options.capacity();
   auto finish = [&](BalancedAssignment& a) -> std::optional<Candidate> {
@@ -71,6 +75,7 @@ std::optional<Candidate> try_k(const ScheduleItems& items, std::span<const int64
     BalancedAssignment a(items, options.dp, k, capacity);
     if (a.place_longest_first(order, fit)) return finish(a);
   }
+  if (fallback == Fallback::kNone) return std::nullopt;
   BalancedAssignment a(items, options.dp, k, capacity);
   if (a.place_packs(bfd())) return finish(a);
   return std::nullopt;
@@ -128,23 +133,30 @@ Plan BalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptio
     if (!bfd_packs) bfd_packs = best_fit_decreasing(items.lengths, capacity);
     return *bfd_packs;
   };
-  auto attempt = [&](int64_t k) { return try_k(items, order, options, k, bound, bfd); };
+  auto attempt = [&](int64_t k, Fallback fallback = Fallback::kDealPacks) {
+    return try_k(items, order, options, k, bound, bfd, fallback);
+  };
 
   // The smallest K that works, from the lower bound up. The bound usually works. When it does not,
-  // the global best-fit-decreasing packing tells where to go: one multiple more when its packs fit
-  // in dp·(K+multiple) (the common near miss), else straight to ceil(packs / dp), where dealing
-  // out those packs works. Three K are tried (where walking up one K at a time cost one attempt
-  // per K: seconds at a million samples), plus, in the rare cases below, the K up to k_high.
+  // K + multiple is tried next (the common near miss; longest-first only when the global
+  // best-fit-decreasing packs do not fit there, since dealing them out cannot work), then K jumps
+  // to ceil(packs / dp), where dealing out those packs works. Three K are tried (where walking up
+  // one K at a time cost one attempt per K: seconds at a million samples), plus, in the rare case
+  // below, the K up to k_high.
   int64_t first = k_low;
   std::optional<Candidate> best = attempt(first);
-  if (!best) {
+  if (!best && first + multiple <= k_high) {
     const int64_t dealt = round_up_to((bfd().count() + dp - 1) / dp, multiple);
+    first += multiple;
+    best = attempt(first, dealt <= first ? Fallback::kDealPacks : Fallback::kNone);
     // Dealing out works at `dealt`; later K only if that is wrong about this input. Where `dealt`
     // is past k_high (too few samples for dp·dealt packs), the K up to k_high are tried in turn.
-    const int64_t start = dealt <= k_high ? std::max(first + multiple, dealt) : first + multiple;
-    for (first = start; first <= k_high; first += multiple) {
-      best = attempt(first);
-      if (best) break;
+    if (!best) {
+      const int64_t start = dealt <= k_high ? std::max(first + multiple, dealt) : first + multiple;
+      for (first = start; first <= k_high; first += multiple) {
+        best = attempt(first);
+        if (best) break;
+      }
     }
   }
   // One K more can balance better (more, smaller packs); it is kept when it does.

@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "thdpack/core/errors.hpp"
+
 namespace thdpack::detail {
 
 RoomIndex::RoomIndex(int dp, int64_t k, int64_t capacity)
@@ -74,6 +76,7 @@ int64_t RoomIndex::tightest(int replica, int64_t length) const {
     }
     return chosen;
   }
+  if (by_room_.empty()) throw InternalError("RoomIndex::tightest before enable_best_fit()");
   const auto& rooms = by_room_[static_cast<size_t>(replica)];
   const auto it = rooms.lower_bound({length, std::numeric_limits<int64_t>::min()});
   return it == rooms.end() ? -1 : it->second;

@@ -1,6 +1,7 @@
 #pragma once
 // Which pack of a replica has room: the balanced scheduler's per-replica index of pack room, so
-// that choosing a pack costs O(log K) instead of a scan of the replica's K packs.
+// that choosing a pack costs O(log K) (or a short scan, up to kScanLimit packs) instead of a scan
+// of all the replica's K packs.
 
 #include <cstddef>
 #include <cstdint>
@@ -24,13 +25,16 @@ class RoomIndex {
 
   /// Records that `bin` now has `room` tokens free.
   void set(int64_t bin, int64_t room);
+  /// Tokens free in `bin`.
+  int64_t room(int64_t bin) const { return room_[static_cast<size_t>(bin)]; }
   /// The bin of `replica` with the most room.
   int64_t roomiest(int replica) const { return node_bin_[node(replica, 1)]; }
   /// The most room any pack of `replica` has.
   int64_t max_room(int replica) const { return node_room_[node(replica, 1)]; }
   /// Builds the ordered sets that tightest() needs (O(dp·K log K)); later set() calls keep them.
   void enable_best_fit();
-  /// The bin of `replica` with the least room >= length, or -1. Needs enable_best_fit().
+  /// The bin of `replica` with the least room >= length, or -1. Needs enable_best_fit() (an
+  /// InternalError otherwise).
   int64_t tightest(int replica, int64_t length) const;
 
  private:

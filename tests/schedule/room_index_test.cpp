@@ -10,6 +10,8 @@
 #include <random>
 #include <vector>
 
+#include "thdpack/core/errors.hpp"
+
 namespace thdpack::detail {
 namespace {
 
@@ -78,6 +80,13 @@ TEST(RoomIndex, NothingFitsMeansMinusOne) {
     EXPECT_EQ(index.roomiest(0), k - 1);
     EXPECT_EQ(index.max_room(1), 2 * k - 1);
   }
+}
+
+TEST(RoomIndex, BestFitPastTheScanLimitNeedsItsSets) {
+  RoomIndex index(1, RoomIndex::kScanLimit + 1, 10);
+  EXPECT_THROW(index.tightest(0, 1), InternalError);
+  index.enable_best_fit();
+  EXPECT_EQ(index.tightest(0, 1), 0);
 }
 
 }  // namespace
