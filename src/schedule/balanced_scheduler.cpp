@@ -111,10 +111,13 @@ Plan BalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptio
     l2 = l2_bound_of_descending(sorted.lengths, capacity);
     order = std::move(sorted.order);
   }
-  std::vector<double> descending(order.size());
-  for (size_t i = 0; i < order.size(); ++i)
-    descending[i] = items.costs[static_cast<size_t>(order[i])];
-  const double bound = tight_bound_of_sorted(descending, dp);
+  // The costs in that order live only while the bound is computed (memory peaks later).
+  const double bound = [&] {
+    std::vector<double> descending(order.size());
+    for (size_t i = 0; i < order.size(); ++i)
+      descending[i] = items.costs[static_cast<size_t>(order[i])];
+    return tight_bound_of_sorted(descending, dp);
+  }();
 
   const int64_t k_low = std::max(round_up_to((l2 + dp - 1) / dp, multiple), multiple);
   const int64_t k_high = items.size() / dp / multiple * multiple;
