@@ -26,7 +26,7 @@ class RoomIndex {
   /// Records that `bin` now has `room` tokens free.
   void set(int64_t bin, int64_t room);
   /// Tokens free in `bin`.
-  int64_t room(int64_t bin) const { return room_[static_cast<size_t>(bin)]; }
+  int64_t room(int64_t bin) const { return node_room_[leaf(bin)]; }
   /// The bin of `replica` with the most room.
   int64_t roomiest(int replica) const { return node_bin_[node(replica, 1)]; }
   /// The most room any pack of `replica` has.
@@ -41,13 +41,20 @@ class RoomIndex {
   size_t node(int replica, size_t index) const {
     return static_cast<size_t>(replica) * 2 * leaves_ + index;
   }
-  void update_path(int replica, size_t leaf);
+  // The tree node that holds `bin`'s room: the leaves of a replica are contiguous, in bin order.
+  size_t leaf(int64_t bin) const {
+    return node(static_cast<int>(bin / k_), leaves_ + static_cast<size_t>(bin % k_));
+  }
+  // Node n of `replica` takes the winner of its two children: the larger room, ties to the left
+  // child (the lower bin).
+  void match(int replica, size_t n);
 
+  int dp_;
   int64_t k_;
   size_t leaves_ = 1;
-  std::vector<int64_t> node_room_;  // per replica, a tournament tree of 2·leaves nodes (1-based)
+  // Per replica, a tournament tree of 2·leaves nodes (1-based); leaf rooms are the packs' rooms.
+  std::vector<int64_t> node_room_;
   std::vector<int64_t> node_bin_;
-  std::vector<int64_t> room_;                                   // per bin
   std::vector<std::set<std::pair<int64_t, int64_t>>> by_room_;  // per replica: (room, bin)
 };
 
