@@ -9,9 +9,11 @@ CostModel bench_cost() {
   return CostModel::from_model(model_preset("llama3-8b"));
 }
 
-std::vector<int64_t> workload_lengths(const std::string& name, int64_t n) {
+std::vector<int64_t> workload_lengths(const std::string& name, int64_t n,
+                                      std::optional<uint64_t> seed) {
   Workload w = workload(name);
   w.dataset.size = std::max<int64_t>(n, w.dataset.size);
+  if (seed) w.dataset.seed = *seed;
   const auto dataset = make_mock_dataset(w.dataset);
   const int64_t divisor = padding_divisor({.cp = w.cp});
   std::vector<int64_t> lengths(static_cast<size_t>(n));

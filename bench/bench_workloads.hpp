@@ -3,6 +3,7 @@
 // inputs, and the cost model of BENCHMARKS.md (a Llama-3-8B-like dense model).
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,8 +14,10 @@
 
 namespace thdpack::bench {
 
-/// The first `n` lengths of workload `name` (padded for its CP size).
-std::vector<int64_t> workload_lengths(const std::string& name, int64_t n);
+/// The first `n` lengths of workload `name` (padded for its CP size), drawn with the workload's
+/// own seed or with `seed` (another input from the same distribution).
+std::vector<int64_t> workload_lengths(const std::string& name, int64_t n,
+                                      std::optional<uint64_t> seed = std::nullopt);
 
 /// One global batch of a workload at `dp`, with its schedule options.
 struct BenchBatch {

@@ -23,7 +23,6 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
-#include <map>
 #include <new>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -98,12 +97,10 @@ struct Distribution {
   std::function<Lengths(int64_t n, uint64_t seed)> draw;
 };
 
+// A named workload's length distribution, drawn with `seed`, clipped at the cap.
 Lengths from_workload(const std::string& workload, int64_t n, uint64_t seed) {
-  // Different seeds take different windows of the workload's (deterministic) sample stream.
-  Lengths all = workload_lengths(workload, n * static_cast<int64_t>(seed % 8 + 1));
-  Lengths out(all.end() - n, all.end());
+  Lengths out = workload_lengths(workload, n, seed);
   for (int64_t& l : out) l = std::min(l, kCapacity);
-  std::shuffle(out.begin(), out.end(), std::mt19937_64(seed));
   return out;
 }
 
@@ -222,10 +219,6 @@ double percentile(std::vector<double> v, double q) {
   const auto hi = static_cast<size_t>(std::ceil(pos));
   return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
 }
-
-struct CaseResult {
-  nlohmann::json json;
-};
 
 nlohmann::json run_case(const std::string& label, int64_t n, int dp, int seeds, bool baselines) {
   std::vector<double> all_ms, quality, dpb_ms, heap;
