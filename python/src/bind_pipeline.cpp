@@ -162,13 +162,31 @@ void bind_pipeline(py::module_& m) {
       .def(
           "run_step",
           [](PyPipeline& p, const py::sequence& samples) {
-            const std::vector<Sample> local = samples_of(samples);
+            std::vector<Sample> local;
+            try {
+              local = samples_of(samples);
+            } catch (const std::exception& e) {
+              // The peers are already waiting in this step: tell them before raising here.
+              const std::string error = e.what();
+              py::gil_scoped_release release;
+              p.pipeline->fail_step(error);
+            }
             py::gil_scoped_release release;
             return p.pipeline->run_step(local);
           },
           py::arg("local_samples"),
           "Collective: this rank's samples of the step (dicts with 'id' and 'input_ids'; empty "
-          "on ranks that do not read) -> StepResult.")
+          "on ranks that do not read) -> StepResult. A malformed sample on one rank raises "
+          "InvalidArgument on every rank (naming that rank on the others).")
+      .def(
+          "fail_step",
+          [](PyPipeline& p, const std::string& error) {
+            py::gil_scoped_release release;
+            p.pipeline->fail_step(error);
+          },
+          py::arg("error"),
+          "Collective, instead of run_step on a rank that could not prepare its samples: raises "
+          "InvalidArgument(error) here and an InvalidArgument naming this rank on every peer.")
       .def_property_readonly("reads_data",
                              [](const PyPipeline& p) { return p.pipeline->reads_data(); })
       .def_property_readonly("coordinates",

@@ -1,6 +1,6 @@
 """Type stubs of the _thdpack extension module (kept by hand next to python/src/*.cpp)."""
 
-from typing import Any, Callable, Literal, Optional, Sequence, Union
+from typing import Any, Callable, Literal, NoReturn, Optional, Sequence, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -213,6 +213,7 @@ class Pipeline:
                  dp_group: Optional[Communicator] = None,
                  tp_group: Optional[Communicator] = None) -> None: ...
     def run_step(self, local_samples: Sequence[dict]) -> StepResult: ...
+    def fail_step(self, error: str) -> NoReturn: ...
     reads_data: bool
     coordinates: dict[str, int]
     options: PipelineOptions

@@ -37,6 +37,12 @@ _FIELDS = ("tokens", "labels", "loss_mask", "position_ids", "padding_mask", "cu_
            "cu_seqlens_padded", "sample_ids")
 
 
+def _world_rank() -> int:
+    import torch.distributed as dist
+
+    return dist.get_rank()
+
+
 def _host_sample(sample: dict) -> dict:
     out = {}
     for key, value in sample.items():
@@ -99,38 +105,72 @@ class ThdPacker:
                  reading: str = "megatron", model=None, cost=None,
                  sequence_parallel: bool = False, cp_mode: str = "zigzag",
                  oversize: str = "error", device=None):
+        self._mpi_comm = mpi_comm
+        self.device = device
+        # Everything that can fail on one rank alone runs before the first collective, and the
+        # ranks agree on the outcome: a rank that failed never leaves its peers waiting in
+        # new_group or in the pipeline's first collective until the process group times out.
+        error = None
+        try:
+            if mpi_comm is not None:
+                dp = dp if dp is not None else self._world_size() // (tp * cp * pp)
+            else:
+                import torch.distributed as dist
+
+                size = lambda g: 1 if g is None else dist.get_world_size(g)  # noqa: E731
+                tp, cp, pp = size(tp_group), size(cp_group), size(pp_group)
+                dp = (size(dp_group) if dp_group is not None
+                      else dist.get_world_size() // (tp * cp * pp))
+                if dp_group is None and dp > 1:
+                    raise _thdpack.InvalidArgument(
+                        f"the world has {dist.get_world_size()} ranks, so dp is {dp}: pass "
+                        "dp_group")
+            self.model = _thdpack.model_preset(model) if isinstance(model, str) else model
+            if cost is None:
+                cost = (_thdpack.CostModel.from_model(self.model) if self.model is not None
+                        else _thdpack.CostModel())
+            topology = _thdpack.Topology(tp=tp, cp=cp, dp=dp, pp=pp, vpp=vpp,
+                                         vpp_group=vpp_group, order=order)
+            if mpi_comm is None:
+                self._check_groups(topology, {"tp": tp_group, "cp": cp_group, "dp": dp_group,
+                                              "pp": pp_group})
+            self.options = _thdpack.PipelineOptions(
+                topology=topology, max_seqlen_per_dp_cp_rank=max_seqlen_per_dp_cp_rank,
+                scheduler=scheduler, cost=cost, reading=reading,
+                sequence_parallel=sequence_parallel, cp_mode=cp_mode, oversize=oversize)
+        except Exception as e:  # noqa: BLE001 - every error must reach the peers
+            error = e
+        self._raise_together(error, "ThdPacker")
         if mpi_comm is not None:
             world = mpi4py_communicator(mpi_comm)
-            dp = dp if dp is not None else world.size // (tp * cp * pp)
             groups = {}
         else:
-            import torch.distributed as dist
-
-            size = lambda g: 1 if g is None else dist.get_world_size(g)  # noqa: E731
-            tp, cp, pp = size(tp_group), size(cp_group), size(pp_group)
-            dp = size(dp_group) if dp_group is not None else dist.get_world_size() // (tp * cp * pp)
-            if dp_group is None and dp > 1:
-                raise _thdpack.InvalidArgument(
-                    f"the world has {dist.get_world_size()} ranks, so dp is {dp}: pass dp_group")
             world = TorchCommunicator(None, device)
             groups = {"dp_group": TorchCommunicator(self._group_or_self(dp_group), device),
                       "tp_group": TorchCommunicator(self._group_or_self(tp_group), device)}
-        self.model = _thdpack.model_preset(model) if isinstance(model, str) else model
-        if cost is None:
-            cost = (_thdpack.CostModel.from_model(self.model) if self.model is not None
-                    else _thdpack.CostModel())
-        topology = _thdpack.Topology(tp=tp, cp=cp, dp=dp, pp=pp, vpp=vpp, vpp_group=vpp_group,
-                                     order=order)
-        if mpi_comm is None:
-            self._check_groups(topology, {"tp": tp_group, "cp": cp_group, "dp": dp_group,
-                                          "pp": pp_group})
-        self.options = _thdpack.PipelineOptions(
-            topology=topology, max_seqlen_per_dp_cp_rank=max_seqlen_per_dp_cp_rank,
-            scheduler=scheduler, cost=cost, reading=reading, sequence_parallel=sequence_parallel,
-            cp_mode=cp_mode, oversize=oversize)
         self.world = world
-        self.device = device
         self.pipeline = _thdpack.Pipeline(world, self.options, **groups)
+
+    def _world_size(self) -> int:
+        if self._mpi_comm is not None:
+            return self._mpi_comm.Get_size()
+        import torch.distributed as dist
+
+        return dist.get_world_size()
+
+    def _raise_together(self, error, what: str) -> None:
+        """Collective over the world: raises on every rank when any rank has an error (the
+        failing rank its own; the others an InvalidArgument naming the lowest failing rank)."""
+        rank = self._mpi_comm.Get_rank() if self._mpi_comm is not None else _world_rank()
+        size = self._world_size()
+        # MAX of (size - rank) finds the lowest failing rank; 0 when none failed.
+        mark = np.array([size - rank if error is not None else 0], dtype=np.int64)
+        failed = self._max(mark)
+        if error is not None:
+            raise error
+        if failed > 0:
+            raise _thdpack.InvalidArgument(
+                f"{what}: rank {size - failed} failed (its own error says why); every rank stops")
 
     @staticmethod
     def _check_groups(topology, groups):
@@ -178,7 +218,12 @@ class ThdPacker:
         """Collective over the world: this rank's micro-batches of one global batch."""
         # Samples given to a rank that does not read are passed on, so that the pipeline reports
         # the mistake on every rank instead of silently dropping them.
-        result = self.pipeline.run_step([_host_sample(s) for s in samples])
+        try:
+            host = [_host_sample(s) for s in samples]
+        except Exception as e:  # noqa: BLE001 - the peers wait in this step: tell them
+            self.pipeline.fail_step(f"{type(e).__name__}: {e}")
+        # A sample run_step cannot convert is reported to the peers there as well.
+        result = self.pipeline.run_step(host)
         sums = result.sums
         flops = {
             "seqlen_sum": sums["s1_real"],
@@ -223,12 +268,16 @@ class ThdPacker:
 
     def _any(self, flag: np.ndarray) -> bool:
         """True if any rank set its flag (one allreduce over the world)."""
-        import torch.distributed as dist
+        return self._max(flag) > 0
 
-        if dist.is_available() and dist.is_initialized():
-            t = torch.from_numpy(flag).to(self.device or "cpu")
+    def _max(self, value: np.ndarray) -> int:
+        """The largest of every rank's value (one allreduce over the world)."""
+        if self._mpi_comm is None:
+            import torch.distributed as dist
+
+            t = torch.from_numpy(value).to(self.device or "cpu")
             dist.all_reduce(t, op=dist.ReduceOp.MAX)
-            return bool(t.item())
+            return int(t.item())
         from mpi4py import MPI
 
-        return bool(MPI.COMM_WORLD.allreduce(int(flag[0]), op=MPI.MAX))
+        return int(self._mpi_comm.allreduce(int(value[0]), op=MPI.MAX))

@@ -7,6 +7,7 @@
 
 #include "packing/sorted_items.hpp"
 #include "packing/successor_set.hpp"
+#include "thdpack/core/checked_arithmetic.hpp"
 #include "thdpack/core/errors.hpp"
 
 namespace thdpack {
@@ -85,6 +86,8 @@ SortedItems sort_decreasing(std::span<const int64_t> lengths, int64_t capacity) 
   return sorted;
 }
 
+__extension__ using Int128 = __int128;
+
 int64_t l2_bound_of_descending(std::span<const int64_t> descending, int64_t capacity) {
   const size_t n = descending.size();
   if (n == 0) return 0;
@@ -112,8 +115,10 @@ int64_t l2_bound_of_descending(std::span<const int64_t> descending, int64_t capa
     while (j3_begin < small_end && ascending(j3_begin) < alpha) j3_sum -= ascending(j3_begin++);
     const auto j1 = static_cast<int64_t>(n - big_end);
     const auto j2 = static_cast<int64_t>(big_end - small_end);
-    const int64_t spare = j2 * capacity - j2_sum;
-    const int64_t extra = j3_sum > spare ? (j3_sum - spare + capacity - 1) / capacity : 0;
+    // j2 x C may not fit in int64 (C near INT64_MAX); 128 bits hold it and every term below.
+    const Int128 spare = Int128{j2} * capacity - j2_sum;
+    const int64_t extra =
+        j3_sum > spare ? static_cast<int64_t>((j3_sum - spare + capacity - 1) / capacity) : 0;
     best = std::max(best, j1 + j2 + extra);
   };
   evaluate(0);
@@ -186,6 +191,7 @@ void check_items_fit(std::span<const int64_t> lengths, int64_t capacity, const s
                      const std::string& capacity_name, const std::string& remedy) {
   if (capacity < 1)
     throw InvalidArgument("pack capacity must be >= 1, got " + std::to_string(capacity));
+  int64_t total = 0;  // in range: no sum of some of the lengths can overflow
   for (size_t i = 0; i < lengths.size(); ++i) {
     if (lengths[i] < 1) {
       throw InvalidArgument(what + " " + std::to_string(i) + " has length " +
@@ -196,6 +202,7 @@ void check_items_fit(std::span<const int64_t> lengths, int64_t capacity, const s
                             " tokens but " + capacity_name + " is " + std::to_string(capacity) +
                             "; " + remedy);
     }
+    total = checked_add(total, lengths[i], "the total length of the " + what + "s");
   }
 }
 
@@ -294,7 +301,7 @@ Bins next_fit(std::span<const int64_t> lengths, int64_t capacity) {
 int64_t bins_lower_bound_l1(std::span<const int64_t> lengths, int64_t capacity) {
   check_items_fit(lengths, capacity, "item");
   const int64_t total = std::accumulate(lengths.begin(), lengths.end(), int64_t{0});
-  return (total + capacity - 1) / capacity;
+  return total / capacity + (total % capacity != 0);
 }
 
 int64_t bins_lower_bound_l2(std::span<const int64_t> lengths, int64_t capacity) {

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "packing/sorted_items.hpp"
+#include "thdpack/core/checked_arithmetic.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/packing/packed_batch.hpp"
 
@@ -49,7 +50,9 @@ Items make_items(std::span<const int64_t> lengths, const OfflinePackOptions& o) 
   items.offsets.assign(count + 1, 0);
   for (int64_t i = 0; i < n; ++i) {
     const auto item = static_cast<size_t>(item_of[static_cast<size_t>(i)]);
-    items.lengths[item] += round_up(lengths[static_cast<size_t>(i)], o.divisor);
+    items.lengths[item] = checked_add(items.lengths[item],
+                                      round_up(lengths[static_cast<size_t>(i)], o.divisor),
+                                      "the padded length of a group");
     ++items.offsets[item + 1];
   }
   std::partial_sum(items.offsets.begin(), items.offsets.end(), items.offsets.begin());
@@ -124,7 +127,7 @@ OfflinePacking pack_offline(std::span<const int64_t> lengths, const OfflinePackO
                      : first_fit_decreasing(items.lengths, o.capacity);
   }
   for (int64_t len : items.lengths) out.padded_tokens += len;
-  out.lower_bound_l1 = (out.padded_tokens + o.capacity - 1) / o.capacity;
+  out.lower_bound_l1 = out.padded_tokens / o.capacity + (out.padded_tokens % o.capacity != 0);
 
   // Emit packs of samples, in shuffled pack order for the decreasing strategies (the packing, and
   // so its fill, is unchanged).

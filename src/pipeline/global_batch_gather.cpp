@@ -14,7 +14,19 @@ namespace {
 struct ReaderHeader {
   int64_t count = 0;
   uint64_t fingerprint = 0;
+  int64_t failed = 0;  // 1: the rank could not prepare its samples (fail_global_batch_gather)
 };
+
+// Every rank throws alike when some rank could not prepare its samples.
+void check_no_rank_failed(std::span<const ReaderHeader> headers) {
+  for (size_t r = 0; r < headers.size(); ++r) {
+    if (headers[r].failed != 0) {
+      throw InvalidArgument("rank " + std::to_string(r) +
+                            " could not prepare its samples for this step (its own error says "
+                            "why); every rank stops this step");
+    }
+  }
+}
 
 // FNV-1a over the ids and lengths.
 uint64_t fingerprint(std::span<const int64_t> ids, std::span<const int64_t> lengths) {
@@ -39,6 +51,13 @@ std::string where(const Topology& t, int rank) {
 
 }  // namespace
 
+void fail_global_batch_gather(Communicator& world, const std::string& error) {
+  ReaderHeader mine;
+  mine.failed = 1;
+  (void)allgather_value(world, mine);  // the peers learn of the failure from this header
+  throw InvalidArgument(error);
+}
+
 GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& o,
                                 std::span<const Sample> local) {
   const Topology& t = o.topology;
@@ -56,6 +75,7 @@ GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& o,
   const ReaderHeader mine{n, fingerprint(std::span(payload).first(local.size()),
                                          std::span(payload).subspan(local.size()))};
   const std::vector<ReaderHeader> headers = allgather_value(world, mine);
+  check_no_rank_failed(headers);
 
   std::vector<int64_t> counts(static_cast<size_t>(world.size()), 0);
   for (int d = 0; d < t.dp(); ++d) {

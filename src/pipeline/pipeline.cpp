@@ -152,6 +152,10 @@ Coordinates Pipeline::coordinates() const {
   return state_->coords;
 }
 
+void Pipeline::fail_step(const std::string& error) {
+  fail_global_batch_gather(state_->world, error);
+}
+
 StepResult Pipeline::run_step(std::span<const Sample> local_samples) {
   State& s = *state_;
   const auto start = std::chrono::steady_clock::now();

@@ -18,7 +18,10 @@ std::vector<int64_t> global_batch_indices(int64_t step, int64_t global_batch,
                           " samples)");
   }
   std::vector<int64_t> indices(static_cast<size_t>(global_batch));
-  const int64_t start = (step % dataset_size) * (global_batch % dataset_size) % dataset_size;
+  // The product of two residues may not fit in int64 (datasets over 3e9 samples); 128 bits do.
+  __extension__ using Int128 = __int128;
+  const auto start = static_cast<int64_t>(Int128{step % dataset_size} *
+                                          (global_batch % dataset_size) % dataset_size);
   for (int64_t j = 0; j < global_batch; ++j) {
     indices[static_cast<size_t>(j)] = (start + j) % dataset_size;
   }

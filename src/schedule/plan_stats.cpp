@@ -8,6 +8,7 @@
 
 #include "schedule/schedule_items.hpp"
 #include "schedule/step_bounds.hpp"
+#include "thdpack/core/checked_arithmetic.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/packing/bin_packing.hpp"
 
@@ -121,8 +122,10 @@ PlanStats evaluate_plan(const Plan& plan, const ScheduleInput& input,
 
   const int64_t multiple = options.microbatch_multiple;
   const int64_t total_padded = s.padded_tokens;
+  // ceil(ceil(T / C) / dp) = ceil(T / (C x dp)), without forming C x dp (it may not fit).
+  const int64_t packs_by_tokens = total_padded / capacity + (total_padded % capacity != 0);
   s.microbatch_token_bound =
-      detail::round_up_to((total_padded + dp * capacity - 1) / (dp * capacity), multiple);
+      detail::round_up_to(packs_by_tokens / dp + (packs_by_tokens % dp != 0), multiple);
   if (!input.padded_lengths.empty() &&
       *std::max_element(input.padded_lengths.begin(), input.padded_lengths.end()) <= capacity) {
     const int64_t l2 = bins_lower_bound_l2(input.padded_lengths, capacity);
@@ -153,11 +156,13 @@ void validate_plan(const Plan& plan, const ScheduleInput& input, const ScheduleO
       if (it == where.end()) broken("unknown sample id " + std::to_string(id));
       if (pack_of[it->second] >= 0) broken("sample " + std::to_string(id) + " appears twice");
       pack_of[it->second] = p;
-      tokens += input.padded_lengths[it->second];
-    }
-    if (tokens > options.capacity()) {
-      broken("pack " + std::to_string(p) + " holds " + std::to_string(tokens) +
-             " tokens, over the capacity " + std::to_string(options.capacity()));
+      const int64_t length = input.padded_lengths[it->second];
+      if (sum_exceeds(tokens, length, options.capacity())) {
+        broken("pack " + std::to_string(p) + " holds more than the capacity " +
+               std::to_string(options.capacity()) + " tokens (sample " + std::to_string(id) +
+               " of " + std::to_string(length) + " tokens joins " + std::to_string(tokens) + ")");
+      }
+      tokens += length;
     }
   }
   std::unordered_map<int64_t, int64_t> group_pack;

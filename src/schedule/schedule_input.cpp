@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "thdpack/core/checked_arithmetic.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/schedule/scheduler.hpp"
 
@@ -85,11 +86,16 @@ void validate_schedule_input(const ScheduleInput& in, const ScheduleOptions& o) 
                           " samples do not split equally over dp=" + std::to_string(o.dp) +
                           "; pass samples_per_rank");
   }
+  checked_mul(o.max_seqlen_per_dp_cp_rank, o.cp, "capacity max_seqlen_per_dp_cp_rank x cp");
+  checked_mul(o.dp, o.microbatch_multiple, "dp x microbatch_multiple");
+  // With the total in range, no sum of some of the lengths (a pack, a replica) can overflow.
+  int64_t total = 0;
   for (size_t i = 0; i < in.padded_lengths.size(); ++i) {
     if (in.padded_lengths[i] < 1) {
       throw InvalidArgument("sample " + std::to_string(in.ids[i]) + " has length " +
                             std::to_string(in.padded_lengths[i]) + "; lengths must be >= 1");
     }
+    total = checked_add(total, in.padded_lengths[i], "schedule input: the sum of the lengths");
   }
   check_unique_ids(in.ids);
   const int64_t needed = static_cast<int64_t>(o.dp) * o.microbatch_multiple;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "flag_values.hpp"
+#include "thdpack/core/checked_arithmetic.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/workloads.hpp"
 #include "thdpack/packing/packed_batch.hpp"
@@ -15,8 +17,11 @@ int64_t default_cap(const Dataset& dataset, int cp, int64_t divisor) {
   int64_t longest = 0;
   for (int64_t i = 0; i < dataset.size(); ++i) longest = std::max(longest, dataset.length(i));
   const int64_t capacity = round_up(longest, divisor);
-  return (capacity + cp - 1) / cp;
+  return capacity / cp + (capacity % cp != 0);
 }
+
+// Largest direct cost coefficient a flag takes (model presets give about 1e11 per token).
+constexpr double kMaxCostCoefficient = 1e20;
 
 std::string joined(const std::vector<std::string>& names) {
   std::string out;
@@ -31,17 +36,24 @@ void JobFlags::add_to(CLI::App& cmd) {
   topology.add_to(cmd);
   cmd.add_option("--max-seqlen-per-dp-cp-rank,-M", max_seqlen_per_dp_cp_rank,
                  "token budget M of one micro-batch per DP x CP rank (default: the workload's, "
-                 "--seq-length, or the longest sample)");
+                 "--seq-length, or the longest sample)")
+      ->check(positive_integer());
   cmd.add_option("--global-batch", global_batch,
                  "samples per step (default: the workload's reference batch for this dp, else 32 "
-                 "per replica)");
-  cmd.add_option("--model", model,
-                 "model preset for the cost model and FLOPs: " + joined(model_preset_names()))
-      ->capture_default_str();
+                 "per replica)")
+      ->check(positive_integer());
+  model_flag = cmd.add_option("--model", model,
+                               "model preset for the cost model and FLOPs: " +
+                                   joined(model_preset_names()))
+                   ->check(non_empty())
+                   ->capture_default_str();
   cmd.add_option("--cost-linear", cost_linear,
-                 "direct cost coefficient per token (with --cost-quadratic instead of --model)");
-  cmd.add_option("--cost-quadratic", cost_quadratic, "direct cost coefficient per token squared");
+                 "direct cost coefficient per token (with --cost-quadratic instead of --model)")
+      ->check(non_negative_number(kMaxCostCoefficient));
+  cmd.add_option("--cost-quadratic", cost_quadratic, "direct cost coefficient per token squared")
+      ->check(non_negative_number(kMaxCostCoefficient));
   cmd.add_option("--oversize", oversize, "a sample longer than M x cp: error or truncate")
+      ->check(non_empty())
       ->capture_default_str();
 }
 
@@ -71,7 +83,12 @@ Job resolve_job(const JobFlags& f) {
                      : w.workload_name
                          ? default_global_batch(workload(*w.workload_name), job.topology.dp())
                          : int64_t{32} * job.topology.dp();
+  checked_mul(job.max_seqlen_per_dp_cp_rank, job.topology.cp(), "the capacity M x cp");
   if (f.cost_linear >= 0 || f.cost_quadratic >= 0) {
+    if (f.model_flag != nullptr && f.model_flag->count() > 0) {
+      throw InvalidArgument(
+          "--model and --cost-linear/--cost-quadratic both set the cost model; give one of them");
+    }
     job.cost =
         CostModel::from_coefficients(std::max(f.cost_linear, 0.0), std::max(f.cost_quadratic, 0.0));
   } else {

@@ -23,6 +23,7 @@ struct JobFlags {
   double cost_linear = -1;
   double cost_quadratic = -1;
   std::string oversize = "error";
+  const CLI::Option* model_flag = nullptr;  ///< set by add_to; tells whether --model was given
 
   void add_to(CLI::App& command);
 };
@@ -37,6 +38,7 @@ struct Job {
   std::string model;  ///< preset name, or "" for direct coefficients
   OversizePolicy oversize = OversizePolicy::kError;
 
+  /// C = M x cp; resolve_job has checked that it fits in int64.
   int64_t capacity() const { return max_seqlen_per_dp_cp_rank * topology.cp(); }
   GlobalBatchOptions batch_options() const;
 };

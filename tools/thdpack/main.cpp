@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "parse_errors.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/core/version.hpp"
 
@@ -25,7 +26,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return thdpack::cli::report_parse_error(app, e, argc, argv);
   }
   try {
     for (const auto& command : commands) {

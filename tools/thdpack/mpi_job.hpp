@@ -1,15 +1,22 @@
 #pragma once
-// Subcommands started under mpirun: MPI set up around the command's body, and errors reported
-// once when every rank saw them, or by the one rank that did (which then stops the job).
+// Subcommands started under mpirun: MPI set up around the command's body, and one error line for
+// the whole job however its ranks ended.
 
 #include <functional>
 
 namespace thdpack::cli {
 
-/// Initialises MPI with at least `thread_level` (an MPI_THREAD_* value), runs body(rank, size),
-/// maps thdpack errors to exit codes (2 bad input, 3 other thdpack errors, 4 anything else),
-/// prints the error once (rank 0) when all ranks failed alike within 10 s, or on the failing rank
-/// followed by MPI_Abort otherwise, and finalises MPI.
-int run_mpi_job(int thread_level, const std::function<int(int rank, int size)>& body);
+/// Initialises MPI with at least `thread_level` (an MPI_THREAD_* value) and MPI_ERRORS_RETURN on
+/// MPI_COMM_WORLD (an MPI failure is an error code, never MPI's own abort), runs body(rank, size)
+/// and maps thdpack errors to exit codes (2 bad input, 3 other thdpack errors, 4 anything else).
+///
+/// Then every rank, failed or not, exchanges its outcome with the others, waiting up to
+/// `timeout_seconds` + 10 s (a peer may still be waiting that long in a collective this rank
+/// left). When all ranks arrive: rank 0 prints one line (the error, when every rank failed alike;
+/// else the error of the rank that failed first for a reason other than a communication failure,
+/// naming it) and every rank exits with that error's code. When some rank never arrives (it died
+/// or hangs), the failed ranks print their own line and MPI_Abort stops the job.
+int run_mpi_job(int thread_level, double timeout_seconds,
+                const std::function<int(int rank, int size)>& body);
 
 }  // namespace thdpack::cli

@@ -8,8 +8,10 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "flag_values.hpp"
 #include "progress.hpp"
 #include "table.hpp"
+#include "thdpack/core/checked_arithmetic.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/indexed_dataset.hpp"
 #include "thdpack/data/pack_file.hpp"
@@ -23,9 +25,18 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// The first `limit` lengths (all when limit <= 0); straight from the index for indexed datasets.
+// How many samples --limit selects: all when not given; more than the dataset holds is an error.
+int64_t limited_size(const Dataset& dataset, int64_t limit) {
+  if (limit > dataset.size()) {
+    throw InvalidArgument("--limit " + std::to_string(limit) + " is more than the " +
+                          std::to_string(dataset.size()) + " samples of " + dataset.describe());
+  }
+  return limit > 0 ? limit : dataset.size();
+}
+
+// The first `limit` lengths (all when limit is 0); straight from the index for indexed datasets.
 std::vector<int64_t> read_lengths(const Dataset& dataset, int64_t limit, bool progress) {
-  const int64_t n = limit > 0 ? std::min(limit, dataset.size()) : dataset.size();
+  const int64_t n = limited_size(dataset, limit);
   std::vector<int64_t> lengths(static_cast<size_t>(n));
   if (const auto* indexed = dynamic_cast<const IndexedDataset*>(&dataset)) {
     const auto all = indexed->lengths();
@@ -96,7 +107,6 @@ int run_pack(const PackFlags& f) {
   const auto start = std::chrono::steady_clock::now();
   const ResolvedWorkload w = resolve_workload(f.source);
   const double open_seconds = seconds_since(start);
-  if (f.capacity < 1) throw InvalidArgument("--capacity must be given and >= 1");
   const auto read_start = std::chrono::steady_clock::now();
   const std::vector<int64_t> lengths = read_lengths(*w.dataset, f.limit, !f.no_progress);
   const double read_seconds = seconds_since(read_start);
@@ -121,7 +131,7 @@ int run_pack(const PackFlags& f) {
     std::vector<int64_t> padded(lengths.size());
     for (size_t i = 0; i < lengths.size(); ++i) {
       padded[i] = round_up(lengths[i], f.divisor);
-      result.padded_tokens += padded[i];
+      result.padded_tokens = checked_add(result.padded_tokens, padded[i], "the padded tokens");
     }
     result.lower_bound_l1 = bins_lower_bound_l1(padded, f.capacity);
     result.lower_bound_l2 = bins_lower_bound_l2(padded, f.capacity);
@@ -207,7 +217,7 @@ struct ConvertFlags {
 int run_convert(const ConvertFlags& f) {
   if (f.out.empty()) throw InvalidArgument("--out PREFIX is required");
   const ResolvedWorkload w = resolve_workload(f.source);
-  const int64_t n = f.limit > 0 ? std::min(f.limit, w.dataset->size()) : w.dataset->size();
+  const int64_t n = limited_size(*w.dataset, f.limit);
   IndexedDatasetWriter writer(f.out, token_dtype_from_name(f.dtype));
   Progress bar("converting", n, !f.no_progress);
   for (int64_t i = 0; i < n; ++i) {
@@ -234,23 +244,34 @@ Command add_pack_command(CLI::App& app) {
       "pack a whole dataset offline into packs of --capacity tokens (a pack file that "
       "training reads back as THD rows)");
   f->source.add_to(*cmd);
-  cmd->add_option("--capacity,-C", f->capacity, "tokens per pack (padded)")->required();
+  cmd->add_option("--capacity,-C", f->capacity, "tokens per pack (padded)")
+      ->check(positive_integer())
+      ->required();
   cmd->add_option("--strategy", f->strategy, "bfd (default), ffd or next-fit")
+      ->check(non_empty())
       ->capture_default_str();
   cmd->add_option("--divisor", f->divisor, "pad each sample to a multiple of this (2*cp with CP)")
+      ->check(positive_integer())
       ->capture_default_str();
-  cmd->add_option("--seed", f->seed, "shuffle the pack order (or, for next-fit, the samples)");
+  cmd->add_option("--seed", f->seed, "shuffle the pack order (or, for next-fit, the samples)")
+      ->check(non_negative_integer());
   cmd->add_option("--group-size", f->group_size,
                   "keep each run of this many consecutive samples in one pack (GRPO groups, "
-                  "preference pairs)");
-  cmd->add_option("--limit", f->limit, "pack only the first N samples");
+                  "preference pairs)")
+      ->check(positive_integer());
+  cmd->add_option("--limit", f->limit, "pack only the first N samples (at most the dataset's size)")
+      ->check(positive_integer());
   cmd->add_option("--stream", f->stream_open_packs,
-                  "streaming mode: input order with at most this many open packs");
-  cmd->add_option("--out,-o", f->out, "write the pack file here");
+                  "streaming mode: input order with at most this many open packs")
+      ->check(positive_integer());
+  cmd->add_option("--out,-o", f->out, "write the pack file here")->check(non_empty());
   cmd->add_option(
       "--materialize", f->materialize,
-      "also write the packs as a Megatron indexed dataset PREFIX (one document per pack)");
-  cmd->add_option("--dtype", f->dtype, "token dtype of --materialize")->capture_default_str();
+      "also write the packs as a Megatron indexed dataset PREFIX (one document per pack)")
+      ->check(non_empty());
+  cmd->add_option("--dtype", f->dtype, "token dtype of --materialize")
+      ->check(non_empty())
+      ->capture_default_str();
   cmd->add_flag("--json", f->json, "print the summary as JSON");
   cmd->add_flag("--no-progress", f->no_progress, "no progress bar");
 
@@ -262,9 +283,12 @@ Command add_convert_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "convert", "write any dataset source (JSONL, mock, indexed) as a Megatron indexed dataset");
   c->source.add_to(*cmd);
-  cmd->add_option("--out,-o", c->out, "output prefix (PREFIX.bin, PREFIX.idx)")->required();
-  cmd->add_option("--dtype", c->dtype, "token dtype")->capture_default_str();
-  cmd->add_option("--limit", c->limit, "only the first N samples");
+  cmd->add_option("--out,-o", c->out, "output prefix (PREFIX.bin, PREFIX.idx)")
+      ->check(non_empty())
+      ->required();
+  cmd->add_option("--dtype", c->dtype, "token dtype")->check(non_empty())->capture_default_str();
+  cmd->add_option("--limit", c->limit, "only the first N samples (at most the dataset's size)")
+      ->check(positive_integer());
   cmd->add_flag("--lengths-only", c->lengths_only,
                 "write the index only; .bin becomes a sparse file of zeros (benchmarks)");
   cmd->add_flag("--no-progress", c->no_progress, "no progress bar");

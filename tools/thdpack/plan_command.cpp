@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "flag_values.hpp"
 #include "job_flags.hpp"
 #include "plan_report.hpp"
 #include "progress.hpp"
@@ -19,6 +20,9 @@
 namespace thdpack::cli {
 namespace {
 
+// Largest --gpu-tflops taken: far beyond any GPU, small enough that times stay meaningful.
+constexpr double kMaxGpuTflops = 1e6;
+
 struct PlanFlags {
   JobFlags job;
   int64_t steps = 10;
@@ -30,8 +34,6 @@ struct PlanFlags {
 };
 
 int run_plan(const PlanFlags& f) {
-  if (f.steps < 1) throw InvalidArgument("--steps must be >= 1");
-  if (f.gpu_tflops <= 0) throw InvalidArgument("--gpu-tflops must be > 0");
   const Job job = resolve_job(f.job);
   const ScheduleOptions options =
       ScheduleOptions::from_topology(job.topology, job.max_seqlen_per_dp_cp_rank, job.cost);
@@ -121,18 +123,24 @@ Command add_plan_command(CLI::App& app) {
       "plan micro-batches for a workload and layout and compare schedulers (default: the sft-8k "
       "workload at dp 8)");
   flags->job.add_to(*cmd);
-  cmd->add_option("--steps", flags->steps, "global batches to plan")->capture_default_str();
+  cmd->add_option("--steps", flags->steps, "global batches to plan")
+      ->check(positive_integer())
+      ->capture_default_str();
   std::string names = "all";
   for (const auto& n : scheduler_names()) names += ", " + n;
-  cmd->add_option("--scheduler", flags->scheduler, "scheduler: " + names)->capture_default_str();
+  cmd->add_option("--scheduler", flags->scheduler, "scheduler: " + names)
+      ->check(non_empty())
+      ->capture_default_str();
   cmd->add_option("--gpu-tflops", flags->gpu_tflops,
                   "achieved TFLOP/s per GPU, to show modeled step time in ms")
+      ->check(positive_number(kMaxGpuTflops))
       ->capture_default_str();
   cmd->add_flag("--json", flags->json, "print the figures as JSON");
   cmd->add_option(
       "--plan-out", flags->plan_out,
       "write the plans (per step, micro-batch and DP replica, the ordered global sample "
-      "ids) to this JSON file");
+      "ids) to this JSON file")
+      ->check(non_empty());
   cmd->add_flag("--no-progress", flags->no_progress, "no progress bar");
   return {cmd, [flags] { return run_plan(*flags); }};
 }

@@ -12,11 +12,13 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
 #include "commands.hpp"
+#include "flag_values.hpp"
 #include "mpi_job.hpp"
 #include "reorder_report.hpp"
 #include "thdpack/comm/mpi_communicator.hpp"
@@ -26,6 +28,15 @@
 
 namespace thdpack::cli {
 namespace {
+
+// Upper bounds of the workload flags: far beyond any real workload, small enough that sizes and
+// costs computed from them stay well inside int64 and double.
+constexpr double kMaxCostWeight = 1e12;
+constexpr double kMaxComputeMs = 1e6;
+constexpr int64_t kMaxImages = 1 << 16;
+constexpr int64_t kMaxSide = 1 << 16;
+constexpr int64_t kMaxTextTokens = int64_t{1} << 32;
+constexpr int64_t kMaxPixelDim = 1 << 20;
 
 struct ReorderFlags {
   VisionLanguageWorkload workload;
@@ -137,8 +148,10 @@ ModeResult run_mode(MpiCommunicator& world, const ReorderFlags& f, const Reorder
 }
 
 int run(ReorderFlags f, int rank, int size) {
-  validate(f.workload);
+  // The communicator first: its creation is collective, so every rank gets past it before any
+  // rank can fail on its own flags.
   MpiCommunicator world(MPI_COMM_WORLD, MpiOptions{.timeout_seconds = f.timeout});
+  validate(f.workload);
   ReorderOptions o;
   o.cost = vl_cost(f.workload, f.vision_weight, f.text_weight);
   o.module_dp_sizes = parse_sizes(f.module_dp_sizes);
@@ -180,44 +193,78 @@ Command add_reorder_command(CLI::App& app) {
       "workload: per-window spread of per-rank vision cost before and after, samples and bytes "
       "moved, exchange time with and without overlap (the DP group is the whole world)");
   cmd->add_option("-B,--microbatch-size", f->microbatch_size,
-                  "samples per global micro-batch (default 8 per rank; a multiple of G)");
+                  "samples per global micro-batch (default 8 per rank; a multiple of G)")
+      ->check(positive_integer());
   cmd->add_option("--microbatches", f->microbatches, "global micro-batches to run")
+      
+      ->check(positive_integer())
       ->capture_default_str();
-  cmd->add_option("-W,--window", f->window, "micro-batches per exchange")->capture_default_str();
+  cmd->add_option("-W,--window", f->window, "micro-batches per exchange")
+      ->check(positive_integer(std::numeric_limits<int>::max()))
+      ->capture_default_str();
   cmd->add_option("--method", f->method, "refined (ours) or longest-first (the reference)")
+      
+      ->check(non_empty())
       ->capture_default_str();
   cmd->add_option("--module-dp-sizes", f->module_dp_sizes,
                   "DP sizes of every module that shares the assignment, e.g. 2,4 (G = their lcm; "
-                  "default: the world size)");
+                  "default: the world size)")
+      ->check(non_empty());
   cmd->add_flag("--no-reorder", f->no_reorder, "scalable reads only: nothing moves");
-  cmd->add_option("--w-vision", f->vision_weight, "cost per image patch")->capture_default_str();
-  cmd->add_option("--w-text", f->text_weight, "cost per real text token")->capture_default_str();
+  cmd->add_option("--w-vision", f->vision_weight, "cost per image patch")
+      ->check(non_negative_number(kMaxCostWeight))
+      ->capture_default_str();
+  cmd->add_option("--w-text", f->text_weight, "cost per real text token")
+      ->check(non_negative_number(kMaxCostWeight))
+      ->capture_default_str();
   cmd->add_option("--compute-ms", f->compute_ms,
                   "simulated compute per micro-batch at the mean cost (0: none)")
+      
+      ->check(non_negative_number(kMaxComputeMs))
       ->capture_default_str();
   cmd->add_option("--pack-divisor", f->pack_divisor,
                   "pack each rank's shard into one THD row padded per sample to this multiple")
+      
+      ->check(non_negative_integer())
       ->capture_default_str();
-  cmd->add_option("--seed", f->workload.seed, "workload seed")->capture_default_str();
+  cmd->add_option("--seed", f->workload.seed, "workload seed")
+      ->check(non_negative_integer())
+      ->capture_default_str();
   cmd->add_option("--text-only-fraction", f->workload.text_only_fraction, "samples without images")
+      
+      ->check(non_negative_number(1.0))
       ->capture_default_str();
   cmd->add_option("--mean-images", f->workload.mean_images, "images per image-bearing sample")
+      
+      ->check(non_negative_number(kMaxImages))
       ->capture_default_str();
-  cmd->add_option("--max-images", f->workload.max_images)->capture_default_str();
+  cmd->add_option("--max-images", f->workload.max_images)
+      ->check(positive_integer(kMaxImages))
+      ->capture_default_str();
   cmd->add_option("--min-side", f->workload.min_side, "image side in merged tokens, smallest")
+      
+      ->check(positive_integer(kMaxSide))
       ->capture_default_str();
   cmd->add_option("--max-side", f->workload.max_side, "image side in merged tokens, largest")
+      
+      ->check(positive_integer(kMaxSide))
       ->capture_default_str();
-  cmd->add_option("--median-text-tokens", f->workload.median_text_tokens)->capture_default_str();
+  cmd->add_option("--median-text-tokens", f->workload.median_text_tokens)
+      ->check(positive_integer(kMaxTextTokens))
+      ->capture_default_str();
   cmd->add_option("--pixel-dim", f->workload.pixel_dim, "float32 values per patch row")
+      
+      ->check(positive_integer(kMaxPixelDim))
       ->capture_default_str();
   cmd->add_option("--timeout", f->timeout,
                   "seconds a collective may take before it is reported as failed")
+      
+      ->check(positive_number(kMaxTimeoutSeconds))
       ->capture_default_str();
   cmd->add_flag("--json", f->json, "print the report as JSON (rank 0)");
   return {cmd, [f] {
             // The overlapped exchange runs MPI on a background thread, one thread at a time.
-            return run_mpi_job(MPI_THREAD_SERIALIZED,
+            return run_mpi_job(MPI_THREAD_SERIALIZED, f->timeout,
                                [&](int rank, int size) { return run(*f, rank, size); });
           }};
 }

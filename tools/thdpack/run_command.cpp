@@ -4,9 +4,16 @@
 
 #include <mpi.h>
 
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "commands.hpp"
+#include "flag_values.hpp"
 #include "job_flags.hpp"
 #include "mpi_job.hpp"
+#include "rank_agreement.hpp"
 #include "run_report.hpp"
 #include "thdpack/comm/mpi_communicator.hpp"
 #include "thdpack/core/errors.hpp"
@@ -62,16 +69,62 @@ std::vector<Sample> local_samples(const Dataset& dataset, const Job& job, const 
   return out;
 }
 
-int run(const RunFlags& f, int rank, int world_size) {
-  if (f.steps < 1) throw InvalidArgument("--steps must be >= 1");
-  MpiCommunicator world(MPI_COMM_WORLD, MpiOptions{.timeout_seconds = f.timeout});
-  const Job job = resolve_job(f.job);
-  job.topology.check_world_size(world_size);
-  if (job.global_batch % job.topology.dp() != 0) {
-    throw InvalidArgument(
-        "global batch (" + std::to_string(job.global_batch) +
-        " samples) must be a multiple of dp=" + std::to_string(job.topology.dp()));
+// The options that decide which samples each step reads and which collectives run, as every rank
+// resolved them (an MPMD launch can give ranks different flags).
+std::vector<AgreedOption> agreed_options(const RunFlags& f, const Job& job) {
+  const auto number = [](double value) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.17g", value);
+    return std::string(text);
+  };
+  return {{"--global-batch", std::to_string(job.global_batch)},
+          {"--steps", std::to_string(f.steps)},
+          {"--max-seqlen-per-dp-cp-rank", std::to_string(job.max_seqlen_per_dp_cp_rank)},
+          {"the layout", job.topology.describe() +
+                             (f.job.topology.sequence_parallel ? " sequence-parallel" : "")},
+          {"--scheduler", f.scheduler},
+          {"--reading", f.reading},
+          {"--cp-mode", f.cp_mode},
+          {"--oversize", f.job.oversize},
+          {"--no-verify", f.no_verify ? "set" : "not set"},
+          {"the cost model", number(job.cost.linear) + " x L + " + number(job.cost.quadratic) +
+                                 " x L^2"},
+          {"the data source", job.workload.source.kind + " " + job.workload.source.spec},
+          {"the data", dataset_fingerprint(*job.workload.dataset)}};
+}
+
+// Resolves the job on this rank and checks it against the other ranks: every rank returns the
+// same job, or every rank throws the same error (the first failing rank's, or the first option
+// that differs), so no rank is left waiting in a collective its peers never enter.
+Job agreed_job(Communicator& world, const RunFlags& f, int world_size) {
+  std::optional<Job> job;
+  RankSetup setup;
+  try {
+    job.emplace(resolve_job(f.job));
+    job->topology.check_world_size(world_size);
+    if (job->global_batch % job->topology.dp() != 0) {
+      throw InvalidArgument(
+          "global batch (" + std::to_string(job->global_batch) +
+          " samples) must be a multiple of dp=" + std::to_string(job->topology.dp()));
+    }
+    setup.options = agreed_options(f, *job);
+  } catch (const InvalidArgument& e) {
+    setup.error = e.what();
+    setup.code = 2;
+  } catch (const Error& e) {
+    setup.error = e.what();
+    setup.code = 3;
+  } catch (const std::exception& e) {
+    setup.error = std::string("unexpected error: ") + e.what();
+    setup.code = 4;
   }
+  agree_across_ranks(world, setup);
+  return std::move(*job);
+}
+
+int run(const RunFlags& f, int rank, int world_size) {
+  MpiCommunicator world(MPI_COMM_WORLD, MpiOptions{.timeout_seconds = f.timeout});
+  const Job job = agreed_job(world, f, world_size);
   const PipelineOptions options = pipeline_options(f, job);
   Pipeline pipeline(world, options);
   const Dataset& dataset = *job.workload.dataset;
@@ -79,7 +132,12 @@ int run(const RunFlags& f, int rank, int world_size) {
   RunReport report(world, job, options, f.json);
   report.begin();
   for (int64_t step = 0; step < f.steps; ++step) {
-    const std::vector<Sample> local = local_samples(dataset, job, pipeline, step);
+    std::vector<Sample> local;
+    try {
+      local = local_samples(dataset, job, pipeline, step);
+    } catch (const Error& e) {
+      pipeline.fail_step(e.what());  // the peers are waiting in this step: every rank stops
+    }
     const StepResult result = pipeline.run_step(local);
     if (!f.no_verify) {
       verify_step(world, options, result, local,
@@ -101,21 +159,28 @@ Command add_run_command(CLI::App& app) {
       "run the distributed pipeline under mpirun (default: sft-8k, world = tp*cp*dp*pp ranks), "
       "verifying every step against the single-process reference");
   flags->job.add_to(*cmd);
-  cmd->add_option("--steps", flags->steps, "global batches to run")->capture_default_str();
+  cmd->add_option("--steps", flags->steps, "global batches to run")
+      ->check(positive_integer())
+      ->capture_default_str();
   cmd->add_option("--scheduler", flags->scheduler, "balanced, dp_balanced or local")
+      ->check(non_empty())
       ->capture_default_str();
   cmd->add_option("--reading", flags->reading,
                   "megatron (TP-rank 0 of the first and last stage reads and broadcasts) or "
                   "all-ranks (every rank reads, nothing is broadcast)")
+      ->check(non_empty())
       ->capture_default_str();
-  cmd->add_option("--cp-mode", flags->cp_mode, "zigzag or contiguous")->capture_default_str();
+  cmd->add_option("--cp-mode", flags->cp_mode, "zigzag or contiguous")
+      ->check(non_empty())
+      ->capture_default_str();
   cmd->add_flag("--no-verify", flags->no_verify, "skip the per-step verification");
   cmd->add_option("--timeout", flags->timeout,
                   "seconds a collective may take before it is reported as failed")
+      ->check(positive_number(kMaxTimeoutSeconds))
       ->capture_default_str();
   cmd->add_flag("--json", flags->json, "print the summary as JSON (rank 0)");
   return {cmd, [flags] {
-            return run_mpi_job(MPI_THREAD_FUNNELED,
+            return run_mpi_job(MPI_THREAD_FUNNELED, flags->timeout,
                                [&](int rank, int size) { return run(*flags, rank, size); });
           }};
 }

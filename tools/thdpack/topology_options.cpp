@@ -1,20 +1,45 @@
 #include "topology_options.hpp"
 
+#include <cstdint>
+#include <limits>
+
+#include "flag_values.hpp"
+
 namespace thdpack::cli {
+namespace {
+
+// Largest size of one parallel dimension a flag takes (a size is an int).
+constexpr int64_t kMaxSize = std::numeric_limits<int>::max();
+
+}  // namespace
 
 void TopologyFlags::add_to(CLI::App& command) {
-  command.add_option("--tp", tp, "tensor-parallel size")->capture_default_str();
-  command.add_option("--cp", cp, "context-parallel size (default: the workload's, else 1)");
-  command.add_option("--dp", dp, "data-parallel size")->capture_default_str();
-  command.add_option("--pp", pp, "pipeline-parallel size")->capture_default_str();
-  command.add_option("--ep", ep, "expert-parallel size (divides dp*cp)")->capture_default_str();
-  command.add_option("--vpp", vpp, "virtual pipeline stages per PP rank")->capture_default_str();
+  command.add_option("--tp", tp, "tensor-parallel size")
+      ->check(positive_integer(kMaxSize))
+      ->capture_default_str();
+  command.add_option("--cp", cp, "context-parallel size (default: the workload's, else 1)")
+      ->check(positive_integer(kMaxSize));
+  command.add_option("--dp", dp, "data-parallel size")
+      ->check(positive_integer(kMaxSize))
+      ->capture_default_str();
+  command.add_option("--pp", pp, "pipeline-parallel size")
+      ->check(positive_integer(kMaxSize))
+      ->capture_default_str();
+  command.add_option("--ep", ep, "expert-parallel size (divides dp*cp)")
+      ->check(positive_integer(kMaxSize))
+      ->capture_default_str();
+  command.add_option("--vpp", vpp, "virtual pipeline stages per PP rank")
+      ->check(positive_integer(kMaxSize))
+      ->capture_default_str();
   command
       .add_option("--vpp-group", vpp_group,
                   "micro-batch group size per virtual stage (0 = pp); with --vpp > 1 the "
                   "micro-batch count is a multiple of it")
+      ->check(non_negative_integer(kMaxSize))
       ->capture_default_str();
-  command.add_option("--order", order, "rank order, fastest first")->capture_default_str();
+  command.add_option("--order", order, "rank order, fastest first")
+      ->check(non_empty())
+      ->capture_default_str();
   command.add_flag("--sequence-parallel", sequence_parallel,
                    "sequence parallelism: the padding divisor is multiplied by tp");
 }

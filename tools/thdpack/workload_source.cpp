@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "flag_values.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/indexed_dataset.hpp"
 #include "thdpack/data/jsonl_dataset.hpp"
@@ -100,20 +101,26 @@ ResolvedWorkload resolve_source(const WorkloadFlags& f) {
 void WorkloadFlags::add_to(CLI::App& command) {
   std::string names;
   for (const auto& n : workload_names()) names += (names.empty() ? "" : ", ") + n;
-  command.add_option("--workload", workload, "named workload: " + names + " (default sft-8k)");
+  command.add_option("--workload", workload, "named workload: " + names + " (default sft-8k)")
+      ->check(non_empty());
   command.add_option("--dataset-config", dataset_config,
                      "mock dataset config: inline JSON or a file holding it (Megatron's "
-                     "--sft-mock-dataset-config-json keys)");
-  command.add_option("--lengths", lengths_file, "file of sample lengths, one per line");
+                     "--sft-mock-dataset-config-json keys)")
+      ->check(non_empty());
+  command.add_option("--lengths", lengths_file, "file of sample lengths, one per line")
+      ->check(non_empty());
   command.add_option(
       "--jsonl", jsonl_file,
-      "pre-tokenized JSONL: {\"input_ids\":[...]} with optional loss_mask or labels");
+      "pre-tokenized JSONL: {\"input_ids\":[...]} with optional loss_mask or labels")
+      ->check(non_empty());
   command.add_option("--data-path", data_path,
                      "Megatron indexed dataset: a prefix (prefix.bin + prefix.idx) or a blend "
-                     "\"w1 prefix1 w2 prefix2 ...\"");
+                     "\"w1 prefix1 w2 prefix2 ...\"")
+      ->check(non_empty());
   command.add_option("--seq-length", seq_length,
                      "Megatron's default mock for sequence length S (lognormal, [S/2, S], mean "
-                     "S//4*3, sigma 1.1); also sets the default cap M = S");
+                     "S//4*3, sigma 1.1); also sets the default cap M = S")
+      ->check(positive_integer());
   command.add_flag("--jsonl-ignore-unknown-keys", jsonl_ignore_unknown_keys,
                    "skip JSONL keys other than input_ids, loss_mask, labels");
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "thdpack/core/checked_arithmetic.hpp"
 #include "thdpack/core/dataset.hpp"
 #include "thdpack/packing/thd_layout.hpp"
 
@@ -29,9 +30,10 @@ struct PaddingSpec {
 /// Throws InvalidArgument on sizes < 1.
 int64_t padding_divisor(const PaddingSpec& spec);
 
-/// `length` rounded up to a multiple of `divisor` (both >= 1).
+/// `length` rounded up to a multiple of `divisor` (both >= 1); InvalidArgument when the padded
+/// length does not fit in int64.
 inline int64_t round_up(int64_t length, int64_t divisor) {
-  return (length + divisor - 1) / divisor * divisor;
+  return checked_add(length, divisor - 1, "padded length") / divisor * divisor;
 }
 
 /// One sample as packing input. Spans are borrowed; loss_mask and labels may be empty.

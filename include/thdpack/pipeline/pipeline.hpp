@@ -153,6 +153,13 @@ class Pipeline {
   /// sample is too long (under OversizePolicy::kError) or too few samples were given to schedule.
   StepResult run_step(std::span<const Sample> local_samples);
 
+  /// Collective: this rank's part in a step whose samples it could not prepare (a malformed
+  /// sample, a failed read), called instead of run_step. The peers, inside run_step, learn it from
+  /// the first gather and throw InvalidArgument naming this rank; this rank throws
+  /// InvalidArgument(error). So a local failure reaches every rank instead of leaving the peers
+  /// waiting in a collective until their communicator times out.
+  [[noreturn]] void fail_step(const std::string& error);
+
   const PipelineOptions& options() const;
   bool reads_data() const;
   /// This rank's coordinates in the topology.
@@ -167,6 +174,10 @@ class Pipeline {
 /// Collective over `world`; same errors as Pipeline::run_step.
 GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& options,
                                 std::span<const Sample> local_samples);
+
+/// This rank's part of gather_global_batch when it could not prepare its samples: the peers throw
+/// InvalidArgument naming this rank; this rank throws InvalidArgument(error). Collective.
+[[noreturn]] void fail_global_batch_gather(Communicator& world, const std::string& error);
 
 /// The plan every rank computes for a gathered batch.
 Plan plan_global_batch(const GlobalBatch& batch, const PipelineOptions& options);

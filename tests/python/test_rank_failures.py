@@ -1,0 +1,112 @@
+"""A failure on one rank reaches every rank: ThdPacker set-up that fails on one rank (before any
+collective) and a malformed sample on one rank raise on every rank, well within the process
+group's timeout, instead of leaving the peers blocked in new_group or allgatherv."""
+
+import datetime
+import json
+import os
+import tempfile
+import time
+
+import pytest
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+import thdpack
+import thdpack.torch as tt
+
+# Far below torch's 30-minute default; a rank left waiting fails the test instead of hanging it.
+GROUP_TIMEOUT_S = 30
+# Every rank must have raised within this (a timed-out wait would take GROUP_TIMEOUT_S).
+BOUND_S = 15
+
+
+def _entry(rank, world, store, out_dir, case):
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=GROUP_TIMEOUT_S))
+    start = time.monotonic()
+    outcome = {"rank": rank, "error": None, "type": None}
+    try:
+        CASES[case](rank, world)
+    except Exception as e:  # noqa: BLE001 - the outcome is what the test checks
+        outcome.update(error=str(e), type=type(e).__name__)
+    outcome["seconds"] = time.monotonic() - start
+    with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
+        json.dump(outcome, f)
+    dist.destroy_process_group()
+
+
+def _packer(rank, world, **kwargs):
+    dp_groups = [dist.new_group(list(range(world)))]
+    return tt.ThdPacker(max_seqlen_per_dp_cp_rank=64, dp_group=dp_groups[0], **kwargs)
+
+
+def _bad_order_on_one_rank(rank, world):
+    _packer(rank, world, order="tp-cp-dp-pp" if rank != world - 1 else "tp-xx-dp-pp")
+
+
+def _bad_max_seqlen_on_one_rank(rank, world):
+    dist.barrier()
+    dp = dist.new_group(list(range(world)))
+    tt.ThdPacker(max_seqlen_per_dp_cp_rank=64 if rank != 0 else -5, dp_group=dp)
+
+
+def _sample(i, n=8):
+    return {"id": i, "input_ids": list(range(1, n + 1))}
+
+
+def _malformed_sample_on_one_rank(rank, world):
+    packer = _packer(rank, world)
+    packer.step([_sample(rank * 10 + j) for j in range(4)])  # a good step first
+    bad = {"id": rank * 10 + 100, "input_ids": "not tokens"} if rank == 1 else _sample(rank + 50)
+    packer.step([_sample(rank * 10 + 200 + j) for j in range(3)] + [bad])
+
+
+def _not_a_dict_on_one_rank(rank, world):
+    packer = _packer(rank, world)
+    samples = [_sample(rank * 10 + j) for j in range(4)]
+    if rank == 0:
+        samples[2] = 42
+    packer.step(samples)
+
+
+def _all_good(rank, world):
+    packer = _packer(rank, world)
+    step = packer.step([_sample(rank * 10 + j) for j in range(4)])
+    assert step.num_microbatches >= 1
+
+
+CASES = {
+    "ok": _all_good,
+    "bad_order": _bad_order_on_one_rank,
+    "bad_max_seqlen": _bad_max_seqlen_on_one_rank,
+    "malformed_sample": _malformed_sample_on_one_rank,
+    "not_a_dict": _not_a_dict_on_one_rank,
+}
+FAILING_RANK = {"bad_order": 2, "bad_max_seqlen": 0, "malformed_sample": 1, "not_a_dict": 0}
+
+
+@pytest.mark.parametrize("case", sorted(FAILING_RANK))
+def test_a_failure_on_one_rank_raises_on_every_rank(tmp_path, case):
+    world = 3
+    with tempfile.TemporaryDirectory(prefix="thdpack-gloo-") as tmp:
+        mp.spawn(_entry, args=(world, os.path.join(tmp, "store"), str(tmp_path), case),
+                 nprocs=world, join=True)
+    outcomes = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(world)]
+    failing = FAILING_RANK[case]
+    for o in outcomes:
+        assert o["error"] is not None, o
+        assert o["seconds"] < BOUND_S, o
+        if o["rank"] != failing:
+            assert o["type"] == "InvalidArgument", o
+            assert f"rank {failing}" in o["error"], o
+
+
+def test_every_rank_runs_when_no_rank_fails(tmp_path):
+    world = 2
+    with tempfile.TemporaryDirectory(prefix="thdpack-gloo-") as tmp:
+        mp.spawn(_entry, args=(world, os.path.join(tmp, "store"), str(tmp_path), "ok"),
+                 nprocs=world, join=True)
+    outcomes = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(world)]
+    assert [o["error"] for o in outcomes] == [None, None]
+
