@@ -4,6 +4,7 @@
 #include <numeric>
 #include <string>
 
+#include "thdpack/core/checked_arithmetic.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/packing/packed_batch.hpp"
 
@@ -116,11 +117,11 @@ int64_t padding_divisor(const PaddingSpec& spec) {
   }
   int64_t d = 1;
   if (spec.dynamic_cp) {
-    d = 2LL * spec.dp * spec.cp;
+    d = checked_mul(2LL * spec.dp, spec.cp, "padding divisor 2 x dp x cp");
   } else if (spec.cp > 1) {
     d = 2LL * spec.cp;
   }
-  if (spec.sequence_parallel) d *= spec.tp;
+  if (spec.sequence_parallel) d = checked_mul(d, spec.tp, "padding divisor x tp");
   return d;
 }
 

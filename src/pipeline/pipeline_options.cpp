@@ -1,5 +1,6 @@
 #include <sstream>
 
+#include "thdpack/core/checked_arithmetic.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/pipeline/pipeline.hpp"
 
@@ -45,7 +46,8 @@ PackOptions pack_options_of(const PipelineOptions& o) {
   PackOptions p;
   p.divisor = padding_divisor(
       {.cp = o.topology.cp(), .tp = o.topology.tp(), .sequence_parallel = o.sequence_parallel});
-  p.capacity = o.max_seqlen_per_dp_cp_rank * o.topology.cp();
+  p.capacity = checked_mul(o.max_seqlen_per_dp_cp_rank, o.topology.cp(),
+                           "the capacity max_seqlen_per_dp_cp_rank x cp");
   p.pad_id = o.pad_id;
   p.ignore_id = o.ignore_id;
   p.pad_positions = o.pad_positions;

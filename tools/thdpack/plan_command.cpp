@@ -108,10 +108,13 @@ int run_plan(const PlanFlags& f) {
       std::cout << "note: " << truncated << " samples were truncated to the capacity\n";
     if (!f.plan_out.empty()) std::cout << "plans written to " << f.plan_out << '\n';
   }
+  // Failed schedulers are rows of the table; when none succeeded the run is an error.
   for (const auto& s : summaries) {
-    if (!s.error.empty() && summaries.size() == 1) return 2;
+    if (s.error.empty()) return 0;
   }
-  return 0;
+  throw InvalidArgument(summaries.size() == 1 ? summaries[0].name + ": " + summaries[0].error
+                                              : "every scheduler failed; " + summaries[0].name +
+                                                    ": " + summaries[0].error);
 }
 
 }  // namespace
