@@ -84,7 +84,7 @@ std::string job_error_line(const std::vector<Outcome>& all, int& code) {
   code = root.code;
   if (alike && failed == static_cast<int>(all.size())) return "thdpack: error: " + root.error;
   std::string line = "thdpack: error on rank " + std::to_string(cause) + ": " + root.error;
-  if (failed > 1) line += " (" + std::to_string(failed - 1) + " other ranks failed after it)";
+  if (failed > 1) line += " (" + std::to_string(failed - 1) + " other ranks failed too)";
   return line;
 }
 
