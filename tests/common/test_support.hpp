@@ -32,6 +32,22 @@ inline OwnedInput make_input(std::vector<int64_t> lengths, int dp) {
   return in;
 }
 
+/// Lengths that stress int64 sums at a capacity near INT64_MAX: about the capacity, half of it, a
+/// third of it, or a few tokens, in random order.
+inline std::vector<int64_t> near_capacity_lengths(std::mt19937_64& rng, int64_t capacity,
+                                                  size_t n) {
+  std::vector<int64_t> lengths(n);
+  for (auto& len : lengths) {
+    switch (rng() % 4) {
+      case 0: len = capacity - static_cast<int64_t>(rng() % 4); break;
+      case 1: len = capacity / 2 + static_cast<int64_t>(rng() % 3) - 1; break;
+      case 2: len = capacity / 3; break;
+      default: len = 1 + static_cast<int64_t>(rng() % 8);
+    }
+  }
+  return lengths;
+}
+
 /// Lognormal-ish random lengths in [lo, hi].
 inline std::vector<int64_t> random_lengths(std::mt19937_64& rng, size_t n, int64_t lo, int64_t hi) {
   std::lognormal_distribution<double> dist(std::log(static_cast<double>(lo + hi) / 4), 1.0);

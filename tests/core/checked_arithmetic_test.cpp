@@ -17,13 +17,28 @@ __extension__ using Int128 = __int128;
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
 
-bool fits(Int128 v) { return v >= kMin && v <= kMax; }
+bool fits(Int128 v) {
+  return v >= kMin && v <= kMax;
+}
 
 TEST(CheckedArithmetic, MatchesExactArithmeticNearTheLimits) {
   std::mt19937_64 rng(5);
-  const int64_t edges[] = {0, 1, -1, 2, -2, 3, kMax, kMax - 1, kMin, kMin + 1,
-                           kMax / 2, kMax / 2 + 1, int64_t{1} << 31, int64_t{1} << 32,
-                           3037000499, 3037000500};
+  const int64_t edges[] = {0,
+                           1,
+                           -1,
+                           2,
+                           -2,
+                           3,
+                           kMax,
+                           kMax - 1,
+                           kMin,
+                           kMin + 1,
+                           kMax / 2,
+                           kMax / 2 + 1,
+                           int64_t{1} << 31,
+                           int64_t{1} << 32,
+                           3037000499,
+                           3037000500};
   std::vector<int64_t> values(std::begin(edges), std::end(edges));
   for (int i = 0; i < 200; ++i) values.push_back(static_cast<int64_t>(rng()));
   int checked = 0;

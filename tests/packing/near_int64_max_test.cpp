@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "test_support.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/packing/bin_packing.hpp"
 #include "thdpack/packing/offline_packing.hpp"
@@ -36,30 +37,18 @@ void expect_exactly_right(const Bins& bins, const std::vector<int64_t>& lengths,
   for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], 1) << "item " << i;
 }
 
-std::vector<int64_t> near_max_lengths(std::mt19937_64& rng, int64_t capacity, size_t n) {
-  std::vector<int64_t> lengths(n);
-  for (auto& len : lengths) {
-    switch (rng() % 4) {
-      case 0: len = capacity - static_cast<int64_t>(rng() % 4); break;
-      case 1: len = capacity / 2 + static_cast<int64_t>(rng() % 3) - 1; break;
-      case 2: len = capacity / 3; break;
-      default: len = 1 + static_cast<int64_t>(rng() % 8);
-    }
-  }
-  return lengths;
-}
-
 TEST(NearInt64Max, PackersPackExactlyOrRefuse) {
   std::mt19937_64 rng(7);
   int packed = 0, refused = 0;
   for (int trial = 0; trial < 300; ++trial) {
     const int64_t capacity = kMax - static_cast<int64_t>(rng() % 16) - (trial % 2 ? kMax / 3 : 0);
-    const auto lengths = near_max_lengths(rng, capacity, 1 + rng() % 6);
+    const auto lengths = testing::near_capacity_lengths(rng, capacity, 1 + rng() % 6);
     const int64_t divisor = trial % 5 == 0 ? 1 + static_cast<int64_t>(rng() % 64) : 1;
     Int128 total = 0;
     for (int64_t len : lengths) total += len;
-    for (const PackStrategy strategy : {PackStrategy::kBestFitDecreasing,
-                                        PackStrategy::kFirstFitDecreasing, PackStrategy::kNextFit}) {
+    for (const PackStrategy strategy :
+         {PackStrategy::kBestFitDecreasing, PackStrategy::kFirstFitDecreasing,
+          PackStrategy::kNextFit}) {
       SCOPED_TRACE(pack_strategy_name(strategy) + " trial " + std::to_string(trial));
       OfflinePackOptions o;
       o.capacity = capacity;
@@ -97,7 +86,7 @@ TEST(NearInt64Max, StreamingPackerNeverOverfillsAPack) {
   std::mt19937_64 rng(11);
   for (int trial = 0; trial < 200; ++trial) {
     const int64_t capacity = kMax - static_cast<int64_t>(rng() % 16);
-    const auto lengths = near_max_lengths(rng, capacity, 1 + rng() % 8);
+    const auto lengths = testing::near_capacity_lengths(rng, capacity, 1 + rng() % 8);
     StreamingPacker packer(capacity, 1 + static_cast<int64_t>(rng() % 3), 1);
     std::vector<std::vector<int64_t>> closed;
     for (size_t i = 0; i < lengths.size(); ++i)

@@ -55,15 +55,7 @@ TEST(NearInt64Max, HugeAndTinySamplesArePlannedExactlyOrRefused) {
     const int64_t m = kMax / cp - static_cast<int64_t>(rng() % 8) - (trial % 3 == 0 ? kMax / 4 : 0);
     const int64_t capacity = m * cp;
     const size_t n = static_cast<size_t>(dp * multiple) * (1 + rng() % 3);
-    std::vector<int64_t> lengths(n);
-    for (auto& len : lengths) {
-      switch (rng() % 4) {
-        case 0: len = capacity - static_cast<int64_t>(rng() % 4); break;
-        case 1: len = capacity / 2 + static_cast<int64_t>(rng() % 3) - 1; break;
-        case 2: len = capacity / 3; break;
-        default: len = 1 + static_cast<int64_t>(rng() % 8);
-      }
-    }
+    const std::vector<int64_t> lengths = testing::near_capacity_lengths(rng, capacity, n);
     const auto in = testing::make_input(lengths, dp);
     Int128 total = 0;
     for (int64_t len : lengths) total += len;

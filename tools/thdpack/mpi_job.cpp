@@ -120,8 +120,9 @@ int run_mpi_job(int thread_level, double timeout_seconds,
   if (!gather_outcomes(mine, size, deadline, all)) {
     // Some rank died or hangs: MPI cannot shut down cleanly, so stop the job from here.
     std::fprintf(stderr, "thdpack: error on rank %d: %s\n", rank,
-                 mine.code != 0 ? mine.error.c_str()
-                                : "a peer rank did not finish (it died or hangs); stopping the job");
+                 mine.code != 0
+                     ? mine.error.c_str()
+                     : "a peer rank did not finish (it died or hangs); stopping the job");
     MPI_Abort(MPI_COMM_WORLD, mine.code != 0 ? mine.code : 3);
     return mine.code != 0 ? mine.code : 3;
   }

@@ -32,6 +32,8 @@ inline int64_t checked_mul(int64_t a, int64_t b, const std::string& what) {
 
 /// True when a + b does not fit in int64 or exceeds `limit`: the overflow-free form of
 /// `a + b > limit` for a, b >= 0.
-inline bool sum_exceeds(int64_t a, int64_t b, int64_t limit) { return a > limit - b; }
+inline bool sum_exceeds(int64_t a, int64_t b, int64_t limit) {
+  return a > limit - b;
+}
 
 }  // namespace thdpack
