@@ -12,6 +12,7 @@
 
 #include "expect_throw.hpp"
 #include "megatron_index.hpp"
+#include "pack_file_seal.hpp"
 #include "temp_dir.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/indexed_dataset.hpp"
@@ -29,19 +30,7 @@ using testing::write_bytes;
 
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
-// Layout: magic (8) | version u64 | capacity i64 | divisor i64 | kind (u32 size + bytes) |
-// spec (u32 size + bytes) | source size i64 | pack count u64 | sample count u64 |
-// header checksum u64 (FNV-1a of everything before it) | offsets i64[packs + 1] |
-// sample indices i64[samples].
-
-/// FNV-1a, as the pack file's header checksum, written out again so a test can forge a file whose
-/// damage the checksum does not catch (a buggy or hostile writer).
-uint64_t fnv1a(const std::string& bytes, size_t n) {
-  uint64_t hash = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < n; ++i)
-    hash = (hash ^ static_cast<unsigned char>(bytes[i])) * 0x100000001b3ull;
-  return hash;
-}
+// The layout is in pack_file_seal.hpp.
 
 class HostilePackFile : public ::testing::Test {
  protected:
@@ -57,18 +46,16 @@ class HostilePackFile : public ::testing::Test {
     good_ = read_bytes(path_);
     const size_t spec_at = 32 + 4 + 5 + 4;
     source_size_at_ = spec_at + source_.size();
-    pack_count_at_ = source_size_at_ + 8;
+    fingerprint_at_ = source_size_at_ + 8;
+    pack_count_at_ = fingerprint_at_ + 8;
     sample_count_at_ = pack_count_at_ + 8;
     checksum_at_ = sample_count_at_ + 8;
     offsets_at_ = checksum_at_ + 8;
     ids_at_ = offsets_at_ + 3 * 8;
+    file_checksum_at_ = ids_at_ + 5 * 8;
   }
-  /// `bytes` with its header checksum made right again: damage only the deeper checks can catch.
-  std::string forged(std::string bytes) const { return forged(std::move(bytes), checksum_at_); }
-  static std::string forged(std::string bytes, size_t checksum_at) {
-    patch(bytes, checksum_at, fnv1a(bytes, checksum_at));
-    return bytes;
-  }
+  /// `bytes` with both checksums made right again: damage only the deeper checks can catch.
+  static std::string forged(std::string bytes) { return testing::resealed_pack_file(bytes); }
   void expect_open_fails(const std::string& bytes, std::initializer_list<std::string> needles) {
     write_bytes(path_, bytes);
     expect_throw_with<InvalidArgument>([&] { PackedDataset::open(path_); }, needles);
@@ -77,12 +64,12 @@ class HostilePackFile : public ::testing::Test {
   TempDir dir_;
   std::string source_, path_, good_;
   Bins packs_;
-  size_t source_size_at_ = 0, pack_count_at_ = 0, sample_count_at_ = 0, checksum_at_ = 0,
-         offsets_at_ = 0, ids_at_ = 0;
+  size_t source_size_at_ = 0, fingerprint_at_ = 0, pack_count_at_ = 0, sample_count_at_ = 0,
+         checksum_at_ = 0, offsets_at_ = 0, ids_at_ = 0, file_checksum_at_ = 0;
 };
 
 TEST_F(HostilePackFile, TheGoodFileOpens) {
-  ASSERT_EQ(good_.size(), ids_at_ + 5 * 8);
+  ASSERT_EQ(good_.size(), file_checksum_at_ + 8);
   const auto d = PackedDataset::open(path_);
   EXPECT_EQ(d->num_packs(), 2);
   EXPECT_EQ(std::vector<int64_t>(d->pack(1).begin(), d->pack(1).end()),
@@ -111,8 +98,10 @@ TEST_F(HostilePackFile, Truncated) {
   expect_open_fails(good_.substr(0, 20), {path_ + ": byte 16: the file ends inside the capacity"});
   expect_open_fails(good_.substr(0, 38),
                     {path_ + ": byte 32: the file ends inside the source kind"});
-  expect_open_fails(good_.substr(0, ids_at_ + 12), {path_ + ": byte " + std::to_string(ids_at_) +
-                                                    ": the sample indices: the file is too short"});
+  expect_open_fails(good_.substr(0, ids_at_ + 12),
+                    {path_ + ": byte " + std::to_string(pack_count_at_) +
+                     ": 2 packs and 5 sample indices do not fit the file's " +
+                     std::to_string(ids_at_ + 12) + " bytes: the file is truncated or damaged"});
   // Every truncation is caught, naming the file and a byte.
   for (size_t n = 0; n < good_.size(); ++n) {
     write_bytes(path_, good_.substr(0, n));
@@ -120,8 +109,8 @@ TEST_F(HostilePackFile, Truncated) {
         expect_throw_with<InvalidArgument>([&] { PackedDataset::open(path_); }, {});
     EXPECT_NE(message.find(path_ + ": byte "), std::string::npos) << n << " bytes: " << message;
   }
-  expect_open_fails(good_ + "x", {path_ + ": byte " + std::to_string(good_.size()) +
-                                  ": unexpected bytes after the sample indices"});
+  expect_open_fails(good_ + "x", {path_ + ": byte " + std::to_string(pack_count_at_) +
+                                  ": 2 packs and 5 sample indices do not fit the file's"});
 }
 
 TEST_F(HostilePackFile, CountsThatDoNotFit) {
@@ -133,11 +122,11 @@ TEST_F(HostilePackFile, CountsThatDoNotFit) {
   patch(bad, pack_count_at_, uint64_t{1000});
   expect_open_fails(bad, {path_ + ": byte " + std::to_string(checksum_at_) +
                           ": the header checksum does not match: the file is damaged"});
-  expect_open_fails(forged(bad), {path_ + ": byte " + std::to_string(offsets_at_) +
-                                  ": the pack offsets: the file is too short"});
+  expect_open_fails(forged(bad), {path_ + ": byte " + std::to_string(pack_count_at_) +
+                                  ": 1000 packs and 5 sample indices do not fit the file's"});
   bad = good_;
   patch(bad, sample_count_at_, uint64_t{4});
-  expect_open_fails(forged(bad), {"unexpected bytes after the sample indices"});
+  expect_open_fails(forged(bad), {"2 packs and 4 sample indices do not fit the file's"});
   bad = good_;
   patch(bad, 32, uint32_t{0xffffffff});  // the kind's size
   expect_open_fails(bad, {path_ + ": byte 32: the file ends inside the source kind"});
@@ -146,23 +135,28 @@ TEST_F(HostilePackFile, CountsThatDoNotFit) {
 TEST_F(HostilePackFile, OffsetsThatDoNotRise) {
   std::string bad = good_;
   patch(bad, offsets_at_ + 8, int64_t{6});
-  expect_open_fails(bad, {path_ + ": byte " + std::to_string(offsets_at_ + 8) +
-                          ": pack offset 1 is 6; pack offsets must rise from 0 to the sample "
-                          "count 5"});
+  // Damage: the checksum of the file. Forged: the offsets' own check.
+  expect_open_fails(bad, {path_ + ": byte " + std::to_string(file_checksum_at_) +
+                          ": the checksum of the file does not match: the file is damaged"});
+  expect_open_fails(forged(bad), {path_ + ": byte " + std::to_string(offsets_at_ + 8) +
+                                  ": pack offset 1 is 6; pack offsets must rise from 0 to the "
+                                  "sample count 5"});
   bad = good_;
   patch(bad, offsets_at_, int64_t{1});
-  expect_open_fails(bad,
+  expect_open_fails(forged(bad),
                     {path_ + ": byte " + std::to_string(offsets_at_) + ": pack offset 0 is 1"});
   bad = good_;
   patch(bad, offsets_at_ + 16, int64_t{4});
-  expect_open_fails(bad, {": pack offset 2 is 4"});
+  expect_open_fails(forged(bad), {": pack offset 2 is 4"});
 }
 
 TEST_F(HostilePackFile, SampleIndexOutOfRange) {
   for (int64_t bad_index : {int64_t{5}, int64_t{-1}, kInt64Max}) {
     std::string bad = good_;
     patch(bad, ids_at_ + 3 * 8, bad_index);
-    expect_open_fails(bad,
+    expect_open_fails(bad, {path_ + ": byte " + std::to_string(file_checksum_at_) +
+                            ": the checksum of the file does not match"});
+    expect_open_fails(forged(bad),
                       {path_ + ": byte " + std::to_string(ids_at_ + 24) + ": sample index " +
                        std::to_string(bad_index) + " (entry 3) is outside the source's 5 samples"});
   }
@@ -171,8 +165,8 @@ TEST_F(HostilePackFile, SampleIndexOutOfRange) {
 TEST_F(HostilePackFile, SamplesListedTwiceOrNotAtAll) {
   std::string bad = good_;
   patch(bad, ids_at_ + 4 * 8, int64_t{0});  // sample 0 in both packs, sample 2 in none
-  expect_open_fails(bad, {path_ + ": byte " + std::to_string(ids_at_ + 32) +
-                          ": sample index 0 (entry 4) appears a second time"});
+  expect_open_fails(forged(bad), {path_ + ": byte " + std::to_string(ids_at_ + 32) +
+                                  ": sample index 0 (entry 4) appears a second time"});
   // A damaged source size: the header checksum catches it before anything is allocated by it.
   for (int64_t claimed : {int64_t{4}, int64_t{6}, int64_t{1} << 40, kInt64Max}) {
     bad = good_;
@@ -219,14 +213,14 @@ TEST_F(HostilePackFile, BlendedSourceOfAnAbsurdSizeIsAnError) {
   ASSERT_EQ(PackedDataset::open(path_)->num_packs(), 2);
   const std::string good = read_bytes(path_);
   const size_t size_at = 32 + 4 + 7 + 4 + blend.size();
-  const size_t checksum_at = size_at + 24;
+  const size_t checksum_at = size_at + 32;
   for (int64_t claimed : {int64_t{1} << 60, kInt64Max}) {  // bad_alloc, length_error
     std::string bad = good;
     patch(bad, size_at, claimed);
     // Damage: the checksum. Forged: refused without escaping as a standard exception.
     expect_open_fails(bad, {path_ + ": byte " + std::to_string(checksum_at) +
                             ": the header checksum does not match"});
-    expect_open_fails(forged(bad, checksum_at),
+    expect_open_fails(forged(bad),
                       {path_ + ": its indexed source of " + std::to_string(claimed) +
                        " samples does not fit in memory"});
   }
@@ -240,6 +234,13 @@ TEST_F(HostilePackFile, SourceThatChanged) {
   expect_throw_with<InvalidArgument>(
       [&] { PackedDataset::open(path_); },
       {path_ + ": its source " + source_ + " now has 6 samples, not the 5 it was packed from"});
+  // The same number of samples, other tokens.
+  dir_.write("source.jsonl",
+             "{\"input_ids\":[1,2,3]}\n{\"input_ids\":[4]}\n{\"input_ids\":[5,6]}\n"
+             "{\"input_ids\":[7,8,9,10]}\n{\"input_ids\":[12]}\n");
+  expect_throw_with<InvalidArgument>(
+      [&] { PackedDataset::open(path_); },
+      {path_ + ": its source " + source_ + " changed since it was packed (same 5 samples"});
   // Damaged.
   dir_.write("source.jsonl", "{\"input_ids\":[1]}\n{\"input_ids\":[1]}\n{\"input_ids\":[1\n");
   expect_throw_with<InvalidArgument>(
