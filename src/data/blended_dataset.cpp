@@ -1,6 +1,8 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <mutex>
+#include <set>
 #include <sstream>
 
 #include "thdpack/core/errors.hpp"
@@ -76,7 +78,12 @@ void BlendedDataset::warn_of_repeats(const std::vector<int64_t>& taken) const {
       << repeating << " of its " << datasets_.size() << " datasets; dataset " << worst << " ("
       << datasets_[worst]->describe() << ") is read " << worst_factor
       << " times over: its weight asks for " << taken[worst] << " samples\n";
-  std::cerr << out.str() << std::flush;
+  // Once per process for each blend: reopening the same blend (a pack file's source) says nothing
+  // new.
+  static std::mutex mutex;
+  static std::set<std::string> stated;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (stated.insert(out.str()).second) std::cerr << out.str() << std::flush;
 }
 
 std::pair<int, int64_t> BlendedDataset::source(int64_t index) const {

@@ -5,11 +5,15 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <random>
+#include <tuple>
 #include <limits>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "data/readers.hpp"
 #include "expect_throw.hpp"
 #include "megatron_index.hpp"
 #include "pack_file_seal.hpp"
@@ -267,6 +271,109 @@ TEST_F(HostilePackFile, PacksLargerThanTheCapacityFailWhenRead) {
   EXPECT_EQ(d->batch(0).cu_seqlens, (std::vector<int32_t>{0, 4, 5}));
   expect_throw_with<InvalidArgument>([&] { d->batch(1); }, {"6", "5"});
   expect_throw_with<InvalidArgument>([&] { d->pack(2); }, {"pack 2 outside [0, 2)"});
+}
+
+
+// Every single-bit flip anywhere in a pack file is caught, naming the file, before any pack is
+// built: the checksums cover every byte, so no flip can move a pack boundary or swap a sample.
+TEST_F(HostilePackFile, EveryFlippedBitIsCaught) {
+  // A second file over an indexed source, with a longer body.
+  IndexedDatasetWriter writer(dir_.file("ds"), TokenDType::kInt32);
+  for (int i = 0; i < 40; ++i) writer.add_sequence(std::vector<int64_t>(1 + i % 7, i));
+  writer.finish();
+  Bins many;
+  for (int64_t i = 0; i < 40; ++i) {
+    many.items.push_back((i * 17) % 40);
+    if (i % 3 == 2) many.offsets.push_back(i + 1);
+  }
+  many.offsets.push_back(40);
+  const std::string indexed_path = dir_.file("indexed.thd");
+  write_pack_file(indexed_path, many, 64, 2, {"indexed", dir_.file("ds"), 40});
+  ASSERT_EQ(PackedDataset::open(indexed_path)->num_packs(), static_cast<int64_t>(many.count()));
+  int64_t flips = 0;
+  for (const std::string& path : {path_, indexed_path}) {
+    const std::string good = read_bytes(path);
+    for (size_t bit = 0; bit < good.size() * 8; ++bit) {
+      std::string bad = good;
+      bad[bit / 8] = static_cast<char>(bad[bit / 8] ^ (1 << (bit % 8)));
+      // What PackedDataset::open runs on the file's bytes; every 53rd flip through the file too.
+      expect_throw_with<InvalidArgument>(
+          [&] {
+            detail::parse_pack_file(std::as_bytes(std::span<const char>(bad.data(), bad.size())),
+                                    path);
+          },
+          {path + ": byte "});
+      if (bit % 53 == 0) {
+        write_bytes(path, bad);
+        expect_throw_with<InvalidArgument>([&] { PackedDataset::open(path); }, {path + ": byte "});
+      }
+      ++flips;
+    }
+    write_bytes(path, good);
+  }
+  EXPECT_GT(flips, 4000);
+}
+
+// A source rewritten with the same number of samples is refused, for every source kind and many
+// random rewrites; rewriting the same content again is not a change.
+TEST_F(HostilePackFile, ASourceRewrittenWithTheSameCountIsRefused) {
+  std::mt19937_64 rng(7);
+  int refused = 0;
+  for (int trial = 0; trial < 30; ++trial) {
+    std::vector<int64_t> lengths(5);
+    for (auto& l : lengths) l = 1 + static_cast<int64_t>(rng() % 6);
+    std::vector<int64_t> other = lengths;
+    other[rng() % 5] += 1 + static_cast<int64_t>(rng() % 3);
+    auto lengths_text = [](const std::vector<int64_t>& ls) {
+      std::string text;
+      for (int64_t l : ls) text += std::to_string(l) + "\n";
+      return text;
+    };
+    auto write_index = [&](const std::vector<int64_t>& ls) {
+      IndexedDatasetWriter w(dir_.file("src"), TokenDType::kInt32);
+      for (int64_t l : ls) w.add_sequence(std::vector<int64_t>(static_cast<size_t>(l), 3));
+      w.finish();
+    };
+    auto jsonl_text = [](const std::vector<int64_t>& ls) {
+      std::string text;
+      for (int64_t l : ls) text += "{\"input_ids\":[" + std::to_string(l) + "]}\n";
+      return text;
+    };
+    const std::string lengths_path = dir_.file("lengths.csv");
+    const std::string mock = "{\"mode\":\"file\",\"path\":\"" + lengths_path + "\"}";
+    const std::vector<std::tuple<PackSource, std::function<void(const std::vector<int64_t>&)>>>
+        sources = {
+            {{"jsonl", source_, 5}, [&](const auto& ls) { dir_.write("source.jsonl", jsonl_text(ls)); }},
+            {{"mock", mock, 5}, [&](const auto& ls) { dir_.write("lengths.csv", lengths_text(ls)); }},
+            {{"indexed", dir_.file("src"), 5}, write_index}};
+    for (const auto& [source, rewrite] : sources) {
+      SCOPED_TRACE(source.kind + " trial " + std::to_string(trial));
+      rewrite(lengths);
+      Bins packs;
+      packs.offsets = {0, 5};
+      packs.items = {0, 1, 2, 3, 4};
+      write_pack_file(path_, packs, 64, 1, source);
+      rewrite(lengths);  // the same content again
+      EXPECT_EQ(PackedDataset::open(path_)->num_packs(), 1);
+      rewrite(other);
+      expect_throw_with<InvalidArgument>(
+          [&] { PackedDataset::open(path_); },
+          {path_ + ": its source " + source.spec + " changed since it was packed (same 5 samples"});
+      ++refused;
+    }
+  }
+  EXPECT_EQ(refused, 90);
+}
+
+TEST_F(HostilePackFile, AnOlderVersionSaysToPackAgain) {
+  for (uint64_t version : {uint64_t{1}, uint64_t{2}}) {
+    std::string old = good_;
+    patch(old, 8, version);
+    expect_open_fails(old, {path_ + ": byte 8: unsupported pack file version " +
+                            std::to_string(version) +
+                            " (this build reads 3, which adds a checksum of the whole file and a "
+                            "fingerprint of the source; pack the dataset again)"});
+  }
 }
 
 }  // namespace
