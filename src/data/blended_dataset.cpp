@@ -63,8 +63,7 @@ void BlendedDataset::warn_of_repeats(const std::vector<int64_t>& taken) const {
   double worst_factor = 0;
   int repeating = 0;
   for (size_t d = 0; d < datasets_.size(); ++d) {
-    const double factor =
-        static_cast<double>(taken[d]) / static_cast<double>(datasets_[d]->size());
+    const double factor = static_cast<double>(taken[d]) / static_cast<double>(datasets_[d]->size());
     if (factor > 1) ++repeating;
     if (factor > worst_factor) {
       worst = d;

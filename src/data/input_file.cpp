@@ -58,7 +58,8 @@ void require_regular_file(const std::string& path, const std::string& what) {
 std::ifstream open_input_file(const std::string& path, const std::string& what) {
   require_regular_file(path, what);
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw InvalidArgument("cannot open " + what + " '" + path + "': " + std::strerror(errno));
+  if (!in)
+    throw InvalidArgument("cannot open " + what + " '" + path + "': " + std::strerror(errno));
   return in;
 }
 

@@ -166,7 +166,8 @@ std::unique_ptr<Dataset> load_jsonl_dataset(const std::string& path, const Jsonl
   std::vector<Sample> samples;
   std::string line;
   int64_t line_no = 0;
-  while (read_bounded_line(in, line, kMaxJsonlLineBytes, path + ":" + std::to_string(line_no + 1))) {
+  while (
+      read_bounded_line(in, line, kMaxJsonlLineBytes, path + ":" + std::to_string(line_no + 1))) {
     ++line_no;
     if (blank(line)) continue;
     samples.push_back(detail::parse_jsonl_line(line, static_cast<int64_t>(samples.size()), options,

@@ -37,8 +37,8 @@ std::vector<int64_t> detail::parse_lengths(std::istream& in, const std::string& 
   std::string line;
   int64_t line_no = 0;
   bool seen_content = false;
-  while (read_bounded_line(in, line, kMaxLengthsLineBytes,
-                           path + ":" + std::to_string(line_no + 1))) {
+  while (
+      read_bounded_line(in, line, kMaxLengthsLineBytes, path + ":" + std::to_string(line_no + 1))) {
     ++line_no;
     const std::string value = trim(line);
     if (value.empty()) continue;

@@ -18,7 +18,9 @@
 namespace thdpack {
 namespace {
 
-std::string error_text() { return std::strerror(errno); }
+std::string error_text() {
+  return std::strerror(errno);
+}
 
 // Where the bytes finally go: an existing symbolic link is followed, so the link stays and its
 // target is replaced.
@@ -69,8 +71,7 @@ OutputFile::OutputFile(const std::string& path) {
   if (fd < 0) throw InvalidArgument("cannot create '" + path + "': " + error_text());
   temp_path_ = templ;
   struct stat st {};
-  const mode_t mode =
-      ::stat(path_.c_str(), &st) == 0 ? (st.st_mode & 07777) : new_file_mode();
+  const mode_t mode = ::stat(path_.c_str(), &st) == 0 ? (st.st_mode & 07777) : new_file_mode();
   ::fchmod(fd, mode);
   file_ = ::fdopen(fd, "wb");
   if (file_ == nullptr) {

@@ -299,8 +299,8 @@ std::unique_ptr<PackedDataset> PackedDataset::open(const std::string& path) {
     std::ifstream in = open_input_file(path, "pack file");
     return std::string(std::istreambuf_iterator<char>(in), {});
   }();
-  detail::PackFileContents c = detail::parse_pack_file(
-      std::as_bytes(std::span<const char>(text.data(), text.size())), path);
+  detail::PackFileContents c =
+      detail::parse_pack_file(std::as_bytes(std::span<const char>(text.data(), text.size())), path);
   std::unique_ptr<PackedDataset> d(new PackedDataset());
   d->lease_ = std::move(lease);
   d->capacity_ = c.capacity;
@@ -335,8 +335,7 @@ std::unique_ptr<PackedDataset> PackedDataset::open(const std::string& path) {
   }
   if (now != c.fingerprint) {
     throw InvalidArgument(path + ": its source " + d->source_.spec +
-                          " changed since it was packed (same " +
-                          std::to_string(d->source_.size) +
+                          " changed since it was packed (same " + std::to_string(d->source_.size) +
                           " samples, other content); pack it again");
   }
   return d;

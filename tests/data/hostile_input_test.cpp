@@ -606,9 +606,8 @@ TEST(HostilePacking, StreamingPackerRejectsAndLosesNothing) {
   std::vector<std::vector<int64_t>> closed;
   packer.add(0, 30, closed);
   packer.add(1, 50, closed);
-  expect_throw_with<InvalidArgument>(
-      [&] { packer.add(2, 101, closed); },
-      {"sample 2 has 101 tokens", "fit the pack capacity 100"});
+  expect_throw_with<InvalidArgument>([&] { packer.add(2, 101, closed); },
+                                     {"sample 2 has 101 tokens", "fit the pack capacity 100"});
   expect_throw_with<InvalidArgument>(
       [&] { packer.add(3, 97, closed); },
       {"sample 3 has 97 tokens, 104 once padded to a multiple of the divisor 8, but the pack "

@@ -6,10 +6,10 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
-#include <random>
-#include <tuple>
 #include <limits>
+#include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -224,9 +224,8 @@ TEST_F(HostilePackFile, BlendedSourceOfAnAbsurdSizeIsAnError) {
     // Damage: the checksum. Forged: refused without escaping as a standard exception.
     expect_open_fails(bad, {path_ + ": byte " + std::to_string(checksum_at) +
                             ": the header checksum does not match"});
-    expect_open_fails(forged(bad),
-                      {path_ + ": its indexed source of " + std::to_string(claimed) +
-                       " samples does not fit in memory"});
+    expect_open_fails(forged(bad), {path_ + ": its indexed source of " + std::to_string(claimed) +
+                                    " samples does not fit in memory"});
   }
 }
 
@@ -272,7 +271,6 @@ TEST_F(HostilePackFile, PacksLargerThanTheCapacityFailWhenRead) {
   expect_throw_with<InvalidArgument>([&] { d->batch(1); }, {"6", "5"});
   expect_throw_with<InvalidArgument>([&] { d->pack(2); }, {"pack 2 outside [0, 2)"});
 }
-
 
 // Every single-bit flip anywhere in a pack file is caught, naming the file, before any pack is
 // built: the checksums cover every byte, so no flip can move a pack boundary or swap a sample.
@@ -342,10 +340,11 @@ TEST_F(HostilePackFile, ASourceRewrittenWithTheSameCountIsRefused) {
     const std::string lengths_path = dir_.file("lengths.csv");
     const std::string mock = "{\"mode\":\"file\",\"path\":\"" + lengths_path + "\"}";
     const std::vector<std::tuple<PackSource, std::function<void(const std::vector<int64_t>&)>>>
-        sources = {
-            {{"jsonl", source_, 5}, [&](const auto& ls) { dir_.write("source.jsonl", jsonl_text(ls)); }},
-            {{"mock", mock, 5}, [&](const auto& ls) { dir_.write("lengths.csv", lengths_text(ls)); }},
-            {{"indexed", dir_.file("src"), 5}, write_index}};
+        sources = {{{"jsonl", source_, 5},
+                    [&](const auto& ls) { dir_.write("source.jsonl", jsonl_text(ls)); }},
+                   {{"mock", mock, 5},
+                    [&](const auto& ls) { dir_.write("lengths.csv", lengths_text(ls)); }},
+                   {{"indexed", dir_.file("src"), 5}, write_index}};
     for (const auto& [source, rewrite] : sources) {
       SCOPED_TRACE(source.kind + " trial " + std::to_string(trial));
       rewrite(lengths);
@@ -369,10 +368,10 @@ TEST_F(HostilePackFile, AnOlderVersionSaysToPackAgain) {
   for (uint64_t version : {uint64_t{1}, uint64_t{2}}) {
     std::string old = good_;
     patch(old, 8, version);
-    expect_open_fails(old, {path_ + ": byte 8: unsupported pack file version " +
-                            std::to_string(version) +
-                            " (this build reads 3, which adds a checksum of the whole file and a "
-                            "fingerprint of the source; pack the dataset again)"});
+    expect_open_fails(
+        old, {path_ + ": byte 8: unsupported pack file version " + std::to_string(version) +
+              " (this build reads 3, which adds a checksum of the whole file and a "
+              "fingerprint of the source; pack the dataset again)"});
   }
 }
 

@@ -35,8 +35,7 @@ using testing::read_bytes;
 /// No temporary file is left in `dir`.
 void expect_no_temporaries(const TempDir& dir) {
   for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
-    EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos)
-        << entry.path();
+    EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos) << entry.path();
   }
 }
 
@@ -136,8 +135,9 @@ TEST(OutputFile, AnExistingNonRegularOutputIsRefused) {
   TempDir dir;
   std::filesystem::create_directory(dir.file("folder"));
   expect_throw_with<InvalidArgument>([&] { OutputFile out(dir.file("folder")); },
-                                     {"output '" + dir.file("folder") + "' exists and is not a "
-                                                                        "regular file"});
+                                     {"output '" + dir.file("folder") +
+                                      "' exists and is not a "
+                                      "regular file"});
   expect_throw_with<InvalidArgument>([&] { OutputFile out("/dev/null"); },
                                      {"output '/dev/null' exists and is not a regular file"});
   expect_throw_with<InvalidArgument>([&] { OutputFile out(dir.file("no/such/folder/x")); },

@@ -107,11 +107,12 @@ void require_memory_for(int64_t samples) {
   const double memory = static_cast<double>(pages) * static_cast<double>(page_size);
   const double needed = static_cast<double>(samples) * kPackBytesPerSample;
   if (needed > memory) {
-    throw InvalidArgument("packing " + std::to_string(samples) + " samples needs about " +
-                          fixed(needed / 1e9, 1) + " GB of memory (" +
-                          std::to_string(kPackBytesPerSample) + " bytes per sample); this machine "
-                          "has " + fixed(memory / 1e9, 1) +
-                          " GB: pack fewer (--limit N) or a smaller source");
+    throw InvalidArgument(
+        "packing " + std::to_string(samples) + " samples needs about " + fixed(needed / 1e9, 1) +
+        " GB of memory (" + std::to_string(kPackBytesPerSample) +
+        " bytes per sample); this machine "
+        "has " +
+        fixed(memory / 1e9, 1) + " GB: pack fewer (--limit N) or a smaller source");
   }
 }
 

@@ -3,8 +3,8 @@
 // themselves as a JSON file anyone can check.
 
 #include <cstdint>
-#include <sstream>
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <vector>
 

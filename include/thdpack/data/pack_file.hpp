@@ -23,10 +23,10 @@ struct PackSource {
 };
 
 /// Writes a pack file (version 3): magic "THDPACKS", version, capacity, divisor, source, the
-/// source's content fingerprint (source_fingerprint), counts, an XXH64 checksum of that header, pack
-/// offsets, the sample indices of every pack and an XXH64 checksum of every byte before it. Each
-/// sample of the source appears at most once (all of them unless packing stopped early). The file
-/// is an OutputFile: refused when `path` is an input in use (the source itself, say), and it
+/// source's content fingerprint (source_fingerprint), counts, an XXH64 checksum of that header,
+/// pack offsets, the sample indices of every pack and an XXH64 checksum of every byte before it.
+/// Each sample of the source appears at most once (all of them unless packing stopped early). The
+/// file is an OutputFile: refused when `path` is an input in use (the source itself, say), and it
 /// replaces what is at `path` only once complete. Throws InvalidArgument when an index is outside
 /// the source or repeated, or the file cannot be written.
 void write_pack_file(const std::string& path, const Bins& packs, int64_t capacity, int64_t divisor,
