@@ -27,7 +27,7 @@ if [ -z "$CXX_BIN" ]; then
 fi
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(jsonl_line lengths_file mock_config indexed_index)
+  targets=(jsonl_line lengths_file mock_config indexed_index pack_file)
 fi
 
 start=$(date +%s)

@@ -18,8 +18,11 @@ void bind_datasets(py::module_& m) {
       "A Megatron indexed dataset (prefix.bin + prefix.idx), or a blend 'w1 prefix1 w2 prefix2 "
       "...' of `size` samples (default: all).");
 
-  py::class_<IndexedDatasetWriter>(m, "IndexedDatasetWriter",
-                                   "Writes a Megatron indexed dataset (call finish() at the end).")
+  py::class_<IndexedDatasetWriter>(
+      m, "IndexedDatasetWriter",
+      "Writes a Megatron indexed dataset (call finish() at the end: the files appear "
+      "only then; a prefix whose .bin or .idx an open dataset reads "
+      "is refused).")
       .def(py::init([](const std::string& prefix, const std::string& dtype) {
              return std::make_unique<IndexedDatasetWriter>(prefix, token_dtype_from_name(dtype));
            }),

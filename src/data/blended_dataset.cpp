@@ -1,5 +1,8 @@
 #include <algorithm>
 #include <cmath>
+#include <iostream>
+#include <mutex>
+#include <set>
 #include <sstream>
 
 #include "thdpack/core/errors.hpp"
@@ -51,6 +54,35 @@ BlendedDataset::BlendedDataset(std::vector<std::shared_ptr<const Dataset>> datas
     dataset_index_[static_cast<size_t>(i)] = static_cast<int16_t>(best);
     sample_index_[static_cast<size_t>(i)] = taken[best]++;
   }
+  warn_of_repeats(taken);
+}
+
+void BlendedDataset::warn_of_repeats(const std::vector<int64_t>& taken) const {
+  // Megatron wraps a dataset that its weight outruns without a word; the repeats are stated once.
+  size_t worst = 0;
+  double worst_factor = 0;
+  int repeating = 0;
+  for (size_t d = 0; d < datasets_.size(); ++d) {
+    const double factor = static_cast<double>(taken[d]) / static_cast<double>(datasets_[d]->size());
+    if (factor > 1) ++repeating;
+    if (factor > worst_factor) {
+      worst = d;
+      worst_factor = factor;
+    }
+  }
+  if (repeating == 0) return;
+  std::ostringstream out;
+  out.precision(3);
+  out << "thdpack: warning: the blend of " << size() << " samples repeats the samples of "
+      << repeating << " of its " << datasets_.size() << " datasets; dataset " << worst << " ("
+      << datasets_[worst]->describe() << ") is read " << worst_factor
+      << " times over: its weight asks for " << taken[worst] << " samples\n";
+  // Once per process for each blend: reopening the same blend (a pack file's source) says nothing
+  // new.
+  static std::mutex mutex;
+  static std::set<std::string> stated;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (stated.insert(out.str()).second) std::cerr << out.str() << std::flush;
 }
 
 std::pair<int, int64_t> BlendedDataset::source(int64_t index) const {

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -15,6 +16,7 @@
 
 #include "data/readers.hpp"
 #include "thdpack/core/errors.hpp"
+#include "thdpack/data/input_file.hpp"
 
 namespace thdpack {
 namespace {
@@ -31,20 +33,28 @@ T read_at(const std::byte* base, int64_t offset) {
 
 }  // namespace
 
-// A read-only memory map of a whole file.
+// A read-only memory map of a whole file, leased as an input in use (OutputFile refuses to replace
+// it). A mapped file that shrinks would turn reads past its new end into SIGBUS: sample() asks
+// require_unchanged() first.
 struct IndexedDataset::Mapping {
   const std::byte* data = nullptr;
   int64_t size = 0;
+  std::string path;
+  InputLease lease;
+  uint64_t device = 0;
+  uint64_t inode = 0;
 
-  explicit Mapping(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  explicit Mapping(const std::string& file) : path(file), lease(file, "indexed dataset file") {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) throw InvalidArgument("cannot open '" + path + "': " + std::strerror(errno));
     struct stat st {};
-    if (::fstat(fd, &st) != 0) {
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
       ::close(fd);
-      throw InvalidArgument("cannot stat '" + path + "': " + std::strerror(errno));
+      throw InvalidArgument("'" + path + "' is not a regular file it can read");
     }
     size = static_cast<int64_t>(st.st_size);
+    device = static_cast<uint64_t>(st.st_dev);
+    inode = static_cast<uint64_t>(st.st_ino);
     if (size > 0) {
       void* p = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_PRIVATE, fd, 0);
       if (p == MAP_FAILED) {
@@ -60,6 +70,22 @@ struct IndexedDataset::Mapping {
   }
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;
+
+  // Throws unless the mapped file still holds bytes [0, end). A file replaced under the same path
+  // (another inode) leaves the mapped one intact; the same file cut shorter does not.
+  void require_unchanged(int64_t end) const {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return;  // removed: the mapping keeps the old file alive
+    if (static_cast<uint64_t>(st.st_dev) != device || static_cast<uint64_t>(st.st_ino) != inode) {
+      return;
+    }
+    if (static_cast<int64_t>(st.st_size) < std::min(end, size)) {
+      throw InvalidArgument(path + ": the file shrank from " + std::to_string(size) + " to " +
+                            std::to_string(st.st_size) +
+                            " bytes while open; it was changed under a running reader, open it "
+                            "again");
+    }
+  }
 };
 
 int token_size(TokenDType dtype) {
@@ -298,7 +324,9 @@ int64_t IndexedDataset::length(int64_t index) const {
 
 int64_t IndexedDataset::pointer(int64_t index) const {
   length(index);  // range check
-  return read_at<int64_t>(index_->data, pointers_at_ + 8 * index);
+  const int64_t at = pointers_at_ + 8 * index;
+  index_->require_unchanged(at + 8);
+  return read_at<int64_t>(index_->data, at);
 }
 
 Sample IndexedDataset::sample(int64_t index) const {
@@ -307,6 +335,7 @@ Sample IndexedDataset::sample(int64_t index) const {
   Sample s;
   s.id = index;
   s.input_ids.resize(static_cast<size_t>(len));
+  data_->require_unchanged(at + len * token_size(dtype_));
   const int64_t bad = detail::decode_tokens(data_->data + at, dtype_, s.input_ids);
   if (bad >= 0) {
     const int64_t byte = at + bad * token_size(dtype_);

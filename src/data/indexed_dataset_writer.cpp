@@ -8,6 +8,7 @@
 
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/indexed_dataset.hpp"
+#include "thdpack/data/output_file.hpp"
 
 namespace thdpack {
 namespace {
@@ -40,28 +41,19 @@ void append_as(std::vector<std::byte>& out, std::span<const int64_t> tokens, Tok
   }
 }
 
-void write_all(std::FILE* f, const void* data, size_t bytes, const std::string& path) {
-  if (bytes > 0 && std::fwrite(data, 1, bytes, f) != bytes) {
-    throw InvalidArgument("cannot write '" + path + "': " + std::strerror(errno));
-  }
-}
-
 }  // namespace
 
 IndexedDatasetWriter::IndexedDatasetWriter(const std::string& prefix, TokenDType dtype)
     : prefix_(prefix), dtype_(dtype) {
   if (token_size(dtype) == 0) throw InvalidArgument("unknown token dtype");
-  bin_ = std::fopen((prefix + ".bin").c_str(), "wb");
-  if (bin_ == nullptr) {
-    throw InvalidArgument("cannot create '" + prefix + ".bin': " + std::strerror(errno));
-  }
+  refuse_replacing_inputs({prefix + ".bin", prefix + ".idx"});
+  bin_ = std::make_unique<OutputFile>(prefix + ".bin");
 }
 
-IndexedDatasetWriter::~IndexedDatasetWriter() {
-  if (bin_ != nullptr) std::fclose(bin_);
-}
+IndexedDatasetWriter::~IndexedDatasetWriter() = default;
 
 void IndexedDatasetWriter::add_sequence(std::span<const int64_t> tokens) {
+  if (finished_) throw InvalidArgument("'" + prefix_ + "' is finished; no sequence can be added");
   if (tokens.empty()) throw InvalidArgument("an indexed dataset sequence needs at least one token");
   if (tokens.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
     throw InvalidArgument("sequence of " + std::to_string(tokens.size()) +
@@ -95,16 +87,17 @@ void IndexedDatasetWriter::add_sequence(std::span<const int64_t> tokens) {
       break;
   }
   if (holes_) {
-    if (std::fseek(bin_, bin_bytes_, SEEK_SET) != 0) {
+    if (std::fseek(bin_->stream(), bin_bytes_, SEEK_SET) != 0) {
       throw InvalidArgument("cannot seek in '" + prefix_ + ".bin'");
     }
   }
-  write_all(bin_, bytes.data(), bytes.size(), prefix_ + ".bin");
+  bin_->write(bytes.data(), bytes.size());
   bin_bytes_ += static_cast<int64_t>(bytes.size());
   lengths_.push_back(static_cast<int32_t>(tokens.size()));
 }
 
 void IndexedDatasetWriter::add_length_only(int64_t length) {
+  if (finished_) throw InvalidArgument("'" + prefix_ + "' is finished; no sequence can be added");
   if (length < 1 || length > std::numeric_limits<int32_t>::max()) {
     throw InvalidArgument("sequence length " + std::to_string(length) +
                           " is outside [1, 2^31) of the index's int32 lengths");
@@ -122,11 +115,9 @@ void IndexedDatasetWriter::finish() {
   if (finished_) return;
   finished_ = true;
   const std::string bin_path = prefix_ + ".bin";
-  if (std::fflush(bin_) != 0 || ::ftruncate(::fileno(bin_), bin_bytes_) != 0) {
+  if (std::fflush(bin_->stream()) != 0 || ::ftruncate(::fileno(bin_->stream()), bin_bytes_) != 0) {
     throw InvalidArgument("cannot finish '" + bin_path + "': " + std::strerror(errno));
   }
-  std::fclose(bin_);
-  bin_ = nullptr;
   // Without explicit documents, every sequence is its own document.
   std::vector<int64_t> documents = document_indices_;
   if (documents.size() == 1) {
@@ -134,35 +125,30 @@ void IndexedDatasetWriter::finish() {
   } else if (documents.back() != static_cast<int64_t>(lengths_.size())) {
     documents.push_back(static_cast<int64_t>(lengths_.size()));
   }
-  const std::string idx_path = prefix_ + ".idx";
-  std::FILE* f = std::fopen(idx_path.c_str(), "wb");
-  if (f == nullptr)
-    throw InvalidArgument("cannot create '" + idx_path + "': " + std::strerror(errno));
-  try {
-    const char magic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', '\0', '\0'};
-    const uint64_t version = 1;
-    const auto code = static_cast<uint8_t>(dtype_);
-    const uint64_t sequences = lengths_.size();
-    const uint64_t document_count = documents.size();
-    write_all(f, magic, sizeof(magic), idx_path);
-    write_all(f, &version, 8, idx_path);
-    write_all(f, &code, 1, idx_path);
-    write_all(f, &sequences, 8, idx_path);
-    write_all(f, &document_count, 8, idx_path);
-    write_all(f, lengths_.data(), lengths_.size() * 4, idx_path);
-    std::vector<int64_t> pointers(lengths_.size());
-    int64_t at = 0;
-    for (size_t i = 0; i < lengths_.size(); ++i) {
-      pointers[i] = at;
-      at += static_cast<int64_t>(lengths_[i]) * token_size(dtype_);
-    }
-    write_all(f, pointers.data(), pointers.size() * 8, idx_path);
-    write_all(f, documents.data(), documents.size() * 8, idx_path);
-  } catch (...) {
-    std::fclose(f);
-    throw;
+  OutputFile idx(prefix_ + ".idx");
+  const char magic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', '\0', '\0'};
+  const uint64_t version = 1;
+  const auto code = static_cast<uint8_t>(dtype_);
+  const uint64_t sequences = lengths_.size();
+  const uint64_t document_count = documents.size();
+  idx.write(magic, sizeof(magic));
+  idx.write(&version, 8);
+  idx.write(&code, 1);
+  idx.write(&sequences, 8);
+  idx.write(&document_count, 8);
+  idx.write(lengths_.data(), lengths_.size() * 4);
+  std::vector<int64_t> pointers(lengths_.size());
+  int64_t at = 0;
+  for (size_t i = 0; i < lengths_.size(); ++i) {
+    pointers[i] = at;
+    at += static_cast<int64_t>(lengths_[i]) * token_size(dtype_);
   }
-  if (std::fclose(f) != 0) throw InvalidArgument("cannot close '" + idx_path + "'");
+  idx.write(pointers.data(), pointers.size() * 8);
+  idx.write(documents.data(), documents.size() * 8);
+  // .bin first: an index never stands beside a data file it does not describe for long.
+  bin_->commit();
+  idx.commit();
+  bin_.reset();
 }
 
 }  // namespace thdpack

@@ -7,6 +7,7 @@
 #include "data/readers.hpp"
 #include "thdpack/core/dataset.hpp"
 #include "thdpack/core/errors.hpp"
+#include "thdpack/data/input_file.hpp"
 #include "thdpack/data/jsonl_dataset.hpp"
 
 namespace thdpack {
@@ -18,8 +19,8 @@ constexpr int64_t kIgnoreLabel = -100;  // Hugging Face / PyTorch ignore_index
 
 class JsonlDataset final : public Dataset {
  public:
-  JsonlDataset(std::string path, std::vector<Sample> samples)
-      : path_(std::move(path)), samples_(std::move(samples)) {}
+  JsonlDataset(std::string path, std::vector<Sample> samples, std::unique_ptr<InputLease> lease)
+      : path_(std::move(path)), samples_(std::move(samples)), lease_(std::move(lease)) {}
 
   int64_t size() const override { return static_cast<int64_t>(samples_.size()); }
   int64_t length(int64_t index) const override {
@@ -41,6 +42,7 @@ class JsonlDataset final : public Dataset {
 
   std::string path_;
   std::vector<Sample> samples_;
+  std::unique_ptr<InputLease> lease_;  // the file stays an input in use: nothing overwrites it
 };
 
 // Parses one line's object into a Sample; `where` is "file:line" for messages.
@@ -159,19 +161,20 @@ Sample detail::parse_jsonl_line(const std::string& line, int64_t id, const Jsonl
 }
 
 std::unique_ptr<Dataset> load_jsonl_dataset(const std::string& path, const JsonlOptions& options) {
-  std::ifstream in(path);
-  if (!in) throw InvalidArgument("cannot open JSONL file '" + path + "'");
+  auto lease = std::make_unique<InputLease>(path, "JSONL file");
+  std::ifstream in = open_input_file(path, "JSONL file");
   std::vector<Sample> samples;
   std::string line;
   int64_t line_no = 0;
-  while (std::getline(in, line)) {
+  while (
+      read_bounded_line(in, line, kMaxJsonlLineBytes, path + ":" + std::to_string(line_no + 1))) {
     ++line_no;
     if (blank(line)) continue;
     samples.push_back(detail::parse_jsonl_line(line, static_cast<int64_t>(samples.size()), options,
                                                path + ":" + std::to_string(line_no)));
   }
   if (samples.empty()) throw InvalidArgument("JSONL file '" + path + "' holds no samples");
-  return std::make_unique<JsonlDataset>(path, std::move(samples));
+  return std::make_unique<JsonlDataset>(path, std::move(samples), std::move(lease));
 }
 
 }  // namespace thdpack

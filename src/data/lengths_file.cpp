@@ -5,6 +5,7 @@
 #include "data/readers.hpp"
 #include "thdpack/core/dataset.hpp"
 #include "thdpack/core/errors.hpp"
+#include "thdpack/data/input_file.hpp"
 #include "thdpack/data/lengths_file.hpp"
 
 namespace thdpack {
@@ -27,8 +28,7 @@ bool looks_numeric(const std::string& s) {
 }  // namespace
 
 std::vector<int64_t> read_lengths_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InvalidArgument("cannot open lengths file '" + path + "'");
+  std::ifstream in = open_input_file(path, "lengths file");
   return detail::parse_lengths(in, path);
 }
 
@@ -37,7 +37,8 @@ std::vector<int64_t> detail::parse_lengths(std::istream& in, const std::string& 
   std::string line;
   int64_t line_no = 0;
   bool seen_content = false;
-  while (std::getline(in, line)) {
+  while (
+      read_bounded_line(in, line, kMaxLengthsLineBytes, path + ":" + std::to_string(line_no + 1))) {
     ++line_no;
     const std::string value = trim(line);
     if (value.empty()) continue;

@@ -5,6 +5,7 @@
 #include "core/counter_rng.hpp"
 #include "thdpack/core/dataset.hpp"
 #include "thdpack/core/errors.hpp"
+#include "thdpack/data/input_file.hpp"
 #include "thdpack/data/lengths_file.hpp"
 #include "thdpack/data/mock_dataset.hpp"
 
@@ -61,6 +62,7 @@ class MockDataset final : public Dataset {
       throw InvalidArgument("mock content needs vocab_size >= 3 and 0 <= eod_id < vocab_size");
     }
     if (config.mode == MockConfig::Mode::kFile) {
+      lease_ = std::make_unique<InputLease>(config.path, "lengths file");
       file_lengths_ = read_lengths_file(config.path);
     }
   }
@@ -107,6 +109,7 @@ class MockDataset final : public Dataset {
   MockContent content_;
   LengthSampler sampler_;
   std::vector<int64_t> file_lengths_;
+  std::unique_ptr<InputLease> lease_;  // file mode: the lengths file stays an input in use
 };
 
 }  // namespace

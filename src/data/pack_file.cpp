@@ -9,12 +9,17 @@
 #include <limits>
 #include <new>
 #include <span>
+#include <sstream>
 #include <stdexcept>
 
+#include "core/hash64.hpp"
+#include "data/readers.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/indexed_dataset.hpp"
+#include "thdpack/data/input_file.hpp"
 #include "thdpack/data/jsonl_dataset.hpp"
 #include "thdpack/data/mock_dataset.hpp"
+#include "thdpack/data/output_file.hpp"
 #include "thdpack/data/pack_file.hpp"
 #include "thdpack/packing/offline_packing.hpp"
 
@@ -22,14 +27,20 @@ namespace thdpack {
 namespace {
 
 constexpr char kMagic[8] = {'T', 'H', 'D', 'P', 'A', 'C', 'K', 'S'};
-// Version 2 added the header checksum.
-constexpr uint64_t kVersion = 2;
+// Version 2 added the header checksum; version 3 the source fingerprint and the checksum of the
+// whole file at its end.
+constexpr uint64_t kVersion = 3;
 
-/// FNV-1a over `n` bytes, continuing from `hash`.
-uint64_t fnv1a(const void* data, size_t n, uint64_t hash = 0xcbf29ce484222325ull) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < n; ++i) hash = (hash ^ p[i]) * 0x100000001b3ull;
-  return hash;
+/// XXH64 of a whole file's bytes, read in chunks.
+uint64_t hash_file(const std::string& path, const std::string& what, detail::Hash64& hash) {
+  std::ifstream in = open_input_file(path, what);
+  std::vector<char> chunk(size_t{1} << 20);
+  while (in) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    hash.update(chunk.data(), static_cast<size_t>(in.gcount()));
+  }
+  if (in.bad()) throw InvalidArgument("cannot read " + what + " '" + path + "'");
+  return hash.digest();
 }
 
 /// The index of an entry that repeats an earlier one (the second occurrence of the smallest
@@ -54,21 +65,13 @@ int64_t repeated_entry(std::span<const int64_t> ids, int64_t universe) {
 
 class Writer {
  public:
-  explicit Writer(const std::string& path) : path_(path), f_(std::fopen(path.c_str(), "wb")) {
-    if (f_ == nullptr)
-      throw InvalidArgument("cannot create '" + path + "': " + std::strerror(errno));
-  }
-  ~Writer() {
-    if (f_ != nullptr) std::fclose(f_);
-  }
+  explicit Writer(const std::string& path) : file_(path) {}
   void bytes(const void* data, size_t n) {
-    if (n > 0 && std::fwrite(data, 1, n, f_) != n) {
-      throw InvalidArgument("cannot write '" + path_ + "': " + std::strerror(errno));
-    }
-    hash_ = fnv1a(data, n, hash_);
+    file_.write(data, n);
+    hash_.update(data, n);
   }
-  /// FNV-1a of every byte written so far.
-  uint64_t checksum() const { return hash_; }
+  /// XXH64 of every byte written so far.
+  uint64_t checksum() const { return hash_.digest(); }
   template <typename T>
   void value(T v) {
     bytes(&v, sizeof(T));
@@ -77,22 +80,16 @@ class Writer {
     value(static_cast<uint32_t>(s.size()));
     bytes(s.data(), s.size());
   }
-  void close() {
-    const int rc = std::fclose(f_);
-    f_ = nullptr;
-    if (rc != 0) throw InvalidArgument("cannot close '" + path_ + "'");
-  }
+  void commit() { file_.commit(); }
 
  private:
-  std::string path_;
-  std::FILE* f_;
-  uint64_t hash_ = fnv1a(nullptr, 0);
+  OutputFile file_;
+  detail::Hash64 hash_;
 };
 
 class Reader {
  public:
-  Reader(std::string path, std::vector<char> data)
-      : path_(std::move(path)), data_(std::move(data)) {}
+  Reader(std::string path, std::span<const std::byte> data) : path_(std::move(path)), data_(data) {}
   template <typename T>
   T value(const char* what) {
     start_ = at_;
@@ -105,7 +102,7 @@ class Reader {
   std::string text(const char* what) {
     const auto n = value<uint32_t>(what);
     need(n, what);
-    std::string s(data_.data() + at_, n);
+    std::string s(reinterpret_cast<const char*>(data_.data()) + at_, n);
     at_ += n;
     return s;
   }
@@ -123,15 +120,16 @@ class Reader {
   }
   bool at_end() const { return at_ == data_.size(); }
   size_t position() const { return at_; }
-  /// FNV-1a of the bytes before the current position.
-  uint64_t checksum() const { return fnv1a(data_.data(), at_); }
+  /// XXH64 of the bytes before the current position.
+  uint64_t checksum() const { return detail::Hash64::of(data_.data(), at_); }
+  size_t size() const { return data_.size(); }
 
  private:
   void need(size_t n, const char* what) const {
     if (data_.size() - at_ < n) fail(std::string("the file ends inside ") + what);
   }
   std::string path_;
-  std::vector<char> data_;
+  std::span<const std::byte> data_;
   size_t at_ = 0;
   size_t start_ = 0;
 };
@@ -159,6 +157,7 @@ void write_pack_file(const std::string& path, const Bins& packs, int64_t capacit
                           std::to_string(packs.items[static_cast<size_t>(i)]) +
                           " is in more than one pack");
   }
+  const uint64_t fingerprint = source_fingerprint(source);
   Writer w(path);
   w.bytes(kMagic, sizeof(kMagic));
   w.value(kVersion);
@@ -167,12 +166,34 @@ void write_pack_file(const std::string& path, const Bins& packs, int64_t capacit
   w.text(source.kind);
   w.text(source.spec);
   w.value(source.size);
+  w.value(fingerprint);
   w.value(static_cast<uint64_t>(packs.count()));
   w.value(static_cast<uint64_t>(packs.items.size()));
   w.value(w.checksum());  // of the header: a damaged size or count must not be trusted
   w.bytes(packs.offsets.data(), packs.offsets.size() * 8);
   w.bytes(packs.items.data(), packs.items.size() * 8);
-  w.close();
+  w.value(w.checksum());  // of the whole file: one flipped bit must not move a pack
+  w.commit();
+}
+
+uint64_t source_fingerprint(const PackSource& source) {
+  detail::Hash64 hash;
+  hash.update(source.kind.data(), source.kind.size());
+  if (source.kind == "indexed") {
+    // Every prefix of the data path ("prefix" or "w1 prefix1 w2 prefix2 ...").
+    std::istringstream in(source.spec);
+    std::vector<std::string> words;
+    for (std::string w; in >> w;) words.push_back(w);
+    for (size_t i = words.size() == 1 ? 0 : 1; i < words.size(); i += 2) {
+      hash_file(words[i] + ".idx", "index", hash);
+    }
+  } else if (source.kind == "jsonl") {
+    hash_file(source.spec, "JSONL file", hash);
+  } else if (source.kind == "mock") {
+    const MockConfig config = parse_mock_config(source.spec);
+    if (config.mode == MockConfig::Mode::kFile) hash_file(config.path, "lengths file", hash);
+  }
+  return hash.digest();
 }
 
 std::unique_ptr<Dataset> open_pack_source(const PackSource& source) {
@@ -182,11 +203,10 @@ std::unique_ptr<Dataset> open_pack_source(const PackSource& source) {
   throw InvalidArgument("unknown pack source kind '" + source.kind + "'");
 }
 
-std::unique_ptr<PackedDataset> PackedDataset::open(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InvalidArgument("cannot open pack file '" + path + "'");
-  Reader r(path, std::vector<char>(std::istreambuf_iterator<char>(in), {}));
-  std::unique_ptr<PackedDataset> d(new PackedDataset());
+detail::PackFileContents detail::parse_pack_file(std::span<const std::byte> bytes,
+                                                 const std::string& path) {
+  Reader r(path, bytes);
+  PackFileContents d;
   char magic[8];
   for (char& c : magic) c = r.value<char>("the magic");
   if (std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) {
@@ -195,17 +215,22 @@ std::unique_ptr<PackedDataset> PackedDataset::open(const std::string& path) {
   const auto version = r.value<uint64_t>("the version");
   if (version != kVersion) {
     r.fail("unsupported pack file version " + std::to_string(version) + " (this build reads " +
-           std::to_string(kVersion) + "; pack the dataset again)");
+           std::to_string(kVersion) +
+           (version < kVersion ? ", which adds a checksum of the whole file and a fingerprint of "
+                                 "the source"
+                               : "") +
+           "; pack the dataset again)");
   }
-  d->capacity_ = r.value<int64_t>("the capacity");
-  d->divisor_ = r.value<int64_t>("the divisor");
-  if (d->capacity_ < 1 || d->divisor_ < 1) {
-    r.fail_at(16, "capacity " + std::to_string(d->capacity_) + " and divisor " +
-                      std::to_string(d->divisor_) + " must be >= 1");
+  d.capacity = r.value<int64_t>("the capacity");
+  d.divisor = r.value<int64_t>("the divisor");
+  if (d.capacity < 1 || d.divisor < 1) {
+    r.fail_at(16, "capacity " + std::to_string(d.capacity) + " and divisor " +
+                      std::to_string(d.divisor) + " must be >= 1");
   }
-  d->source_.kind = r.text("the source kind");
-  d->source_.spec = r.text("the source");
-  d->source_.size = r.value<int64_t>("the source size");
+  d.source.kind = r.text("the source kind");
+  d.source.spec = r.text("the source");
+  d.source.size = r.value<int64_t>("the source size");
+  d.fingerprint = r.value<uint64_t>("the source fingerprint");
   const size_t packs_at = r.position();
   const auto packs = r.value<uint64_t>("the pack count");
   const auto ids = r.value<uint64_t>("the sample count");
@@ -217,16 +242,30 @@ std::unique_ptr<PackedDataset> PackedDataset::open(const std::string& path) {
   if (r.value<uint64_t>("the header checksum") != header_checksum) {
     r.fail("the header checksum does not match: the file is damaged");
   }
-  r.array(d->offsets_, packs + 1, "the pack offsets");
-  r.array(d->ids_, ids, "the sample indices");
-  if (!r.at_end()) r.fail_at(r.position(), "unexpected bytes after the sample indices");
-  // The offsets and then the sample indices end the file: their byte positions, for messages.
-  const size_t offsets_at = r.position() - 8 * (static_cast<size_t>(packs) + 1 + ids);
-  for (size_t p = 0; p < d->offsets_.size(); ++p) {
-    const int64_t v = d->offsets_[p];
-    const bool ok = (p == 0 ? v == 0 : v >= d->offsets_[p - 1]) &&
-                    (p + 1 < d->offsets_.size() ? v <= static_cast<int64_t>(ids)
-                                                : v == static_cast<int64_t>(ids));
+  // The whole file's checksum before any array is trusted: a flipped bit in an offset or a sample
+  // index would otherwise move a pack boundary or swap a sample silently.
+  const size_t body_at = r.position();
+  const uint64_t arrays = (r.size() - body_at) / 8;
+  if (r.size() < body_at + 8 || packs + 1 > arrays || ids > arrays - (packs + 1) ||
+      body_at + 8 * (packs + 1 + ids) + 8 != r.size()) {
+    r.fail_at(packs_at, std::to_string(packs) + " packs and " + std::to_string(ids) +
+                            " sample indices do not fit the file's " + std::to_string(r.size()) +
+                            " bytes: the file is truncated or damaged");
+  }
+  const size_t checksum_at = r.size() - 8;
+  uint64_t stored = 0;
+  std::memcpy(&stored, bytes.data() + checksum_at, 8);
+  if (stored != detail::Hash64::of(bytes.data(), checksum_at)) {
+    r.fail_at(checksum_at, "the checksum of the file does not match: the file is damaged");
+  }
+  r.array(d.offsets, packs + 1, "the pack offsets");
+  r.array(d.ids, ids, "the sample indices");
+  const size_t offsets_at = body_at;
+  for (size_t p = 0; p < d.offsets.size(); ++p) {
+    const int64_t v = d.offsets[p];
+    const bool ok = (p == 0 ? v == 0 : v >= d.offsets[p - 1]) &&
+                    (p + 1 < d.offsets.size() ? v <= static_cast<int64_t>(ids)
+                                              : v == static_cast<int64_t>(ids));
     if (!ok) {
       throw InvalidArgument(path + ": byte " + std::to_string(offsets_at + 8 * p) +
                             ": pack offset " + std::to_string(p) + " is " + std::to_string(v) +
@@ -234,24 +273,42 @@ std::unique_ptr<PackedDataset> PackedDataset::open(const std::string& path) {
                             std::to_string(ids));
     }
   }
-  if (static_cast<int64_t>(ids) > d->source_.size) {
+  if (static_cast<int64_t>(ids) > d.source.size) {
     r.fail_at(packs_at + 8, "the sample count " + std::to_string(ids) + " exceeds the source's " +
-                                std::to_string(d->source_.size) +
+                                std::to_string(d.source.size) +
                                 " samples; a pack file lists each sample at most once");
   }
-  const size_t ids_at = offsets_at + 8 * d->offsets_.size();
-  for (size_t i = 0; i < d->ids_.size(); ++i) {
-    if (d->ids_[i] < 0 || d->ids_[i] >= d->source_.size) {
-      throw InvalidArgument(entry_text(path, ids_at, i, d->ids_[i]) + " is outside the source's " +
-                            std::to_string(d->source_.size) + " samples");
+  const size_t ids_at = offsets_at + 8 * d.offsets.size();
+  for (size_t i = 0; i < d.ids.size(); ++i) {
+    if (d.ids[i] < 0 || d.ids[i] >= d.source.size) {
+      throw InvalidArgument(entry_text(path, ids_at, i, d.ids[i]) + " is outside the source's " +
+                            std::to_string(d.source.size) + " samples");
     }
   }
-  if (const int64_t i = repeated_entry(d->ids_, d->source_.size); i >= 0) {
+  if (const int64_t i = repeated_entry(d.ids, d.source.size); i >= 0) {
     const auto entry = static_cast<size_t>(i);
-    throw InvalidArgument(entry_text(path, ids_at, entry, d->ids_[entry]) +
+    throw InvalidArgument(entry_text(path, ids_at, entry, d.ids[entry]) +
                           " appears a second time; each sample is in at most one pack");
   }
-  // The header checksum makes a damaged size unlikely; a real one too large cannot be opened.
+  return d;
+}
+
+std::unique_ptr<PackedDataset> PackedDataset::open(const std::string& path) {
+  auto lease = std::make_unique<InputLease>(path, "pack file");
+  const std::string text = [&] {
+    std::ifstream in = open_input_file(path, "pack file");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  detail::PackFileContents c =
+      detail::parse_pack_file(std::as_bytes(std::span<const char>(text.data(), text.size())), path);
+  std::unique_ptr<PackedDataset> d(new PackedDataset());
+  d->lease_ = std::move(lease);
+  d->capacity_ = c.capacity;
+  d->divisor_ = c.divisor;
+  d->source_ = std::move(c.source);
+  d->offsets_ = std::move(c.offsets);
+  d->ids_ = std::move(c.ids);
+  // The checksums make a damaged size unlikely; a real one too large cannot be opened.
   const auto too_large = [&] {
     return InvalidArgument(path + ": its " + d->source_.kind + " source of " +
                            std::to_string(d->source_.size) + " samples does not fit in memory");
@@ -269,6 +326,17 @@ std::unique_ptr<PackedDataset> PackedDataset::open(const std::string& path) {
     throw InvalidArgument(path + ": its source " + d->source_.spec + " now has " +
                           std::to_string(d->dataset_->size()) + " samples, not the " +
                           std::to_string(d->source_.size) + " it was packed from");
+  }
+  uint64_t now = 0;
+  try {
+    now = source_fingerprint(d->source_);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(path + ": cannot read its " + d->source_.kind + " source: " + e.what());
+  }
+  if (now != c.fingerprint) {
+    throw InvalidArgument(path + ": its source " + d->source_.spec +
+                          " changed since it was packed (same " + std::to_string(d->source_.size) +
+                          " samples, other content); pack it again");
   }
   return d;
 }

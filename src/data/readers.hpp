@@ -1,8 +1,9 @@
 #pragma once
 // In-memory entry points of the file readers. The path-based readers of the public headers
-// (load_jsonl_dataset, read_lengths_file, IndexedDataset::open) are thin wrappers around these, and
-// the fuzz targets in tests/fuzz call them directly, so what is fuzzed is what users run. Errors
-// are the same InvalidArgument, naming the file (`name`) and the position.
+// (load_jsonl_dataset, read_lengths_file, IndexedDataset::open, PackedDataset::open) are thin
+// wrappers around these, and the fuzz targets in tests/fuzz call them directly, so what is fuzzed
+// is what users run. Errors are the same InvalidArgument, naming the file (`name`) and the
+// position.
 
 #include <cstddef>
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include "thdpack/core/dataset.hpp"
 #include "thdpack/data/indexed_dataset.hpp"
 #include "thdpack/data/jsonl_dataset.hpp"
+#include "thdpack/data/pack_file.hpp"
 
 namespace thdpack::detail {
 
@@ -47,5 +49,18 @@ void check_data_size(const IndexContents& index, int64_t bin_bytes, const std::s
 /// Converts `out.size()` tokens of `dtype` at `data` to int64. Returns the position of the first
 /// token that is not an integer in int64 range (only floating-point dtypes can hold one), or -1.
 int64_t decode_tokens(const std::byte* data, TokenDType dtype, std::span<int64_t> out);
+
+/// What a pack file holds, validated on its own (everything but its source): the checksums, the
+/// counts against the file size, offsets that rise, sample indices inside the source and none
+/// listed twice. Errors name `name` and the byte.
+struct PackFileContents {
+  int64_t capacity = 0;
+  int64_t divisor = 1;
+  PackSource source;
+  uint64_t fingerprint = 0;
+  std::vector<int64_t> offsets;
+  std::vector<int64_t> ids;
+};
+PackFileContents parse_pack_file(std::span<const std::byte> bytes, const std::string& name);
 
 }  // namespace thdpack::detail

@@ -21,6 +21,15 @@ struct Items {
   std::vector<int64_t> samples;
 };
 
+/// A sample that fits the capacity until it is padded to the divisor.
+InvalidArgument padded_too_long(int64_t id, int64_t length, int64_t divisor, int64_t capacity) {
+  return InvalidArgument("sample " + std::to_string(id) + " has " + std::to_string(length) +
+                         " tokens, " + std::to_string(round_up(length, divisor)) +
+                         " once padded to a multiple of the divisor " + std::to_string(divisor) +
+                         ", but the pack capacity is " + std::to_string(capacity) +
+                         "; raise the capacity (--capacity) or lower the divisor (--divisor)");
+}
+
 Items make_items(std::span<const int64_t> lengths, const OfflinePackOptions& o) {
   Items items;
   const auto n = static_cast<int64_t>(lengths.size());
@@ -30,7 +39,10 @@ Items make_items(std::span<const int64_t> lengths, const OfflinePackOptions& o) 
   if (o.group_ids.empty()) {
     items.lengths.resize(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) {
-      items.lengths[static_cast<size_t>(i)] = round_up(lengths[static_cast<size_t>(i)], o.divisor);
+      const int64_t length = lengths[static_cast<size_t>(i)];
+      const int64_t padded = round_up(length, o.divisor);
+      if (padded > o.capacity) throw padded_too_long(i, length, o.divisor, o.capacity);
+      items.lengths[static_cast<size_t>(i)] = padded;
     }
     return items;
   }
@@ -174,11 +186,13 @@ void StreamingPacker::close(size_t index, std::vector<std::vector<int64_t>>& clo
 
 void StreamingPacker::add(int64_t id, int64_t length, std::vector<std::vector<int64_t>>& closed) {
   // Checked before rounding: rounding a length near 2^63 up to the divisor would overflow.
-  if (length < 1 || length > capacity_ || round_up(length, divisor_) > capacity_) {
-    throw InvalidArgument(
-        "sample " + std::to_string(id) + " has " + std::to_string(length) + " tokens" +
-        (divisor_ > 1 ? " (padded to a multiple of " + std::to_string(divisor_) + ")" : "") +
-        "; lengths must be >= 1 and fit the pack capacity " + std::to_string(capacity_));
+  if (length < 1 || length > capacity_) {
+    throw InvalidArgument("sample " + std::to_string(id) + " has " + std::to_string(length) +
+                          " tokens; lengths must be >= 1 and fit the pack capacity " +
+                          std::to_string(capacity_));
+  }
+  if (round_up(length, divisor_) > capacity_) {
+    throw padded_too_long(id, length, divisor_, capacity_);
   }
   const int64_t padded = round_up(length, divisor_);
   size_t best = open_.size();

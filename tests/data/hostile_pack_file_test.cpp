@@ -5,13 +5,18 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <limits>
+#include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
+#include "data/readers.hpp"
 #include "expect_throw.hpp"
 #include "megatron_index.hpp"
+#include "pack_file_seal.hpp"
 #include "temp_dir.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/indexed_dataset.hpp"
@@ -29,19 +34,7 @@ using testing::write_bytes;
 
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
-// Layout: magic (8) | version u64 | capacity i64 | divisor i64 | kind (u32 size + bytes) |
-// spec (u32 size + bytes) | source size i64 | pack count u64 | sample count u64 |
-// header checksum u64 (FNV-1a of everything before it) | offsets i64[packs + 1] |
-// sample indices i64[samples].
-
-/// FNV-1a, as the pack file's header checksum, written out again so a test can forge a file whose
-/// damage the checksum does not catch (a buggy or hostile writer).
-uint64_t fnv1a(const std::string& bytes, size_t n) {
-  uint64_t hash = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < n; ++i)
-    hash = (hash ^ static_cast<unsigned char>(bytes[i])) * 0x100000001b3ull;
-  return hash;
-}
+// The layout is in pack_file_seal.hpp.
 
 class HostilePackFile : public ::testing::Test {
  protected:
@@ -57,18 +50,16 @@ class HostilePackFile : public ::testing::Test {
     good_ = read_bytes(path_);
     const size_t spec_at = 32 + 4 + 5 + 4;
     source_size_at_ = spec_at + source_.size();
-    pack_count_at_ = source_size_at_ + 8;
+    fingerprint_at_ = source_size_at_ + 8;
+    pack_count_at_ = fingerprint_at_ + 8;
     sample_count_at_ = pack_count_at_ + 8;
     checksum_at_ = sample_count_at_ + 8;
     offsets_at_ = checksum_at_ + 8;
     ids_at_ = offsets_at_ + 3 * 8;
+    file_checksum_at_ = ids_at_ + 5 * 8;
   }
-  /// `bytes` with its header checksum made right again: damage only the deeper checks can catch.
-  std::string forged(std::string bytes) const { return forged(std::move(bytes), checksum_at_); }
-  static std::string forged(std::string bytes, size_t checksum_at) {
-    patch(bytes, checksum_at, fnv1a(bytes, checksum_at));
-    return bytes;
-  }
+  /// `bytes` with both checksums made right again: damage only the deeper checks can catch.
+  static std::string forged(std::string bytes) { return testing::resealed_pack_file(bytes); }
   void expect_open_fails(const std::string& bytes, std::initializer_list<std::string> needles) {
     write_bytes(path_, bytes);
     expect_throw_with<InvalidArgument>([&] { PackedDataset::open(path_); }, needles);
@@ -77,12 +68,12 @@ class HostilePackFile : public ::testing::Test {
   TempDir dir_;
   std::string source_, path_, good_;
   Bins packs_;
-  size_t source_size_at_ = 0, pack_count_at_ = 0, sample_count_at_ = 0, checksum_at_ = 0,
-         offsets_at_ = 0, ids_at_ = 0;
+  size_t source_size_at_ = 0, fingerprint_at_ = 0, pack_count_at_ = 0, sample_count_at_ = 0,
+         checksum_at_ = 0, offsets_at_ = 0, ids_at_ = 0, file_checksum_at_ = 0;
 };
 
 TEST_F(HostilePackFile, TheGoodFileOpens) {
-  ASSERT_EQ(good_.size(), ids_at_ + 5 * 8);
+  ASSERT_EQ(good_.size(), file_checksum_at_ + 8);
   const auto d = PackedDataset::open(path_);
   EXPECT_EQ(d->num_packs(), 2);
   EXPECT_EQ(std::vector<int64_t>(d->pack(1).begin(), d->pack(1).end()),
@@ -111,8 +102,10 @@ TEST_F(HostilePackFile, Truncated) {
   expect_open_fails(good_.substr(0, 20), {path_ + ": byte 16: the file ends inside the capacity"});
   expect_open_fails(good_.substr(0, 38),
                     {path_ + ": byte 32: the file ends inside the source kind"});
-  expect_open_fails(good_.substr(0, ids_at_ + 12), {path_ + ": byte " + std::to_string(ids_at_) +
-                                                    ": the sample indices: the file is too short"});
+  expect_open_fails(good_.substr(0, ids_at_ + 12),
+                    {path_ + ": byte " + std::to_string(pack_count_at_) +
+                     ": 2 packs and 5 sample indices do not fit the file's " +
+                     std::to_string(ids_at_ + 12) + " bytes: the file is truncated or damaged"});
   // Every truncation is caught, naming the file and a byte.
   for (size_t n = 0; n < good_.size(); ++n) {
     write_bytes(path_, good_.substr(0, n));
@@ -120,8 +113,8 @@ TEST_F(HostilePackFile, Truncated) {
         expect_throw_with<InvalidArgument>([&] { PackedDataset::open(path_); }, {});
     EXPECT_NE(message.find(path_ + ": byte "), std::string::npos) << n << " bytes: " << message;
   }
-  expect_open_fails(good_ + "x", {path_ + ": byte " + std::to_string(good_.size()) +
-                                  ": unexpected bytes after the sample indices"});
+  expect_open_fails(good_ + "x", {path_ + ": byte " + std::to_string(pack_count_at_) +
+                                  ": 2 packs and 5 sample indices do not fit the file's"});
 }
 
 TEST_F(HostilePackFile, CountsThatDoNotFit) {
@@ -133,11 +126,11 @@ TEST_F(HostilePackFile, CountsThatDoNotFit) {
   patch(bad, pack_count_at_, uint64_t{1000});
   expect_open_fails(bad, {path_ + ": byte " + std::to_string(checksum_at_) +
                           ": the header checksum does not match: the file is damaged"});
-  expect_open_fails(forged(bad), {path_ + ": byte " + std::to_string(offsets_at_) +
-                                  ": the pack offsets: the file is too short"});
+  expect_open_fails(forged(bad), {path_ + ": byte " + std::to_string(pack_count_at_) +
+                                  ": 1000 packs and 5 sample indices do not fit the file's"});
   bad = good_;
   patch(bad, sample_count_at_, uint64_t{4});
-  expect_open_fails(forged(bad), {"unexpected bytes after the sample indices"});
+  expect_open_fails(forged(bad), {"2 packs and 4 sample indices do not fit the file's"});
   bad = good_;
   patch(bad, 32, uint32_t{0xffffffff});  // the kind's size
   expect_open_fails(bad, {path_ + ": byte 32: the file ends inside the source kind"});
@@ -146,23 +139,28 @@ TEST_F(HostilePackFile, CountsThatDoNotFit) {
 TEST_F(HostilePackFile, OffsetsThatDoNotRise) {
   std::string bad = good_;
   patch(bad, offsets_at_ + 8, int64_t{6});
-  expect_open_fails(bad, {path_ + ": byte " + std::to_string(offsets_at_ + 8) +
-                          ": pack offset 1 is 6; pack offsets must rise from 0 to the sample "
-                          "count 5"});
+  // Damage: the checksum of the file. Forged: the offsets' own check.
+  expect_open_fails(bad, {path_ + ": byte " + std::to_string(file_checksum_at_) +
+                          ": the checksum of the file does not match: the file is damaged"});
+  expect_open_fails(forged(bad), {path_ + ": byte " + std::to_string(offsets_at_ + 8) +
+                                  ": pack offset 1 is 6; pack offsets must rise from 0 to the "
+                                  "sample count 5"});
   bad = good_;
   patch(bad, offsets_at_, int64_t{1});
-  expect_open_fails(bad,
+  expect_open_fails(forged(bad),
                     {path_ + ": byte " + std::to_string(offsets_at_) + ": pack offset 0 is 1"});
   bad = good_;
   patch(bad, offsets_at_ + 16, int64_t{4});
-  expect_open_fails(bad, {": pack offset 2 is 4"});
+  expect_open_fails(forged(bad), {": pack offset 2 is 4"});
 }
 
 TEST_F(HostilePackFile, SampleIndexOutOfRange) {
   for (int64_t bad_index : {int64_t{5}, int64_t{-1}, kInt64Max}) {
     std::string bad = good_;
     patch(bad, ids_at_ + 3 * 8, bad_index);
-    expect_open_fails(bad,
+    expect_open_fails(bad, {path_ + ": byte " + std::to_string(file_checksum_at_) +
+                            ": the checksum of the file does not match"});
+    expect_open_fails(forged(bad),
                       {path_ + ": byte " + std::to_string(ids_at_ + 24) + ": sample index " +
                        std::to_string(bad_index) + " (entry 3) is outside the source's 5 samples"});
   }
@@ -171,8 +169,8 @@ TEST_F(HostilePackFile, SampleIndexOutOfRange) {
 TEST_F(HostilePackFile, SamplesListedTwiceOrNotAtAll) {
   std::string bad = good_;
   patch(bad, ids_at_ + 4 * 8, int64_t{0});  // sample 0 in both packs, sample 2 in none
-  expect_open_fails(bad, {path_ + ": byte " + std::to_string(ids_at_ + 32) +
-                          ": sample index 0 (entry 4) appears a second time"});
+  expect_open_fails(forged(bad), {path_ + ": byte " + std::to_string(ids_at_ + 32) +
+                                  ": sample index 0 (entry 4) appears a second time"});
   // A damaged source size: the header checksum catches it before anything is allocated by it.
   for (int64_t claimed : {int64_t{4}, int64_t{6}, int64_t{1} << 40, kInt64Max}) {
     bad = good_;
@@ -219,16 +217,15 @@ TEST_F(HostilePackFile, BlendedSourceOfAnAbsurdSizeIsAnError) {
   ASSERT_EQ(PackedDataset::open(path_)->num_packs(), 2);
   const std::string good = read_bytes(path_);
   const size_t size_at = 32 + 4 + 7 + 4 + blend.size();
-  const size_t checksum_at = size_at + 24;
+  const size_t checksum_at = size_at + 32;
   for (int64_t claimed : {int64_t{1} << 60, kInt64Max}) {  // bad_alloc, length_error
     std::string bad = good;
     patch(bad, size_at, claimed);
     // Damage: the checksum. Forged: refused without escaping as a standard exception.
     expect_open_fails(bad, {path_ + ": byte " + std::to_string(checksum_at) +
                             ": the header checksum does not match"});
-    expect_open_fails(forged(bad, checksum_at),
-                      {path_ + ": its indexed source of " + std::to_string(claimed) +
-                       " samples does not fit in memory"});
+    expect_open_fails(forged(bad), {path_ + ": its indexed source of " + std::to_string(claimed) +
+                                    " samples does not fit in memory"});
   }
 }
 
@@ -240,6 +237,13 @@ TEST_F(HostilePackFile, SourceThatChanged) {
   expect_throw_with<InvalidArgument>(
       [&] { PackedDataset::open(path_); },
       {path_ + ": its source " + source_ + " now has 6 samples, not the 5 it was packed from"});
+  // The same number of samples, other tokens.
+  dir_.write("source.jsonl",
+             "{\"input_ids\":[1,2,3]}\n{\"input_ids\":[4]}\n{\"input_ids\":[5,6]}\n"
+             "{\"input_ids\":[7,8,9,10]}\n{\"input_ids\":[12]}\n");
+  expect_throw_with<InvalidArgument>(
+      [&] { PackedDataset::open(path_); },
+      {path_ + ": its source " + source_ + " changed since it was packed (same 5 samples"});
   // Damaged.
   dir_.write("source.jsonl", "{\"input_ids\":[1]}\n{\"input_ids\":[1]}\n{\"input_ids\":[1\n");
   expect_throw_with<InvalidArgument>(
@@ -266,6 +270,109 @@ TEST_F(HostilePackFile, PacksLargerThanTheCapacityFailWhenRead) {
   EXPECT_EQ(d->batch(0).cu_seqlens, (std::vector<int32_t>{0, 4, 5}));
   expect_throw_with<InvalidArgument>([&] { d->batch(1); }, {"6", "5"});
   expect_throw_with<InvalidArgument>([&] { d->pack(2); }, {"pack 2 outside [0, 2)"});
+}
+
+// Every single-bit flip anywhere in a pack file is caught, naming the file, before any pack is
+// built: the checksums cover every byte, so no flip can move a pack boundary or swap a sample.
+TEST_F(HostilePackFile, EveryFlippedBitIsCaught) {
+  // A second file over an indexed source, with a longer body.
+  IndexedDatasetWriter writer(dir_.file("ds"), TokenDType::kInt32);
+  for (int i = 0; i < 40; ++i) writer.add_sequence(std::vector<int64_t>(1 + i % 7, i));
+  writer.finish();
+  Bins many;
+  for (int64_t i = 0; i < 40; ++i) {
+    many.items.push_back((i * 17) % 40);
+    if (i % 3 == 2) many.offsets.push_back(i + 1);
+  }
+  many.offsets.push_back(40);
+  const std::string indexed_path = dir_.file("indexed.thd");
+  write_pack_file(indexed_path, many, 64, 2, {"indexed", dir_.file("ds"), 40});
+  ASSERT_EQ(PackedDataset::open(indexed_path)->num_packs(), static_cast<int64_t>(many.count()));
+  int64_t flips = 0;
+  for (const std::string& path : {path_, indexed_path}) {
+    const std::string good = read_bytes(path);
+    for (size_t bit = 0; bit < good.size() * 8; ++bit) {
+      std::string bad = good;
+      bad[bit / 8] = static_cast<char>(bad[bit / 8] ^ (1 << (bit % 8)));
+      // What PackedDataset::open runs on the file's bytes; every 53rd flip through the file too.
+      expect_throw_with<InvalidArgument>(
+          [&] {
+            detail::parse_pack_file(std::as_bytes(std::span<const char>(bad.data(), bad.size())),
+                                    path);
+          },
+          {path + ": byte "});
+      if (bit % 53 == 0) {
+        write_bytes(path, bad);
+        expect_throw_with<InvalidArgument>([&] { PackedDataset::open(path); }, {path + ": byte "});
+      }
+      ++flips;
+    }
+    write_bytes(path, good);
+  }
+  EXPECT_GT(flips, 4000);
+}
+
+// A source rewritten with the same number of samples is refused, for every source kind and many
+// random rewrites; rewriting the same content again is not a change.
+TEST_F(HostilePackFile, ASourceRewrittenWithTheSameCountIsRefused) {
+  std::mt19937_64 rng(7);
+  int refused = 0;
+  for (int trial = 0; trial < 30; ++trial) {
+    std::vector<int64_t> lengths(5);
+    for (auto& l : lengths) l = 1 + static_cast<int64_t>(rng() % 6);
+    std::vector<int64_t> other = lengths;
+    other[rng() % 5] += 1 + static_cast<int64_t>(rng() % 3);
+    auto lengths_text = [](const std::vector<int64_t>& ls) {
+      std::string text;
+      for (int64_t l : ls) text += std::to_string(l) + "\n";
+      return text;
+    };
+    auto write_index = [&](const std::vector<int64_t>& ls) {
+      IndexedDatasetWriter w(dir_.file("src"), TokenDType::kInt32);
+      for (int64_t l : ls) w.add_sequence(std::vector<int64_t>(static_cast<size_t>(l), 3));
+      w.finish();
+    };
+    auto jsonl_text = [](const std::vector<int64_t>& ls) {
+      std::string text;
+      for (int64_t l : ls) text += "{\"input_ids\":[" + std::to_string(l) + "]}\n";
+      return text;
+    };
+    const std::string lengths_path = dir_.file("lengths.csv");
+    const std::string mock = "{\"mode\":\"file\",\"path\":\"" + lengths_path + "\"}";
+    const std::vector<std::tuple<PackSource, std::function<void(const std::vector<int64_t>&)>>>
+        sources = {{{"jsonl", source_, 5},
+                    [&](const auto& ls) { dir_.write("source.jsonl", jsonl_text(ls)); }},
+                   {{"mock", mock, 5},
+                    [&](const auto& ls) { dir_.write("lengths.csv", lengths_text(ls)); }},
+                   {{"indexed", dir_.file("src"), 5}, write_index}};
+    for (const auto& [source, rewrite] : sources) {
+      SCOPED_TRACE(source.kind + " trial " + std::to_string(trial));
+      rewrite(lengths);
+      Bins packs;
+      packs.offsets = {0, 5};
+      packs.items = {0, 1, 2, 3, 4};
+      write_pack_file(path_, packs, 64, 1, source);
+      rewrite(lengths);  // the same content again
+      EXPECT_EQ(PackedDataset::open(path_)->num_packs(), 1);
+      rewrite(other);
+      expect_throw_with<InvalidArgument>(
+          [&] { PackedDataset::open(path_); },
+          {path_ + ": its source " + source.spec + " changed since it was packed (same 5 samples"});
+      ++refused;
+    }
+  }
+  EXPECT_EQ(refused, 90);
+}
+
+TEST_F(HostilePackFile, AnOlderVersionSaysToPackAgain) {
+  for (uint64_t version : {uint64_t{1}, uint64_t{2}}) {
+    std::string old = good_;
+    patch(old, 8, version);
+    expect_open_fails(
+        old, {path_ + ": byte 8: unsupported pack file version " + std::to_string(version) +
+              " (this build reads 3, which adds a checksum of the whole file and a "
+              "fingerprint of the source; pack the dataset again)"});
+  }
 }
 
 }  // namespace

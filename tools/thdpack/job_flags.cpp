@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "flag_values.hpp"
+#include "progress.hpp"
 #include "thdpack/core/checked_arithmetic.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/workloads.hpp"
@@ -13,9 +14,16 @@ namespace {
 
 // M when neither the flag nor the workload gives one: the longest sample, rounded up so that one
 // sample fills at most one pack.
+// Every length is read: a large dataset shows a progress bar saying why (none within a second).
 int64_t default_cap(const Dataset& dataset, int cp, int64_t divisor) {
   int64_t longest = 0;
-  for (int64_t i = 0; i < dataset.size(); ++i) longest = std::max(longest, dataset.length(i));
+  constexpr int64_t kChunk = 1 << 20;
+  Progress bar("finding the longest sample (give -M to skip)", dataset.size(), true);
+  for (int64_t i = 0; i < dataset.size(); ++i) {
+    longest = std::max(longest, dataset.length(i));
+    if ((i + 1) % kChunk == 0) bar.advance(kChunk);
+  }
+  bar.finish();
   const int64_t capacity = round_up(longest, divisor);
   return capacity / cp + (capacity % cp != 0);
 }

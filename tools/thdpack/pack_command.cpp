@@ -2,6 +2,8 @@
 // file that training jobs read back as THD rows (and optionally as a Megatron indexed dataset whose
 // documents are the packs). `thdpack convert`: any dataset source to a Megatron indexed dataset.
 
+#include <unistd.h>
+
 #include <chrono>
 #include <iostream>
 
@@ -14,6 +16,7 @@
 #include "thdpack/core/checked_arithmetic.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/indexed_dataset.hpp"
+#include "thdpack/data/output_file.hpp"
 #include "thdpack/data/pack_file.hpp"
 #include "thdpack/packing/offline_packing.hpp"
 #include "workload_source.hpp"
@@ -103,10 +106,44 @@ void materialize(const PackedDataset& packed, const std::string& prefix, TokenDT
   writer.finish();
 }
 
+// Packing holds about this many bytes per sample at its peak (lengths, sort keys, packs, ids).
+constexpr int64_t kPackBytesPerSample = 80;
+
+// Refuses, before anything is allocated for it, a source too large to pack in this machine's
+// memory (a mock config's "size" of 10^12, say).
+void require_memory_for(int64_t samples) {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page_size = ::sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_size <= 0) return;
+  const double memory = static_cast<double>(pages) * static_cast<double>(page_size);
+  const double needed = static_cast<double>(samples) * kPackBytesPerSample;
+  if (needed > memory) {
+    throw InvalidArgument(
+        "packing " + std::to_string(samples) + " samples needs about " + fixed(needed / 1e9, 1) +
+        " GB of memory (" + std::to_string(kPackBytesPerSample) +
+        " bytes per sample); this machine "
+        "has " +
+        fixed(memory / 1e9, 1) + " GB: pack fewer (--limit N) or a smaller source");
+  }
+}
+
 int run_pack(const PackFlags& f) {
   const auto start = std::chrono::steady_clock::now();
   const ResolvedWorkload w = resolve_workload(f.source);
   const double open_seconds = seconds_since(start);
+  if (!f.materialize.empty() && f.out.empty()) {
+    throw InvalidArgument("--materialize needs --out (the pack file it is written from)");
+  }
+  // Every output is checked against the inputs (the source's files stay leased while `w` lives)
+  // before any of them is written.
+  std::vector<std::string> outputs;
+  if (!f.out.empty()) outputs.push_back(f.out);
+  if (!f.materialize.empty()) {
+    outputs.push_back(f.materialize + ".bin");
+    outputs.push_back(f.materialize + ".idx");
+  }
+  refuse_replacing_inputs(outputs);
+  require_memory_for(f.limit > 0 ? std::min(f.limit, w.dataset->size()) : w.dataset->size());
   const auto read_start = std::chrono::steady_clock::now();
   const std::vector<int64_t> lengths = read_lengths(*w.dataset, f.limit, !f.no_progress);
   const double read_seconds = seconds_since(read_start);
@@ -152,8 +189,6 @@ int run_pack(const PackFlags& f) {
       materialize(*PackedDataset::open(f.out), f.materialize, token_dtype_from_name(f.dtype),
                   !f.no_progress);
     }
-  } else if (!f.materialize.empty()) {
-    throw InvalidArgument("--materialize needs --out (the pack file it is written from)");
   }
 
   const double total = seconds_since(start);

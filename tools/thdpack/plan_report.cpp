@@ -188,8 +188,7 @@ nlohmann::json plan_json(const PlanRunInfo& info, const std::vector<SchedulerSum
   return j;
 }
 
-PlanWriter::PlanWriter(const std::string& path, const PlanRunInfo& info) : out_(path), path_(path) {
-  if (!out_) throw InvalidArgument("cannot write plans to '" + path + "'");
+PlanWriter::PlanWriter(const std::string& path, const PlanRunInfo& info) : file_(path) {
   nlohmann::json head = {{"format", "thdpack-plans-v1"}, {"workload", info.workload},
                          {"topology", info.topology},    {"dp", info.dp},
                          {"capacity", info.capacity},    {"global_batch", info.global_batch}};
@@ -198,12 +197,13 @@ PlanWriter::PlanWriter(const std::string& path, const PlanRunInfo& info) : out_(
   out_ << text << ",\"steps\":[";
 }
 
-PlanWriter::~PlanWriter() {
-  try {
-    close();
-  } catch (const Error&) {
-    // Destructors must not throw; an explicit close() reports the failure.
-  }
+// Not closed: the run failed, and the OutputFile removes what was written.
+PlanWriter::~PlanWriter() = default;
+
+void PlanWriter::flush() {
+  const std::string text = out_.str();
+  file_.write(text.data(), text.size());
+  out_.str("");
 }
 
 void PlanWriter::begin_step(int64_t step, const GlobalBatch& batch) {
@@ -231,14 +231,15 @@ void PlanWriter::add_plan(const std::string& scheduler, const Plan& plan) {
 
 void PlanWriter::end_step() {
   out_ << "}}";
+  flush();
 }
 
 void PlanWriter::close() {
   if (closed_) return;
   closed_ = true;
   out_ << "\n]}\n";
-  out_.close();
-  if (!out_) throw InvalidArgument("failed writing plans to '" + path_ + "'");
+  flush();
+  file_.commit();
 }
 
 }  // namespace thdpack::cli

@@ -3,12 +3,14 @@
 // themselves as a JSON file anyone can check.
 
 #include <cstdint>
-#include <fstream>
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "thdpack/data/output_file.hpp"
 
 #include "thdpack/schedule/global_batch.hpp"
 #include "thdpack/schedule/plan_stats.hpp"
@@ -53,7 +55,9 @@ nlohmann::json plan_json(const PlanRunInfo& info, const std::vector<SchedulerSum
 
 /// Streams plans to a JSON file: {"format":"thdpack-plans-v1", "dp":..., "capacity":...,
 /// "steps":[{"step":s, "ids":[...], "padded_lengths":[...], "plans":{"<scheduler>":
-/// [[ids of replica 0, ids of replica 1, ...] for each micro-batch]}}]}.
+/// [[ids of replica 0, ids of replica 1, ...] for each micro-batch]}}]}. The file is an OutputFile:
+/// refused when it is an input in use, and in place only after close() (a run that fails leaves
+/// what was at the path).
 class PlanWriter {
  public:
   PlanWriter(const std::string& path, const PlanRunInfo& info);
@@ -64,8 +68,10 @@ class PlanWriter {
   void close();
 
  private:
-  std::ofstream out_;
-  std::string path_;
+  void flush();
+
+  OutputFile file_;
+  std::ostringstream out_;
   bool first_step_ = true;
   bool first_plan_ = true;
   bool closed_ = false;

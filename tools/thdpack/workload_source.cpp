@@ -42,14 +42,13 @@ ResolvedWorkload resolve_source(const WorkloadFlags& f) {
     std::string base_dir;
     const bool inline_json = text.find('{') != std::string::npos;
     if (!inline_json) {
-      std::ifstream in(text);
-      if (!in)
+      if (!std::filesystem::exists(text)) {
         throw InvalidArgument("--dataset-config: '" + text +
                               "' is neither JSON nor a readable file");
-      std::stringstream buffer;
-      buffer << in.rdbuf();
+      }
+      r.inputs.push_back(std::make_shared<InputLease>(text, "--dataset-config file"));
       base_dir = std::filesystem::path(text).parent_path().string();
-      text = buffer.str();
+      text = read_input_file(text, "--dataset-config file", kMaxConfigFileBytes);
     }
     const MockConfig config = parse_mock_config(text, base_dir);
     r.dataset = make_mock_dataset(config);

@@ -7,8 +7,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "thdpack/core/dataset.hpp"
+#include "thdpack/data/input_file.hpp"
 #include "thdpack/data/pack_file.hpp"
 #include "thdpack/packing/offline_packing.hpp"
 
@@ -36,6 +38,9 @@ struct ResolvedWorkload {
   std::optional<int> cp;                             ///< named workloads
   std::optional<std::string> workload_name;          ///< for default_global_batch
   PackSource source;  ///< how to reopen the dataset (recorded in pack files)
+  /// Files read that the dataset does not hold itself (a --dataset-config file): leased as inputs
+  /// in use, so no output of the command replaces them.
+  std::vector<std::shared_ptr<const InputLease>> inputs;
 };
 
 /// Resolves the flags; the default (none given) is the sft-8k workload. Throws InvalidArgument when

@@ -47,7 +47,11 @@ std::string token_dtype_name(TokenDType dtype);
 /// The dtype called `name`; throws InvalidArgument for others.
 TokenDType token_dtype_from_name(const std::string& name);
 
-/// A memory-mapped indexed dataset.
+class OutputFile;
+
+/// A memory-mapped indexed dataset. Its files are leased as inputs in use (input_file.hpp). A file
+/// cut shorter while open is an InvalidArgument naming it when sample() next reads it, not a
+/// SIGBUS; only a file cut during the copy of one sample's tokens can still fault.
 class IndexedDataset final : public Dataset {
  public:
   /// Opens `<prefix>.idx` and `<prefix>.bin` and validates them (see the header comment).
@@ -86,8 +90,10 @@ class IndexedDataset final : public Dataset {
 /// closed explicitly (Megatron's end_document) or, if never, one sequence per document.
 class IndexedDatasetWriter {
  public:
-  /// Creates (truncates) `<prefix>.bin`; the index is written by finish(). Throws InvalidArgument
-  /// when the files cannot be created.
+  /// Starts `<prefix>.bin` and `<prefix>.idx` as OutputFiles: both are refused when either is an
+  /// input in use (an open dataset, a source being read), and they replace what is at their paths
+  /// only when finish() completes; a writer destroyed before that leaves the paths untouched.
+  /// Throws InvalidArgument when the files cannot be created.
   IndexedDatasetWriter(const std::string& prefix, TokenDType dtype);
   ~IndexedDatasetWriter();
   IndexedDatasetWriter(const IndexedDatasetWriter&) = delete;
@@ -101,13 +107,14 @@ class IndexedDatasetWriter {
   void add_length_only(int64_t length);
   /// Closes the current document (the sequences since the previous call).
   void end_document();
-  /// Writes `<prefix>.idx`. Further calls do nothing.
+  /// Writes `<prefix>.idx` and moves both files into place. Further calls do nothing; adding a
+  /// sequence after it throws InvalidArgument.
   void finish();
 
  private:
   std::string prefix_;
   TokenDType dtype_;
-  std::FILE* bin_ = nullptr;
+  std::unique_ptr<OutputFile> bin_;
   int64_t bin_bytes_ = 0;
   bool holes_ = false;
   bool finished_ = false;
@@ -117,7 +124,9 @@ class IndexedDatasetWriter {
 
 /// Megatron's blend of several datasets: sample i comes from the dataset whose share is most
 /// behind its weight (Megatron's build_blending_indices), taking that dataset's samples in order
-/// and wrapping around at its end. Weights are normalised; all must be > 0.
+/// and wrapping around at its end. Weights are normalised; all must be > 0. When a weight asks for
+/// more samples than its dataset holds, the constructor warns once on stderr ("thdpack: warning:
+/// ...") with the repeat factor: Megatron repeats them silently.
 class BlendedDataset final : public Dataset {
  public:
   BlendedDataset(std::vector<std::shared_ptr<const Dataset>> datasets, std::vector<double> weights,
@@ -133,6 +142,8 @@ class BlendedDataset final : public Dataset {
   std::pair<int, int64_t> source(int64_t index) const;
 
  private:
+  void warn_of_repeats(const std::vector<int64_t>& taken) const;
+
   std::vector<std::shared_ptr<const Dataset>> datasets_;
   std::vector<double> weights_;
   std::vector<int16_t> dataset_index_;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "thdpack/core/dataset.hpp"
+#include "thdpack/data/input_file.hpp"
 #include "thdpack/packing/bin_packing.hpp"
 #include "thdpack/packing/packed_batch.hpp"
 
@@ -21,18 +22,23 @@ struct PackSource {
   int64_t size = 0;  ///< samples of the source (checked when reopening)
 };
 
-/// Writes a pack file (version 2): magic "THDPACKS", version, capacity, divisor, source, counts, a
-/// checksum of that header, pack offsets and the sample indices of every pack. Each sample of the
-/// source appears at most once (all of them unless packing stopped early). Throws InvalidArgument
-/// when an index is outside the source or repeated, or the file cannot be written.
+/// Writes a pack file (version 3): magic "THDPACKS", version, capacity, divisor, source, the
+/// source's content fingerprint (source_fingerprint), counts, an XXH64 checksum of that header,
+/// pack offsets, the sample indices of every pack and an XXH64 checksum of every byte before it.
+/// Each sample of the source appears at most once (all of them unless packing stopped early). The
+/// file is an OutputFile: refused when `path` is an input in use (the source itself, say), and it
+/// replaces what is at `path` only once complete. Throws InvalidArgument when an index is outside
+/// the source or repeated, or the file cannot be written.
 void write_pack_file(const std::string& path, const Bins& packs, int64_t capacity, int64_t divisor,
                      const PackSource& source);
 
 /// A packed dataset: the pack file and its reopened source. Pack p is one THD row.
 class PackedDataset {
  public:
-  /// Opens the pack file and its source; throws InvalidArgument naming the file and byte when the
-  /// file is damaged or the source no longer matches.
+  /// Opens the pack file and its source; throws InvalidArgument naming the file (and the byte)
+  /// when the file is damaged (either checksum), of another version, or its source no longer
+  /// matches (another sample count or another content fingerprint). The pack file stays leased as
+  /// an input in use while the PackedDataset lives.
   static std::unique_ptr<PackedDataset> open(const std::string& path);
 
   int64_t num_packs() const { return static_cast<int64_t>(offsets_.size()) - 1; }
@@ -51,10 +57,17 @@ class PackedDataset {
   int64_t capacity_ = 0;
   int64_t divisor_ = 1;
   PackSource source_;
+  std::unique_ptr<InputLease> lease_;
   std::unique_ptr<Dataset> dataset_;
   std::vector<int64_t> offsets_;
   std::vector<int64_t> ids_;
 };
+
+/// The fingerprint of a source's content, XXH64 over: the bytes of every `.idx` of an indexed data
+/// path (lengths and pointers: tokens rewritten in place with the same lengths are not seen), the
+/// bytes of a JSONL file, the bytes of a file-mode mock config's lengths file (other mocks are
+/// defined by their config alone). Throws InvalidArgument naming a file that cannot be read.
+uint64_t source_fingerprint(const PackSource& source);
 
 /// Opens a dataset from a PackSource (the inverse of what `thdpack pack` records).
 std::unique_ptr<Dataset> open_pack_source(const PackSource& source);

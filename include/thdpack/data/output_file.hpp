@@ -1,0 +1,50 @@
+#pragma once
+// Writing output files safely: every writer of thdpack (indexed datasets, pack files, the CLI's
+// plan files) writes through OutputFile, so that
+// - an output that is the same file as an input in use (same path, a symbolic or hard link to it,
+//   another spelling of it, a companion such as PREFIX.bin of an open indexed dataset) is refused
+//   before anything is opened for writing;
+// - what is there stays intact until the new file is complete: the bytes go to a temporary file
+//   in the same folder, renamed into place by commit(); a writer that fails or is abandoned
+//   removes it.
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace thdpack {
+
+/// Throws InvalidArgument naming `path` when it is (resolving links) the same file as an input in
+/// use (see InputLease), or exists and is not a regular file.
+void refuse_replacing_inputs(const std::string& path);
+/// refuse_replacing_inputs for each path, before any of them is written.
+void refuse_replacing_inputs(const std::vector<std::string>& paths);
+
+class OutputFile {
+ public:
+  /// Checks `path` (refuse_replacing_inputs) and creates the temporary file beside it. Throws
+  /// InvalidArgument naming the path when either fails.
+  explicit OutputFile(const std::string& path);
+  /// Removes the temporary file unless commit() succeeded.
+  ~OutputFile();
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+
+  /// The stream to write the new content to.
+  std::FILE* stream() { return file_; }
+  /// Appends `n` bytes; InvalidArgument naming the path when the write fails.
+  void write(const void* data, size_t n);
+  /// The final path (links resolved), for messages.
+  const std::string& path() const { return path_; }
+  /// Flushes and closes the temporary file and renames it over the final path (with the
+  /// permissions a new file would get). InvalidArgument naming the path when any step fails.
+  void commit();
+
+ private:
+  std::string path_;
+  std::string temp_path_;
+  std::FILE* file_ = nullptr;
+  bool committed_ = false;
+};
+
+}  // namespace thdpack

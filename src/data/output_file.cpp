@@ -1,0 +1,115 @@
+// Output files written to a temporary file and renamed into place, never over an input in use
+// (see output_file.hpp).
+
+#include "thdpack/data/output_file.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include "thdpack/core/errors.hpp"
+#include "thdpack/data/input_file.hpp"
+
+namespace thdpack {
+namespace {
+
+std::string error_text() {
+  return std::strerror(errno);
+}
+
+// Where the bytes finally go: an existing symbolic link is followed, so the link stays and its
+// target is replaced.
+std::string final_path(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec)) {
+    const auto resolved = std::filesystem::canonical(path, ec);
+    if (!ec) return resolved.string();
+  }
+  return path;
+}
+
+mode_t new_file_mode() {
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  return 0666 & ~mask;
+}
+
+}  // namespace
+
+void refuse_replacing_inputs(const std::string& path) {
+  if (path.empty()) throw InvalidArgument("an output path is empty");
+  const std::string input = leased_input_at(path);
+  if (!input.empty()) {
+    throw InvalidArgument("output '" + path + "' is the same file as the input '" + input +
+                          "'; write the output somewhere else (nothing was written)");
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    throw InvalidArgument("output '" + path + "' exists and is not a regular file");
+  }
+}
+
+void refuse_replacing_inputs(const std::vector<std::string>& paths) {
+  for (const std::string& p : paths) refuse_replacing_inputs(p);
+}
+
+OutputFile::OutputFile(const std::string& path) {
+  refuse_replacing_inputs(path);
+  path_ = final_path(path);
+  const std::filesystem::path target(path_);
+  const std::filesystem::path folder =
+      target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+  std::string name = ".";
+  name.append(target.filename().string()).append(".tmp.XXXXXX");
+  std::string templ = (folder / name).string();
+  const int fd = ::mkstemp(templ.data());
+  if (fd < 0) throw InvalidArgument("cannot create '" + path + "': " + error_text());
+  temp_path_ = templ;
+  struct stat st {};
+  const mode_t mode = ::stat(path_.c_str(), &st) == 0 ? (st.st_mode & 07777) : new_file_mode();
+  ::fchmod(fd, mode);
+  file_ = ::fdopen(fd, "wb");
+  if (file_ == nullptr) {
+    const std::string reason = error_text();
+    ::close(fd);
+    ::unlink(temp_path_.c_str());
+    throw InvalidArgument("cannot create '" + path + "': " + reason);
+  }
+}
+
+OutputFile::~OutputFile() {
+  if (file_ != nullptr) std::fclose(file_);
+  if (!committed_ && !temp_path_.empty()) ::unlink(temp_path_.c_str());
+}
+
+void OutputFile::write(const void* data, size_t n) {
+  if (file_ == nullptr) throw InvalidArgument("'" + path_ + "' is already complete");
+  if (n > 0 && std::fwrite(data, 1, n, file_) != n) {
+    throw InvalidArgument("cannot write '" + path_ + "': " + error_text());
+  }
+}
+
+void OutputFile::commit() {
+  if (committed_) return;
+  if (file_ == nullptr) throw InvalidArgument("'" + path_ + "' was not written");
+  const bool flushed = std::fflush(file_) == 0;
+  const std::string reason = error_text();
+  const int rc = std::fclose(file_);
+  file_ = nullptr;
+  if (!flushed || rc != 0) {
+    throw InvalidArgument("cannot write '" + path_ + "': " + (flushed ? error_text() : reason));
+  }
+  // The check again, as late as possible: an input opened since the constructor is not replaced.
+  refuse_replacing_inputs(path_);
+  if (std::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+    throw InvalidArgument("cannot move the new '" + path_ + "' into place: " + error_text());
+  }
+  committed_ = true;
+}
+
+}  // namespace thdpack
