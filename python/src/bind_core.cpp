@@ -4,6 +4,7 @@
 #include <pybind11/functional.h>
 
 #include "bindings.hpp"
+#include "strict_values.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/core/topology.hpp"
 #include "thdpack/data/jsonl_dataset.hpp"
@@ -108,32 +109,76 @@ py::dict stats_to_python(const PlanStats& s) {
 
 }  // namespace
 
-Sample sample_from_python(py::handle object, int64_t default_id) {
+namespace {
+
+// Token ids are vocabulary indices: never negative.
+void require_token_ids(const std::vector<int64_t>& ids, const char* name) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0) {
+      throw InvalidArgument(std::string(name) + "[" + std::to_string(i) + "] = " +
+                            std::to_string(ids[i]) + " is negative (token ids are >= 0)");
+    }
+  }
+}
+
+// Present fields must be exactly as long as input_ids: an empty list is a mismatch, not "absent".
+void require_length(const char* name, size_t got, size_t expected) {
+  if (got != expected) {
+    throw InvalidArgument(std::string(name) + " has " + std::to_string(got) +
+                          " entries but input_ids has " + std::to_string(expected));
+  }
+}
+
+}  // namespace
+
+Sample sample_from_python(py::handle object, int64_t default_id, int64_t ignore_id) {
   Sample s;
   s.id = default_id;
-  if (py::isinstance<py::dict>(object)) {
-    const auto d = py::reinterpret_borrow<py::dict>(object);
-    if (!d.contains("input_ids")) throw InvalidArgument("a sample dict needs 'input_ids'");
-    for (const auto& [key, value] : d) {
-      const std::string k = py::str(key);
-      if (k == "input_ids") {
-        s.input_ids = vector_of(value.cast<Array<int64_t>>(), "input_ids");
-      } else if (k == "loss_mask") {
-        if (!value.is_none()) s.loss_mask = vector_of(value.cast<Array<float>>(), "loss_mask");
-      } else if (k == "labels") {
-        if (!value.is_none()) s.labels = vector_of(value.cast<Array<int64_t>>(), "labels");
-      } else if (k == "id") {
-        s.id = value.cast<int64_t>();
-      } else if (k == "labels_shifted") {
-        s.labels_shifted = value.cast<bool>();
-      } else {
-        throw InvalidArgument("unknown sample key '" + k +
-                              "'; expected input_ids, loss_mask, labels, labels_shifted, id");
-      }
+  if (!py::isinstance<py::dict>(object)) {
+    s.input_ids = int64_values(object, "sample");
+    require_token_ids(s.input_ids, "sample");
+    return s;
+  }
+  const auto d = py::reinterpret_borrow<py::dict>(object);
+  if (!d.contains("input_ids")) throw InvalidArgument("a sample dict needs 'input_ids'");
+  bool has_mask = false, has_labels = false;
+  for (const auto& [key, value] : d) {
+    const std::string k = py::str(key);
+    if (k == "input_ids") {
+      s.input_ids = int64_values(value, "input_ids");
+      require_token_ids(s.input_ids, "input_ids");
+    } else if (k == "loss_mask") {
+      has_mask = !value.is_none();
+      if (has_mask) s.loss_mask = mask_values(value, "loss_mask");
+    } else if (k == "labels") {
+      has_labels = !value.is_none();
+      if (has_labels) s.labels = int64_values(value, "labels");
+    } else if (k == "id") {
+      s.id = int64_value(value, "sample 'id'");
+    } else if (k == "labels_shifted") {
+      s.labels_shifted = bool_value(value, "labels_shifted");
+    } else {
+      throw InvalidArgument("unknown sample key '" + k +
+                            "'; expected input_ids, loss_mask, labels, labels_shifted, id");
     }
-  } else {
-    s.input_ids =
-        vector_of(py::reinterpret_borrow<py::object>(object).cast<Array<int64_t>>(), "sample");
+  }
+  const std::string who = "sample " + std::to_string(s.id) + ": ";
+  if (s.input_ids.empty()) throw InvalidArgument(who + "input_ids is empty");
+  if (has_mask && has_labels) {
+    throw InvalidArgument(who + "give either loss_mask or labels, not both");
+  }
+  try {
+    if (has_mask) require_length("loss_mask", s.loss_mask.size(), s.input_ids.size());
+    if (has_labels) require_length("labels", s.labels.size(), s.input_ids.size());
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(who + e.what());
+  }
+  for (size_t i = 0; i < s.labels.size(); ++i) {
+    if (s.labels[i] < 0 && s.labels[i] != ignore_id) {
+      throw InvalidArgument(who + "labels[" + std::to_string(i) + "] = " +
+                            std::to_string(s.labels[i]) +
+                            " is negative and not the ignore id " + std::to_string(ignore_id));
+    }
   }
   return s;
 }
@@ -143,7 +188,11 @@ py::dict sample_to_python(const Sample& s) {
   d["id"] = s.id;
   d["input_ids"] = copy_of(std::span<const int64_t>(s.input_ids));
   if (!s.loss_mask.empty()) d["loss_mask"] = copy_of(std::span<const float>(s.loss_mask));
-  if (!s.labels.empty()) d["labels"] = copy_of(std::span<const int64_t>(s.labels));
+  if (!s.labels.empty()) {
+    d["labels"] = copy_of(std::span<const int64_t>(s.labels));
+    // Packing the dict again must read the labels the same way (shifting twice is wrong).
+    d["labels_shifted"] = s.labels_shifted;
+  }
   return d;
 }
 

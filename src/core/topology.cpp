@@ -1,6 +1,7 @@
 #include "thdpack/core/topology.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <sstream>
 
 #include "thdpack/core/errors.hpp"
@@ -78,6 +79,16 @@ Topology::Topology(const TopologyConfig& config) : config_(config) {
   if (config.vpp_group < 0) {
     throw InvalidArgument("vpp_group must be >= 0 (0 means pp), got " +
                           std::to_string(config.vpp_group));
+  }
+  // Every product of sizes the topology forms (world size, strides, dp*cp) must fit an int.
+  int64_t world = 1;
+  for (const int size : {config.tp, config.cp, config.dp, config.pp}) {
+    world *= size;
+    if (world > std::numeric_limits<int>::max()) {
+      throw InvalidArgument("tp*cp*dp*pp = " + std::to_string(config.tp) + "*" +
+                            std::to_string(config.cp) + "*" + std::to_string(config.dp) + "*" +
+                            std::to_string(config.pp) + " ranks exceeds 2^31-1");
+    }
   }
   if ((config.dp * config.cp) % config.ep != 0) {
     throw InvalidArgument("ep=" + std::to_string(config.ep) +

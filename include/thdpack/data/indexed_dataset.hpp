@@ -101,10 +101,13 @@ class IndexedDatasetWriter {
   void add_length_only(int64_t length);
   /// Closes the current document (the sequences since the previous call).
   void end_document();
-  /// Writes `<prefix>.idx`. Further calls do nothing.
+  /// Writes `<prefix>.idx`. Further calls do nothing; add_sequence, add_length_only and
+  /// end_document after it throw InvalidArgument.
   void finish();
 
  private:
+  void require_open(const char* call) const;
+
   std::string prefix_;
   TokenDType dtype_;
   std::FILE* bin_ = nullptr;
