@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "bindings.hpp"
+#include "strict_values.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/multimodal/vl_workload.hpp"
 #include "thdpack/pipeline/reorder_exchange.hpp"
@@ -79,7 +80,7 @@ MultimodalSample multimodal_from_python(py::handle object, int64_t default_id) {
   }
   const auto dict = py::reinterpret_borrow<py::dict>(object);
   MultimodalSample sample;
-  sample.id = dict.contains("id") ? dict["id"].cast<int64_t>() : default_id;
+  sample.id = dict.contains("id") ? int64_value(dict["id"], "sample 'id'") : default_id;
   for (const auto& [key, value] : dict) {
     const auto name = key.cast<std::string>();
     if (name == "id") continue;

@@ -139,7 +139,15 @@ std::vector<float> mask_values(py::handle values, const std::string& name) {
   return out;
 }
 
-int64_t int64_value(py::handle value, const std::string& name) { return integer_of(value, name); }
+int64_t int64_value(py::handle value, const std::string& name) {
+  // A 0-d integer array (a torch scalar tensor through numpy) holds one integer.
+  if (py::isinstance<py::array>(value) && py::reinterpret_borrow<py::array>(value).ndim() == 0) {
+    const auto a = py::reinterpret_borrow<py::array>(value);
+    const char kind = a.dtype().kind();
+    if (kind == 'i' || kind == 'u') return integer_of(a.attr("item")(), name);
+  }
+  return integer_of(value, name);
+}
 
 bool bool_value(py::handle value, const std::string& name) {
   if (!is_bool(value)) fail(name + " must be True or False, got " + shown(value));
