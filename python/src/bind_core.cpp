@@ -56,18 +56,18 @@ struct OwnedInput {
   ScheduleInput view() const { return {ids, lengths, per_rank, groups}; }
 };
 
-OwnedInput owned_input(const Array<int64_t>& padded_lengths, const py::object& ids,
+OwnedInput owned_input(const py::handle& padded_lengths, const py::object& ids,
                        const py::object& samples_per_rank, const py::object& group_ids) {
   OwnedInput in;
-  in.lengths = vector_of(padded_lengths, "padded_lengths");
+  in.lengths = int64_values(padded_lengths, "padded_lengths");
   if (ids.is_none()) {
     for (size_t i = 0; i < in.lengths.size(); ++i) in.ids.push_back(static_cast<int64_t>(i));
   } else {
-    in.ids = vector_of(ids.cast<Array<int64_t>>(), "ids");
+    in.ids = int64_values(ids, "ids");
   }
   if (!samples_per_rank.is_none())
-    in.per_rank = vector_of(samples_per_rank.cast<Array<int64_t>>(), "samples_per_rank");
-  if (!group_ids.is_none()) in.groups = vector_of(group_ids.cast<Array<int64_t>>(), "group_ids");
+    in.per_rank = int64_values(samples_per_rank, "samples_per_rank");
+  if (!group_ids.is_none()) in.groups = int64_values(group_ids, "group_ids");
   return in;
 }
 
@@ -408,7 +408,7 @@ void bind_core(py::module_& m) {
   m.def("scheduler_names", &scheduler_names);
   m.def(
       "schedule",
-      [](const Array<int64_t>& padded_lengths, int dp, int64_t max_seqlen, const std::string& name,
+      [](const py::handle& padded_lengths, int dp, int64_t max_seqlen, const std::string& name,
          int cp, int pp, int multiple, const CostModel& cost, const py::object& ids,
          const py::object& samples_per_rank, const py::object& group_ids) {
         const OwnedInput in = owned_input(padded_lengths, ids, samples_per_rank, group_ids);
@@ -425,12 +425,12 @@ void bind_core(py::module_& m) {
       "Plans one global batch (no communication). ids default to positions.");
   m.def(
       "evaluate_plan",
-      [](const Plan& plan, const Array<int64_t>& padded_lengths, int64_t max_seqlen, int cp, int pp,
+      [](const Plan& plan, const py::handle& padded_lengths, int64_t max_seqlen, int cp, int pp,
          const CostModel& cost, const py::object& ids, const py::object& real_lengths) {
         const OwnedInput in = owned_input(padded_lengths, ids, py::none(), py::none());
         std::vector<int64_t> real;
         if (!real_lengths.is_none())
-          real = vector_of(real_lengths.cast<Array<int64_t>>(), "real_lengths");
+          real = int64_values(real_lengths, "real_lengths");
         const ScheduleOptions o = schedule_options(plan.dp(), max_seqlen, cp, pp, 1, cost);
         return stats_to_python(evaluate_plan(plan, in.view(), real, o));
       },
@@ -442,8 +442,8 @@ void bind_core(py::module_& m) {
   // ---- offline bin packing ----
   m.def(
       "best_fit_decreasing",
-      [](const Array<int64_t>& l, int64_t c, bool flat) {
-        auto v = vector_of(l, "lengths");
+      [](const py::handle& l, int64_t c, bool flat) {
+        auto v = int64_values(l, "lengths");
         Bins b;
         {
           py::gil_scoped_release r;
@@ -456,8 +456,8 @@ void bind_core(py::module_& m) {
       "items[offsets[p]:offsets[p+1]].");
   m.def(
       "first_fit_decreasing",
-      [](const Array<int64_t>& l, int64_t c, bool flat) {
-        auto v = vector_of(l, "lengths");
+      [](const py::handle& l, int64_t c, bool flat) {
+        auto v = int64_values(l, "lengths");
         Bins b;
         {
           py::gil_scoped_release r;
@@ -468,20 +468,20 @@ void bind_core(py::module_& m) {
       py::arg("lengths"), py::arg("capacity"), py::kw_only(), py::arg("flat") = false);
   m.def(
       "next_fit",
-      [](const Array<int64_t>& l, int64_t c, bool flat) {
-        return packs_to_python(next_fit(vector_of(l, "lengths"), c), flat);
+      [](const py::handle& l, int64_t c, bool flat) {
+        return packs_to_python(next_fit(int64_values(l, "lengths"), c), flat);
       },
       py::arg("lengths"), py::arg("capacity"), py::kw_only(), py::arg("flat") = false);
   m.def(
       "bins_lower_bound_l1",
-      [](const Array<int64_t>& l, int64_t c) {
-        return bins_lower_bound_l1(vector_of(l, "lengths"), c);
+      [](const py::handle& l, int64_t c) {
+        return bins_lower_bound_l1(int64_values(l, "lengths"), c);
       },
       py::arg("lengths"), py::arg("capacity"));
   m.def(
       "bins_lower_bound_l2",
-      [](const Array<int64_t>& l, int64_t c) {
-        return bins_lower_bound_l2(vector_of(l, "lengths"), c);
+      [](const py::handle& l, int64_t c) {
+        return bins_lower_bound_l2(int64_values(l, "lengths"), c);
       },
       py::arg("lengths"), py::arg("capacity"));
 }

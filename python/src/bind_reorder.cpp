@@ -323,14 +323,14 @@ void bind_reorder(py::module_& m) {
 
   m.def(
       "image_patches",
-      [](const Array<int64_t>& ids, const ReorderCost& c) {
-        return image_patches(vector_of(ids, "input_ids"), c);
+      [](const py::handle& ids, const ReorderCost& c) {
+        return image_patches(int64_values(ids, "input_ids"), c);
       },
       py::arg("input_ids"), py::arg("cost"));
   m.def(
       "sample_cost",
-      [](const Array<int64_t>& ids, const ReorderCost& c) {
-        return sample_cost(vector_of(ids, "input_ids"), c);
+      [](const py::handle& ids, const ReorderCost& c) {
+        return sample_cost(int64_values(ids, "input_ids"), c);
       },
       py::arg("input_ids"), py::arg("cost"));
   m.def(

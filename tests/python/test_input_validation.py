@@ -289,3 +289,30 @@ def test_labels_shifted_survives_a_round_trip_through_a_sample_dict(tmp_path):
             assert list(once.labels) == [6, 7, 8, -100, -100, 11, 12]
         else:  # aligned with input_ids: position j's target is labels[j + 1]
             assert list(once.labels) == [7, 8, -100, -100, 11, 12, -100]
+
+
+# Every entry point that takes lengths or token ids as a bare integer array.
+ARRAY_ENTRY_POINTS = {
+    "schedule": lambda v: thdpack.schedule(v, dp=1, max_seqlen_per_dp_cp_rank=1 << 40),
+    "schedule ids": lambda v: thdpack.schedule([4] * len(v), dp=1, max_seqlen_per_dp_cp_rank=64,
+                                               ids=v),
+    "best_fit_decreasing": lambda v: thdpack.best_fit_decreasing(v, 1 << 40),
+    "first_fit_decreasing": lambda v: thdpack.first_fit_decreasing(v, 1 << 40),
+    "next_fit": lambda v: thdpack.next_fit(v, 1 << 40),
+    "bins_lower_bound_l1": lambda v: thdpack.bins_lower_bound_l1(v, 1 << 40),
+    "bins_lower_bound_l2": lambda v: thdpack.bins_lower_bound_l2(v, 1 << 40),
+    "pack_offline": lambda v: thdpack.pack_offline(v, capacity=1 << 40),
+    "image_patches": lambda v: thdpack.image_patches(v, thdpack.ReorderCost()),
+    "sample_cost": lambda v: thdpack.sample_cost(v, thdpack.ReorderCost()),
+}
+
+
+@pytest.mark.parametrize("entry", ARRAY_ENTRY_POINTS)
+@pytest.mark.parametrize("kind", ["float in a list", "float array", "bool in a list", "bool array",
+                                  "string in a list", "past uint64 in a list",
+                                  "uint64 array past int64", "object array"])
+def test_bad_integer_arrays_are_refused_by_every_array_entry_point(entry, kind):
+    values, needle = BAD_TOKEN_IDS[kind]
+    with pytest.raises(thdpack.InvalidArgument) as raised:
+        ARRAY_ENTRY_POINTS[entry](values)
+    assert needle in str(raised.value)
