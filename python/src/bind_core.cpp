@@ -4,6 +4,7 @@
 #include <pybind11/functional.h>
 
 #include "bindings.hpp"
+#include "strict_values.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/core/topology.hpp"
 #include "thdpack/data/jsonl_dataset.hpp"
@@ -55,18 +56,18 @@ struct OwnedInput {
   ScheduleInput view() const { return {ids, lengths, per_rank, groups}; }
 };
 
-OwnedInput owned_input(const Array<int64_t>& padded_lengths, const py::object& ids,
+OwnedInput owned_input(const py::handle& padded_lengths, const py::object& ids,
                        const py::object& samples_per_rank, const py::object& group_ids) {
   OwnedInput in;
-  in.lengths = vector_of(padded_lengths, "padded_lengths");
+  in.lengths = int64_values(padded_lengths, "padded_lengths");
   if (ids.is_none()) {
     for (size_t i = 0; i < in.lengths.size(); ++i) in.ids.push_back(static_cast<int64_t>(i));
   } else {
-    in.ids = vector_of(ids.cast<Array<int64_t>>(), "ids");
+    in.ids = int64_values(ids, "ids");
   }
   if (!samples_per_rank.is_none())
-    in.per_rank = vector_of(samples_per_rank.cast<Array<int64_t>>(), "samples_per_rank");
-  if (!group_ids.is_none()) in.groups = vector_of(group_ids.cast<Array<int64_t>>(), "group_ids");
+    in.per_rank = int64_values(samples_per_rank, "samples_per_rank");
+  if (!group_ids.is_none()) in.groups = int64_values(group_ids, "group_ids");
   return in;
 }
 
@@ -108,32 +109,76 @@ py::dict stats_to_python(const PlanStats& s) {
 
 }  // namespace
 
-Sample sample_from_python(py::handle object, int64_t default_id) {
+namespace {
+
+// Token ids are vocabulary indices: never negative.
+void require_token_ids(const std::vector<int64_t>& ids, const char* name) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0) {
+      throw InvalidArgument(std::string(name) + "[" + std::to_string(i) + "] = " +
+                            std::to_string(ids[i]) + " is negative (token ids are >= 0)");
+    }
+  }
+}
+
+// Present fields must be exactly as long as input_ids: an empty list is a mismatch, not "absent".
+void require_length(const char* name, size_t got, size_t expected) {
+  if (got != expected) {
+    throw InvalidArgument(std::string(name) + " has " + std::to_string(got) +
+                          " entries but input_ids has " + std::to_string(expected));
+  }
+}
+
+}  // namespace
+
+Sample sample_from_python(py::handle object, int64_t default_id, int64_t ignore_id) {
   Sample s;
   s.id = default_id;
-  if (py::isinstance<py::dict>(object)) {
-    const auto d = py::reinterpret_borrow<py::dict>(object);
-    if (!d.contains("input_ids")) throw InvalidArgument("a sample dict needs 'input_ids'");
-    for (const auto& [key, value] : d) {
-      const std::string k = py::str(key);
-      if (k == "input_ids") {
-        s.input_ids = vector_of(value.cast<Array<int64_t>>(), "input_ids");
-      } else if (k == "loss_mask") {
-        if (!value.is_none()) s.loss_mask = vector_of(value.cast<Array<float>>(), "loss_mask");
-      } else if (k == "labels") {
-        if (!value.is_none()) s.labels = vector_of(value.cast<Array<int64_t>>(), "labels");
-      } else if (k == "id") {
-        s.id = value.cast<int64_t>();
-      } else if (k == "labels_shifted") {
-        s.labels_shifted = value.cast<bool>();
-      } else {
-        throw InvalidArgument("unknown sample key '" + k +
-                              "'; expected input_ids, loss_mask, labels, labels_shifted, id");
-      }
+  if (!py::isinstance<py::dict>(object)) {
+    s.input_ids = int64_values(object, "sample");
+    require_token_ids(s.input_ids, "sample");
+    return s;
+  }
+  const auto d = py::reinterpret_borrow<py::dict>(object);
+  if (!d.contains("input_ids")) throw InvalidArgument("a sample dict needs 'input_ids'");
+  bool has_mask = false, has_labels = false;
+  for (const auto& [key, value] : d) {
+    const std::string k = py::str(key);
+    if (k == "input_ids") {
+      s.input_ids = int64_values(value, "input_ids");
+      require_token_ids(s.input_ids, "input_ids");
+    } else if (k == "loss_mask") {
+      has_mask = !value.is_none();
+      if (has_mask) s.loss_mask = mask_values(value, "loss_mask");
+    } else if (k == "labels") {
+      has_labels = !value.is_none();
+      if (has_labels) s.labels = int64_values(value, "labels");
+    } else if (k == "id") {
+      s.id = int64_value(value, "sample 'id'");
+    } else if (k == "labels_shifted") {
+      s.labels_shifted = bool_value(value, "labels_shifted");
+    } else {
+      throw InvalidArgument("unknown sample key '" + k +
+                            "'; expected input_ids, loss_mask, labels, labels_shifted, id");
     }
-  } else {
-    s.input_ids =
-        vector_of(py::reinterpret_borrow<py::object>(object).cast<Array<int64_t>>(), "sample");
+  }
+  const std::string who = "sample " + std::to_string(s.id) + ": ";
+  if (s.input_ids.empty()) throw InvalidArgument(who + "input_ids is empty");
+  if (has_mask && has_labels) {
+    throw InvalidArgument(who + "give either loss_mask or labels, not both");
+  }
+  try {
+    if (has_mask) require_length("loss_mask", s.loss_mask.size(), s.input_ids.size());
+    if (has_labels) require_length("labels", s.labels.size(), s.input_ids.size());
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(who + e.what());
+  }
+  for (size_t i = 0; i < s.labels.size(); ++i) {
+    if (s.labels[i] < 0 && s.labels[i] != ignore_id) {
+      throw InvalidArgument(who + "labels[" + std::to_string(i) + "] = " +
+                            std::to_string(s.labels[i]) +
+                            " is negative and not the ignore id " + std::to_string(ignore_id));
+    }
   }
   return s;
 }
@@ -143,7 +188,11 @@ py::dict sample_to_python(const Sample& s) {
   d["id"] = s.id;
   d["input_ids"] = copy_of(std::span<const int64_t>(s.input_ids));
   if (!s.loss_mask.empty()) d["loss_mask"] = copy_of(std::span<const float>(s.loss_mask));
-  if (!s.labels.empty()) d["labels"] = copy_of(std::span<const int64_t>(s.labels));
+  if (!s.labels.empty()) {
+    d["labels"] = copy_of(std::span<const int64_t>(s.labels));
+    // Packing the dict again must read the labels the same way (shifting twice is wrong).
+    d["labels_shifted"] = s.labels_shifted;
+  }
   return d;
 }
 
@@ -359,7 +408,7 @@ void bind_core(py::module_& m) {
   m.def("scheduler_names", &scheduler_names);
   m.def(
       "schedule",
-      [](const Array<int64_t>& padded_lengths, int dp, int64_t max_seqlen, const std::string& name,
+      [](const py::handle& padded_lengths, int dp, int64_t max_seqlen, const std::string& name,
          int cp, int pp, int multiple, const CostModel& cost, const py::object& ids,
          const py::object& samples_per_rank, const py::object& group_ids) {
         const OwnedInput in = owned_input(padded_lengths, ids, samples_per_rank, group_ids);
@@ -376,12 +425,12 @@ void bind_core(py::module_& m) {
       "Plans one global batch (no communication). ids default to positions.");
   m.def(
       "evaluate_plan",
-      [](const Plan& plan, const Array<int64_t>& padded_lengths, int64_t max_seqlen, int cp, int pp,
+      [](const Plan& plan, const py::handle& padded_lengths, int64_t max_seqlen, int cp, int pp,
          const CostModel& cost, const py::object& ids, const py::object& real_lengths) {
         const OwnedInput in = owned_input(padded_lengths, ids, py::none(), py::none());
         std::vector<int64_t> real;
         if (!real_lengths.is_none())
-          real = vector_of(real_lengths.cast<Array<int64_t>>(), "real_lengths");
+          real = int64_values(real_lengths, "real_lengths");
         const ScheduleOptions o = schedule_options(plan.dp(), max_seqlen, cp, pp, 1, cost);
         return stats_to_python(evaluate_plan(plan, in.view(), real, o));
       },
@@ -393,8 +442,8 @@ void bind_core(py::module_& m) {
   // ---- offline bin packing ----
   m.def(
       "best_fit_decreasing",
-      [](const Array<int64_t>& l, int64_t c, bool flat) {
-        auto v = vector_of(l, "lengths");
+      [](const py::handle& l, int64_t c, bool flat) {
+        auto v = int64_values(l, "lengths");
         Bins b;
         {
           py::gil_scoped_release r;
@@ -407,8 +456,8 @@ void bind_core(py::module_& m) {
       "items[offsets[p]:offsets[p+1]].");
   m.def(
       "first_fit_decreasing",
-      [](const Array<int64_t>& l, int64_t c, bool flat) {
-        auto v = vector_of(l, "lengths");
+      [](const py::handle& l, int64_t c, bool flat) {
+        auto v = int64_values(l, "lengths");
         Bins b;
         {
           py::gil_scoped_release r;
@@ -419,20 +468,20 @@ void bind_core(py::module_& m) {
       py::arg("lengths"), py::arg("capacity"), py::kw_only(), py::arg("flat") = false);
   m.def(
       "next_fit",
-      [](const Array<int64_t>& l, int64_t c, bool flat) {
-        return packs_to_python(next_fit(vector_of(l, "lengths"), c), flat);
+      [](const py::handle& l, int64_t c, bool flat) {
+        return packs_to_python(next_fit(int64_values(l, "lengths"), c), flat);
       },
       py::arg("lengths"), py::arg("capacity"), py::kw_only(), py::arg("flat") = false);
   m.def(
       "bins_lower_bound_l1",
-      [](const Array<int64_t>& l, int64_t c) {
-        return bins_lower_bound_l1(vector_of(l, "lengths"), c);
+      [](const py::handle& l, int64_t c) {
+        return bins_lower_bound_l1(int64_values(l, "lengths"), c);
       },
       py::arg("lengths"), py::arg("capacity"));
   m.def(
       "bins_lower_bound_l2",
-      [](const Array<int64_t>& l, int64_t c) {
-        return bins_lower_bound_l2(vector_of(l, "lengths"), c);
+      [](const py::handle& l, int64_t c) {
+        return bins_lower_bound_l2(int64_values(l, "lengths"), c);
       },
       py::arg("lengths"), py::arg("capacity"));
 }

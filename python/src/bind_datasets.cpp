@@ -1,6 +1,7 @@
 // Megatron indexed datasets, offline packing and pack files for Python.
 
 #include "bindings.hpp"
+#include "strict_values.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/indexed_dataset.hpp"
 #include "thdpack/data/pack_file.hpp"
@@ -29,8 +30,8 @@ void bind_datasets(py::module_& m) {
            py::arg("prefix"), py::arg("dtype") = "int32")
       .def(
           "add_sequence",
-          [](IndexedDatasetWriter& w, const Array<int64_t>& tokens) {
-            w.add_sequence(vector_of(tokens, "tokens"));
+          [](IndexedDatasetWriter& w, const py::handle& tokens) {
+            w.add_sequence(int64_values(tokens, "tokens"));
           },
           py::arg("tokens"))
       .def("end_document", &IndexedDatasetWriter::end_document)
@@ -38,11 +39,11 @@ void bind_datasets(py::module_& m) {
 
   m.def(
       "pack_offline",
-      [](const Array<int64_t>& lengths, int64_t capacity, const std::string& strategy,
+      [](const py::handle& lengths, int64_t capacity, const std::string& strategy,
          int64_t divisor, const py::object& seed, const py::object& group_ids, bool flat) {
-        const auto l = vector_of(lengths, "lengths");
+        const auto l = int64_values(lengths, "lengths");
         std::vector<int64_t> groups;
-        if (!group_ids.is_none()) groups = vector_of(group_ids.cast<Array<int64_t>>(), "group_ids");
+        if (!group_ids.is_none()) groups = int64_values(group_ids, "group_ids");
         OfflinePackOptions o;
         o.capacity = capacity;
         o.strategy = pack_strategy_from_name(strategy);

@@ -116,7 +116,7 @@ void bind_packing(py::module_& m) {
         std::vector<Sample> owned;
         owned.reserve(samples.size());
         for (size_t i = 0; i < samples.size(); ++i) {
-          owned.push_back(sample_from_python(samples[i], static_cast<int64_t>(i)));
+          owned.push_back(sample_from_python(samples[i], static_cast<int64_t>(i), ignore_id));
         }
         const PackOptions o = pack_options(divisor, capacity, pad_id, ignore_id, pad_positions,
                                            tail_align, tail_multiple, tail_policy, fixed_entries);

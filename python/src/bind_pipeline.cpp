@@ -17,7 +17,7 @@ ReadingMode reading_of(const std::string& name) {
   throw InvalidArgument("reading must be 'megatron' or 'all-ranks', got '" + name + "'");
 }
 
-std::vector<Sample> samples_of(const py::sequence& samples) {
+std::vector<Sample> samples_of(const py::sequence& samples, int64_t ignore_id) {
   std::vector<Sample> out;
   out.reserve(samples.size());
   for (size_t i = 0; i < samples.size(); ++i) {
@@ -25,16 +25,16 @@ std::vector<Sample> samples_of(const py::sequence& samples) {
     if (!py::isinstance<py::dict>(s) || !py::reinterpret_borrow<py::dict>(s).contains("id")) {
       throw InvalidArgument("pipeline samples must be dicts with a global 'id' and 'input_ids'");
     }
-    out.push_back(sample_from_python(s, 0));
+    out.push_back(sample_from_python(s, 0, ignore_id));
   }
   return out;
 }
 
 // sample_of for C++ code running without the GIL.
-std::function<Sample(int64_t)> sample_callback(const py::function& sample_of) {
-  return [sample_of](int64_t id) {
+std::function<Sample(int64_t)> sample_callback(const py::function& sample_of, int64_t ignore_id) {
+  return [sample_of, ignore_id](int64_t id) {
     py::gil_scoped_acquire gil;
-    return sample_from_python(sample_of(id), id);
+    return sample_from_python(sample_of(id), id, ignore_id);
   };
 }
 
@@ -164,7 +164,7 @@ void bind_pipeline(py::module_& m) {
           [](PyPipeline& p, const py::sequence& samples) {
             std::vector<Sample> local;
             try {
-              local = samples_of(samples);
+              local = samples_of(samples, p.pipeline->options().ignore_id);
             } catch (const std::exception& e) {
               // The peers are already waiting in this step: tell them before raising here.
               const std::string error = e.what();
@@ -216,7 +216,7 @@ void bind_pipeline(py::module_& m) {
   m.def(
       "gather_global_batch",
       [](Communicator& world, const PipelineOptions& o, const py::sequence& samples) {
-        const std::vector<Sample> local = samples_of(samples);
+        const std::vector<Sample> local = samples_of(samples, o.ignore_id);
         py::gil_scoped_release release;
         return gather_global_batch(world, o, local);
       },
@@ -225,7 +225,7 @@ void bind_pipeline(py::module_& m) {
       "reference_microbatches",
       [](const GlobalBatch& batch, const Plan& plan, const py::function& sample_of,
          const PipelineOptions& o, int rank) {
-        const auto fn = sample_callback(sample_of);
+        const auto fn = sample_callback(sample_of, o.ignore_id);
         std::vector<PackedBatch> batches;
         {
           py::gil_scoped_release release;
@@ -241,8 +241,8 @@ void bind_pipeline(py::module_& m) {
       "verify_step",
       [](Communicator& world, const PipelineOptions& o, const StepResult& r,
          const py::sequence& local_samples, const py::function& sample_of) {
-        const std::vector<Sample> local = samples_of(local_samples);
-        const auto fn = sample_callback(sample_of);
+        const std::vector<Sample> local = samples_of(local_samples, o.ignore_id);
+        const auto fn = sample_callback(sample_of, o.ignore_id);
         py::gil_scoped_release release;
         verify_step(world, o, r, local, fn);
       },

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "bindings.hpp"
+#include "strict_values.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/multimodal/vl_workload.hpp"
 #include "thdpack/pipeline/reorder_exchange.hpp"
@@ -79,7 +80,7 @@ MultimodalSample multimodal_from_python(py::handle object, int64_t default_id) {
   }
   const auto dict = py::reinterpret_borrow<py::dict>(object);
   MultimodalSample sample;
-  sample.id = dict.contains("id") ? dict["id"].cast<int64_t>() : default_id;
+  sample.id = dict.contains("id") ? int64_value(dict["id"], "sample 'id'") : default_id;
   for (const auto& [key, value] : dict) {
     const auto name = key.cast<std::string>();
     if (name == "id") continue;
@@ -322,14 +323,14 @@ void bind_reorder(py::module_& m) {
 
   m.def(
       "image_patches",
-      [](const Array<int64_t>& ids, const ReorderCost& c) {
-        return image_patches(vector_of(ids, "input_ids"), c);
+      [](const py::handle& ids, const ReorderCost& c) {
+        return image_patches(int64_values(ids, "input_ids"), c);
       },
       py::arg("input_ids"), py::arg("cost"));
   m.def(
       "sample_cost",
-      [](const Array<int64_t>& ids, const ReorderCost& c) {
-        return sample_cost(vector_of(ids, "input_ids"), c);
+      [](const py::handle& ids, const ReorderCost& c) {
+        return sample_cost(int64_values(ids, "input_ids"), c);
       },
       py::arg("input_ids"), py::arg("cost"));
   m.def(

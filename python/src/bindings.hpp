@@ -53,10 +53,15 @@ std::vector<T> vector_of(const Array<T>& array, const char* name) {
   return std::vector<T>(array.data(), array.data() + array.size());
 }
 
-/// A Sample from a dict {"input_ids": ..., "loss_mask": ..., "labels": ..., "id": ...}, or from a
-/// bare sequence of token ids (then id = `default_id`).
-Sample sample_from_python(py::handle object, int64_t default_id);
-/// A dict of numpy arrays (input_ids, and loss_mask / labels when present) plus "id".
+/// A Sample from a dict {"input_ids": ..., "loss_mask": ..., "labels": ..., "labels_shifted": ...,
+/// "id": ...}, or from a bare sequence of token ids (then id = `default_id`). Validated, never
+/// converted (see strict_values.hpp): token ids are integers >= 0, at least one; loss_mask holds
+/// 0/1 values; labels are integers >= 0 or `ignore_id`; loss_mask and labels are exclusive and,
+/// when present (even empty), exactly as long as input_ids; id is an integer; labels_shifted a
+/// bool. Anything else throws InvalidArgument.
+Sample sample_from_python(py::handle object, int64_t default_id, int64_t ignore_id = -100);
+/// A dict of numpy arrays (input_ids, and loss_mask / labels when present) plus "id", and
+/// "labels_shifted" with labels, so sample_from_python reads it back the same.
 py::dict sample_to_python(const Sample& sample);
 
 /// Packs for Python: a list with one array of item indices per pack; with `flat`, the tuple

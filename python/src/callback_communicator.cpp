@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "thdpack/core/errors.hpp"
 
@@ -17,14 +18,50 @@ py::array_t<uint8_t> bytes_array(std::span<const std::byte> data) {
   return out;
 }
 
-// Copies a bytes-like result (numpy array, bytes, bytearray, memoryview, CPU tensor via numpy) of
-// exactly `into.size()` bytes.
-void copy_result(const py::object& result, std::span<std::byte> into, const char* op) {
-  const py::buffer_info info = py::cast<py::buffer>(result).request();
+// The buffer format character of `info` without its byte-order prefix ('\0' for non-native order).
+char format_char(const py::buffer_info& info) {
+  std::string f = info.format;
+  if (!f.empty() && (f[0] == '@' || f[0] == '=' || f[0] == '<')) f.erase(0, 1);
+  return f.size() == 1 ? f[0] : '\0';
+}
+
+// Whether a result's elements are what the collective sent: bytes for the byte collectives,
+// int64 or float64 for allreduce (a float64 result copied into int64 slots would be garbage).
+template <typename T>
+bool element_type_matches(const py::buffer_info& info) {
+  const char f = format_char(info);
+  if constexpr (std::is_same_v<T, std::byte>) {
+    return info.itemsize == 1 && (f == 'B' || f == 'b' || f == 'c');
+  } else if constexpr (std::is_same_v<T, int64_t>) {
+    return info.itemsize == 8 && (f == 'q' || f == 'l');
+  } else {
+    return info.itemsize == 8 && f == 'd';
+  }
+}
+
+const char* element_type_name(std::byte) { return "uint8 bytes"; }
+const char* element_type_name(int64_t) { return "int64"; }
+const char* element_type_name(double) { return "float64"; }
+
+// Copies a buffer result (numpy array, bytes, bytearray, memoryview, CPU tensor via numpy) of
+// exactly `into.size()` elements of T; anything else is a CommError naming the operation.
+template <typename T>
+void copy_result(const py::object& result, std::span<T> into, const char* op) {
+  if (!PyObject_CheckBuffer(result.ptr())) {
+    throw CommError(std::string(op) + ": the Python communicator returned " +
+                    std::string(py::str(py::type::handle_of(result).attr("__name__"))) +
+                    ", expected a buffer (numpy array, bytes) of " + element_type_name(T{}));
+  }
+  const py::buffer_info info = py::reinterpret_borrow<py::buffer>(result).request();
+  if (!element_type_matches<T>(info)) {
+    throw CommError(std::string(op) + ": the Python communicator returned elements of format '" +
+                    info.format + "' (" + std::to_string(info.itemsize) + " bytes), expected " +
+                    element_type_name(T{}));
+  }
   const auto bytes = static_cast<size_t>(info.size * info.itemsize);
-  if (bytes != into.size()) {
+  if (bytes != into.size_bytes()) {
     throw CommError(std::string(op) + ": the callback returned " + std::to_string(bytes) +
-                    " bytes, expected " + std::to_string(into.size()));
+                    " bytes, expected " + std::to_string(into.size_bytes()));
   }
   if (bytes > 0) std::memcpy(into.data(), info.ptr, bytes);
 }
@@ -64,9 +101,12 @@ int64_t total(std::span<const int64_t> counts) {
 }  // namespace
 
 CallbackCommunicator::CallbackCommunicator(py::object impl) : impl_(std::move(impl)) {
-  rank_ = impl_.attr("rank").cast<int>();
-  size_ = impl_.attr("size").cast<int>();
-  backend_ = py::hasattr(impl_, "backend") ? impl_.attr("backend").cast<std::string>() : "callback";
+  guarded("rank/size", [&] {
+    rank_ = impl_.attr("rank").cast<int>();
+    size_ = impl_.attr("size").cast<int>();
+    backend_ =
+        py::hasattr(impl_, "backend") ? impl_.attr("backend").cast<std::string>() : "callback";
+  });
   if (size_ < 1 || rank_ < 0 || rank_ >= size_) {
     throw InvalidArgument("communicator rank " + std::to_string(rank_) + " / size " +
                           std::to_string(size_) + " is not valid");
@@ -156,7 +196,7 @@ void CallbackCommunicator::reduce(std::span<T> data, ReduceOp op) {
     py::array_t<T> values(static_cast<py::ssize_t>(data.size()));
     std::copy(data.begin(), data.end(), values.mutable_data());
     const py::object r = impl_.attr("allreduce")(values, op_name(op));
-    copy_result(r, std::as_writable_bytes(data), "allreduce");
+    copy_result(r, data, "allreduce");
   });
   if (size_ > 1) {
     stats_.bytes_sent += static_cast<int64_t>(data.size_bytes());

@@ -4,7 +4,6 @@
 #include <limits>
 #include <sstream>
 
-#include "thdpack/core/checked_arithmetic.hpp"
 #include "thdpack/core/errors.hpp"
 
 namespace thdpack {
@@ -81,13 +80,15 @@ Topology::Topology(const TopologyConfig& config) : config_(config) {
     throw InvalidArgument("vpp_group must be >= 0 (0 means pp), got " +
                           std::to_string(config.vpp_group));
   }
-  // Every product of sizes below (world size, strides, dp*cp) is bounded by the world size.
-  const int64_t world = checked_mul(checked_mul(config.tp, config.cp, "tp*cp"),
-                                    checked_mul(config.dp, config.pp, "dp*pp"), "tp*cp*dp*pp");
-  if (world > std::numeric_limits<int>::max()) {
-    throw InvalidArgument("tp*cp*dp*pp = " + std::to_string(world) + " ranks exceeds the " +
-                          std::to_string(std::numeric_limits<int>::max()) +
-                          " ranks an MPI world can hold");
+  // Every product of sizes the topology forms (world size, strides, dp*cp) must fit an int.
+  int64_t world = 1;
+  for (const int size : {config.tp, config.cp, config.dp, config.pp}) {
+    world *= size;
+    if (world > std::numeric_limits<int>::max()) {
+      throw InvalidArgument("tp*cp*dp*pp = " + std::to_string(config.tp) + "*" +
+                            std::to_string(config.cp) + "*" + std::to_string(config.dp) + "*" +
+                            std::to_string(config.pp) + " ranks exceeds 2^31-1");
+    }
   }
   if ((config.dp * config.cp) % config.ep != 0) {
     throw InvalidArgument("ep=" + std::to_string(config.ep) +

@@ -52,8 +52,15 @@ IndexedDatasetWriter::IndexedDatasetWriter(const std::string& prefix, TokenDType
 
 IndexedDatasetWriter::~IndexedDatasetWriter() = default;
 
+void IndexedDatasetWriter::require_open(const char* call) const {
+  if (finished_) {
+    throw InvalidArgument(std::string(call) + " after finish(): '" + prefix_ +
+                          "' is complete; open a new IndexedDatasetWriter to write more");
+  }
+}
+
 void IndexedDatasetWriter::add_sequence(std::span<const int64_t> tokens) {
-  if (finished_) throw InvalidArgument("'" + prefix_ + "' is finished; no sequence can be added");
+  require_open("add_sequence");
   if (tokens.empty()) throw InvalidArgument("an indexed dataset sequence needs at least one token");
   if (tokens.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
     throw InvalidArgument("sequence of " + std::to_string(tokens.size()) +
@@ -97,7 +104,7 @@ void IndexedDatasetWriter::add_sequence(std::span<const int64_t> tokens) {
 }
 
 void IndexedDatasetWriter::add_length_only(int64_t length) {
-  if (finished_) throw InvalidArgument("'" + prefix_ + "' is finished; no sequence can be added");
+  require_open("add_length_only");
   if (length < 1 || length > std::numeric_limits<int32_t>::max()) {
     throw InvalidArgument("sequence length " + std::to_string(length) +
                           " is outside [1, 2^31) of the index's int32 lengths");
@@ -108,6 +115,7 @@ void IndexedDatasetWriter::add_length_only(int64_t length) {
 }
 
 void IndexedDatasetWriter::end_document() {
+  require_open("end_document");
   document_indices_.push_back(static_cast<int64_t>(lengths_.size()));
 }
 

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/json_text.hpp"
 #include "data/readers.hpp"
 #include "thdpack/core/dataset.hpp"
 #include "thdpack/core/errors.hpp"
@@ -52,12 +53,7 @@ class LineParser {
       : options_(options), where_(std::move(where)) {}
 
   Sample parse(const std::string& line, int64_t id) {
-    json object;
-    try {
-      object = json::parse(line);
-    } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e400
-      fail(std::string("not valid JSON (") + e.what() + ")");
-    }
+    const json object = detail::parse_json_strictly(line, where_);
     if (!object.is_object()) fail("expected a JSON object with \"input_ids\"");
     Sample s;
     s.id = id;
@@ -74,7 +70,7 @@ class LineParser {
         s.loss_mask = mask(key, value);
         has_mask = true;
       } else if (!options_.ignore_unknown_keys) {
-        fail("unknown key \"" + key +
+        fail("unknown key \"" + detail::excerpt(key) +
              "\" (expected input_ids, loss_mask, labels; pass ignore_unknown_keys to skip others)");
       }
     }
@@ -101,12 +97,13 @@ class LineParser {
     for (size_t i = 0; i < value.size(); ++i) {
       const json& v = value[i];
       if (!v.is_number_integer()) {
-        fail("\"" + key + "\"[" + std::to_string(i) + "] must be an integer, got " + v.dump());
+        fail("\"" + key + "\"[" + std::to_string(i) + "] must be an integer, got " +
+             detail::json_excerpt(v));
       }
       // Values past int64 would wrap when read as int64 (2^64-100 into the ignore id -100).
       if (v.is_number_unsigned() &&
           v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        fail("\"" + key + "\"[" + std::to_string(i) + "] = " + v.dump() +
+        fail("\"" + key + "\"[" + std::to_string(i) + "] = " + detail::json_excerpt(v) +
              " is out of range (token ids must fit int64)");
       }
       const int64_t x = v.get<int64_t>();
@@ -132,7 +129,8 @@ class LineParser {
       const json& v = value[i];
       const bool ok =
           v.is_boolean() || (v.is_number() && (v.get<double>() == 0.0 || v.get<double>() == 1.0));
-      if (!ok) fail("\"" + key + "\"[" + std::to_string(i) + "] must be 0 or 1, got " + v.dump());
+      if (!ok) fail("\"" + key + "\"[" + std::to_string(i) + "] must be 0 or 1, got " +
+                    detail::json_excerpt(v));
       out.push_back(v.is_boolean() ? (v.get<bool>() ? 1.0f : 0.0f) : v.get<float>());
     }
     return out;

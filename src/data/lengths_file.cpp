@@ -2,6 +2,7 @@
 #include <charconv>
 #include <fstream>
 
+#include "data/json_text.hpp"
 #include "data/readers.hpp"
 #include "thdpack/core/dataset.hpp"
 #include "thdpack/core/errors.hpp"
@@ -40,7 +41,8 @@ std::vector<int64_t> detail::parse_lengths(std::istream& in, const std::string& 
   while (
       read_bounded_line(in, line, kMaxLengthsLineBytes, path + ":" + std::to_string(line_no + 1))) {
     ++line_no;
-    const std::string value = trim(line);
+    // A BOM would make the first length look like a header line, and it would be dropped.
+    const std::string value = trim(std::string(line_no == 1 ? detail::skip_utf8_bom(line) : line));
     if (value.empty()) continue;
     const bool first = !seen_content;
     seen_content = true;
@@ -51,13 +53,14 @@ std::vector<int64_t> detail::parse_lengths(std::istream& in, const std::string& 
     auto [ptr, ec] = std::from_chars(begin, end, length);
     const std::string where = path + ":" + std::to_string(line_no);
     if (ec == std::errc::result_out_of_range) {
-      throw InvalidArgument(where + ": length '" + value + "' is out of range");
+      throw InvalidArgument(where + ": length '" + detail::excerpt(value) + "' is out of range");
     }
     if (ec != std::errc() || ptr != end) {
-      throw InvalidArgument(where + ": expected one integer length per line, got '" + value + "'");
+      throw InvalidArgument(where + ": expected one integer length per line, got '" +
+                            detail::excerpt(value) + "'");
     }
     if (length <= 0) {
-      throw InvalidArgument(where + ": length must be >= 1, got " + value);
+      throw InvalidArgument(where + ": length must be >= 1, got " + detail::excerpt(value));
     }
     lengths.push_back(length);
   }

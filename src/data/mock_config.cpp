@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/json_text.hpp"
 #include "thdpack/core/dataset.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/mock_dataset.hpp"
@@ -26,9 +27,14 @@ const char* type_name(LengthDistributionType t) {
   return "?";
 }
 
+// "mock dataset config", naming the file it came from when there is one.
+std::string config_name(const std::string& source) {
+  return source.empty() ? "mock dataset config" : "mock dataset config '" + source + "'";
+}
+
 class ConfigReader {
  public:
-  explicit ConfigReader(const json& object) : object_(object) {}
+  ConfigReader(const json& object, std::string name) : object_(object), name_(std::move(name)) {}
 
   std::string text(const char* key) {
     const json& v = take(key);
@@ -61,7 +67,7 @@ class ConfigReader {
   void reject_unknown(const std::string& allowed) const {
     for (const auto& [key, value] : object_.items()) {
       if (!used_.count(key)) {
-        throw InvalidArgument("mock dataset config: unknown key '" + key +
+        throw InvalidArgument(name_ + ": unknown key '" + detail::excerpt(key) +
                               "' for this mode/type; allowed keys: " + allowed);
       }
     }
@@ -70,18 +76,19 @@ class ConfigReader {
  private:
   const json& take(const char* key) {
     if (!object_.contains(key)) {
-      throw InvalidArgument(std::string("mock dataset config: missing key '") + key + "'");
+      throw InvalidArgument(name_ + ": missing key '" + key + "'");
     }
     used_.insert(key);
     return object_.at(key);
   }
 
   [[noreturn]] void fail(const char* key, const char* expected) const {
-    throw InvalidArgument(std::string("mock dataset config: '") + key + "' must be " + expected +
-                          ", got " + object_.at(key).dump());
+    throw InvalidArgument(name_ + ": '" + key + "' must be " + expected + ", got " +
+                          detail::json_excerpt(object_.at(key)));
   }
 
   const json& object_;
+  std::string name_;
   std::set<std::string> used_;
 };
 
@@ -107,16 +114,16 @@ MockConfig default_mock_config(int64_t seq_length) {
   return c;
 }
 
-MockConfig parse_mock_config(const std::string& json_text, const std::string& base_dir) {
-  json root;
-  try {
-    root = json::parse(json_text);
-  } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e400
-    throw InvalidArgument(std::string("mock dataset config is not valid JSON: ") + e.what());
-  }
-  if (!root.is_object()) throw InvalidArgument("mock dataset config must be a JSON object");
+MockConfig parse_mock_config(const std::string& json_text, const std::string& base_dir,
+                             const std::string& source) {
+  const std::string name = config_name(source);
+  const json root = detail::parse_json_strictly(json_text, name);
+  if (!root.is_object()) throw InvalidArgument(name + " must be a JSON object");
 
-  ConfigReader r(root);
+  ConfigReader r(root, name);
+  const auto ensure = [&](bool ok, const std::string& message) {
+    if (!ok) throw InvalidArgument(name + ": " + message);
+  };
   MockConfig c;
   const std::string mode = r.has("mode") ? r.text("mode") : "distribution";
   if (mode == "file") {
@@ -128,14 +135,14 @@ MockConfig parse_mock_config(const std::string& json_text, const std::string& ba
     r.reject_unknown("mode, path");
     return c;
   }
-  require(mode == "distribution",
-          "'mode' must be \"distribution\" or \"file\", got \"" + mode + "\"");
+  ensure(mode == "distribution",
+          "'mode' must be \"distribution\" or \"file\", got \"" + detail::excerpt(mode) + "\"");
 
   const std::string type = r.has("type") ? r.text("type") : "lognormal";
   if (r.has("size")) c.size = r.integer("size");
   if (r.has("seed")) {
     const int64_t seed = r.integer("seed");
-    require(seed >= 0, "'seed' must be >= 0");
+    ensure(seed >= 0, "'seed' must be >= 0");
     c.seed = static_cast<uint64_t>(seed);
   }
 
@@ -164,10 +171,18 @@ MockConfig parse_mock_config(const std::string& json_text, const std::string& ba
     r.reject_unknown(
         "mode, type, short_min, short_max, long_min, long_max, long_fraction, size, seed");
   } else {
-    throw InvalidArgument("mock dataset config: unknown distribution type \"" + type +
+    throw InvalidArgument(name + ": unknown distribution type \"" + detail::excerpt(type) +
                           "\"; use lognormal, uniform or bimodal");
   }
-  validate(c);
+  try {
+    validate(c);
+  } catch (const InvalidArgument& e) {
+    if (source.empty()) throw;
+    const std::string generic = config_name("") + ": ";
+    const std::string what = e.what();
+    throw InvalidArgument(name + ": " +
+                          (what.starts_with(generic) ? what.substr(generic.size()) : what));
+  }
   return c;
 }
 

@@ -67,6 +67,22 @@ void for_each_row_field(const PackedBatchView& from, PackedBatch& to, F&& f) {
   f(from.padding_mask, to.padding_mask);
 }
 
+// FNV-1a over the bytes of every per-row field of a whole pack.
+uint64_t digest_of(const PackedBatchView& whole) {
+  uint64_t h = 1469598103934665603ull;
+  const auto mix = [&h](auto values) {
+    for (const std::byte b : std::as_bytes(values)) {
+      h = (h ^ static_cast<uint64_t>(b)) * 1099511628211ull;
+    }
+  };
+  mix(whole.tokens);
+  mix(whole.labels);
+  mix(whole.loss_mask);
+  mix(whole.position_ids);
+  mix(whole.padding_mask);
+  return h | 1;  // never 0, which means "not known"
+}
+
 // Σ_{p=a}^{b-1} (p+1)
 double arithmetic_work(int64_t a, int64_t b) {
   if (b <= a) return 0.0;
@@ -94,6 +110,7 @@ PackedBatch cp_slice(const PackedBatchView& whole, int cp, int rank, CpMode mode
   out.cp_size = cp;
   out.cp_rank = rank;
   out.cp_mode = mode;
+  out.source_digest = digest_of(whole);
   return out;
 }
 
@@ -114,6 +131,12 @@ PackedBatch cp_unslice(std::span<const PackedBatchView> slices) {
     if (s.cp_rank != r || !same_metadata(s, first)) {
       throw InvalidArgument("cp_unslice: slice " + std::to_string(r) + " is not CP rank " +
                             std::to_string(r) + " of the same pack");
+    }
+    if (s.source_digest != 0 && first.source_digest != 0 &&
+        s.source_digest != first.source_digest) {
+      throw InvalidArgument("cp_unslice: slice " + std::to_string(r) +
+                            " was cut from a different pack than slice 0 (same metadata, other "
+                            "contents)");
     }
     check_row_fields(s, "cp_unslice: slice " + std::to_string(r));
     const auto rows = layout.cp_rows(cp, r, first.cp_mode);

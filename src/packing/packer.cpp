@@ -132,7 +132,8 @@ SampleView view_of(const Sample& s) {
 PackedBatchView PackedBatch::view() const {
   return PackedBatchView{tokens,       labels,     loss_mask,         position_ids,
                          padding_mask, cu_seqlens, cu_seqlens_padded, max_seqlen,
-                         sample_ids,   cp_size,    cp_rank,           cp_mode};
+                         sample_ids,   cp_size,    cp_rank,           cp_mode,
+                         source_digest};
 }
 
 PackedBatch pack_samples(std::span<const SampleView> samples, const PackOptions& o) {

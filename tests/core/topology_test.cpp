@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <ostream>
+#include <random>
 #include <set>
 #include <sstream>
 #include <string>
@@ -499,6 +501,26 @@ TEST(TopologyErrors, CoordinateOutOfRange) {
   expect_throw_with<InvalidArgument>([&] { t.rank_of({0, 3, 0, 0}); }, {"cp", "3"});
   expect_throw_with<InvalidArgument>([&] { t.rank_of({0, 0, -1, 0}); }, {"dp", "-1"});
   expect_throw_with<InvalidArgument>([&] { t.rank_of({0, 0, 0, 1}); }, {"pp", "1"});
+}
+
+// Every product of sizes must fit an int: random sizes whose product passes 2^31-1 are refused,
+// and those below it are accepted with the exact world size.
+TEST(Topology, SizesWhoseProductOverflowsAreRefused) {
+  std::mt19937_64 rng(31);
+  for (int seed = 0; seed < 500; ++seed) {
+    int sizes[4];
+    for (int& s : sizes) s = 1 + static_cast<int>(rng() % (rng() % 2 ? 100000 : 64));
+    // As a double: exact below 2^53, and far past 2^31 where it is not.
+    const double product = 1.0 * sizes[0] * sizes[1] * sizes[2] * sizes[3];
+    const TopologyConfig c = make_config(sizes[0], sizes[1], sizes[2], sizes[3]);
+    if (product > std::numeric_limits<int>::max()) {
+      expect_throw_with<InvalidArgument>([&] { Topology t(c); }, "exceeds 2^31-1");
+    } else {
+      EXPECT_EQ(Topology(c).world_size(), product);
+    }
+  }
+  expect_throw_with<InvalidArgument>([] { Topology t(make_config(65536, 1, 65536, 1)); },
+                                     "tp*cp*dp*pp = 65536*1*65536*1 ranks exceeds 2^31-1");
 }
 
 }  // namespace

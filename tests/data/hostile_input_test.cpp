@@ -353,7 +353,7 @@ TEST(HostileJsonl, BrokenLines) {
            {R"({"input_ids":[1,2)", {"not valid JSON"}},
            {R"({"input_ids":[1,2]}})", {"not valid JSON"}},
            {R"({"input_ids":[1,2]} {"input_ids":[3]})", {"not valid JSON"}},
-           {std::string("{\"input_ids\":[1,") + '\0' + "2]}", {"not valid JSON"}},
+           {std::string("{\"input_ids\":[1,") + '\0' + "2]}", {"NUL byte at column 17"}},
            {"{\"input_ids\":[1],\"text\":\"\xff\xfe\"}", {"not valid JSON"}},
            {"\x01\x02\x03", {"not valid JSON"}},
            {"input_ids: [1, 2]", {"not valid JSON"}},

@@ -2,6 +2,7 @@
 // Checks inside fuzz targets. A failed check aborts, which libFuzzer (and the replay driver of the
 // regular build) reports as a finding, with the input that caused it.
 
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 
@@ -16,6 +17,10 @@
   } while (0)
 
 namespace thdpack::fuzz {
+
+/// Longest error message a reader may give: position, explanation and short excerpts of values
+/// (never the whole offending value, which can be megabytes).
+inline constexpr size_t kLongestMessage = 512;
 
 /// `body` must not throw InvalidArgument (other exceptions escape and are findings anyway).
 template <typename F>

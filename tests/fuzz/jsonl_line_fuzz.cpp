@@ -66,9 +66,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     try {
       s = thdpack::detail::parse_jsonl_line(line, line_no - 1, options,
                                             "fuzz.jsonl:" + std::to_string(line_no));
-    } catch (const InvalidArgument&) {
+    } catch (const InvalidArgument& e) {
+      FUZZ_CHECK(std::string(e.what()).size() <= thdpack::fuzz::kLongestMessage);
       continue;
     }
+    // Accepted text has no NUL (nlohmann would end the text there) and no key twice (strict
+    // parsing of the same bytes keeps what was accepted).
+    FUZZ_CHECK(line.find('\0') == std::string::npos);
     check_sample(s, line, options, line_no - 1);
     // What the reader accepts, the packer packs: one sample alone, padded.
     thdpack::PackOptions pack;

@@ -16,7 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<int64_t> lengths;
   try {
     lengths = thdpack::detail::parse_lengths(in, "fuzz.csv");
-  } catch (const thdpack::InvalidArgument&) {
+  } catch (const thdpack::InvalidArgument& e) {
+    FUZZ_CHECK(std::string(e.what()).size() <= thdpack::fuzz::kLongestMessage);
     return 0;
   }
   FUZZ_CHECK(!lengths.empty());
@@ -26,5 +27,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (int64_t len : lengths) text += std::to_string(len) + "\n";
   std::istringstream again(text);
   FUZZ_CHECK(thdpack::detail::parse_lengths(again, "again.csv") == lengths);
+  // A byte order mark before the first length loses nothing (it is no header).
+  std::string bare = "\xEF\xBB\xBF";
+  for (int64_t len : lengths) bare += std::to_string(len) + "\n";
+  std::istringstream with_bom(bare);
+  FUZZ_CHECK(thdpack::detail::parse_lengths(with_bom, "bom.csv") == lengths);
   return 0;
 }

@@ -17,8 +17,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   MockConfig c;
   try {
-    c = thdpack::parse_mock_config(text, "/base");
-  } catch (const thdpack::InvalidArgument&) {
+    c = thdpack::parse_mock_config(text, "/base", "fuzz.json");
+  } catch (const thdpack::InvalidArgument& e) {
+    const std::string message = e.what();
+    FUZZ_CHECK(message.size() <= thdpack::fuzz::kLongestMessage);
+    FUZZ_CHECK(message.find("mock dataset config 'fuzz.json'") != std::string::npos);
     return 0;
   }
   thdpack::fuzz::expect_accepted([&] { thdpack::validate(c); }, "validate(parsed config)");

@@ -179,10 +179,11 @@ def _unconvertible_window_worker(rank, world):
                       thdpack.InvalidArgument, "input_ids", "input_ids")
     (mbs, _, _), = [exchange.exchange(window())]
     assert len(mbs[0]) == 2
-    # Once the exchange exists: an id that is not an integer (a pybind11 cast error, kept as
-    # such on its own rank) fails the same way, and the next window is normal again.
+    # Once the exchange exists: an id that is not an integer fails the same way, and the next
+    # window is normal again.
     expect_everywhere(window(lambda s: s.update(id="seven")),
-                      RuntimeError, "Unable to cast", "Unable to cast")
+                      thdpack.InvalidArgument, "'id' must be an integer, got 'seven'",
+                      "'id' must be an integer")
     (mbs, _, _), = [exchange.exchange(window())]
     assert len(mbs[0]) == 2
 

@@ -246,8 +246,22 @@ struct ConvertFlags {
   std::string dtype = "int32";
   int64_t limit = 0;
   bool lengths_only = false;
+  bool tokens_only = false;
   bool no_progress = false;
 };
+
+// A Megatron indexed dataset holds tokens only: converting a sample's loss_mask or labels away
+// silently would make SFT train on its prompt tokens, so that takes --tokens-only.
+bool carries_targets(const Sample& s, const ResolvedWorkload& w, bool tokens_only) {
+  if (s.loss_mask.empty() && s.labels.empty()) return false;
+  if (tokens_only) return true;
+  throw InvalidArgument(
+      "sample " + std::to_string(s.id) + " of " + w.description + " carries " +
+      (s.loss_mask.empty() ? "labels" : "loss_mask") +
+      ", which a Megatron indexed dataset cannot hold (training on it would learn the prompt "
+      "tokens too); pack the source itself (thdpack pack) to keep it, or pass --tokens-only to "
+      "drop it");
+}
 
 int run_convert(const ConvertFlags& f) {
   if (f.out.empty()) throw InvalidArgument("--out PREFIX is required");
@@ -255,11 +269,14 @@ int run_convert(const ConvertFlags& f) {
   const int64_t n = limited_size(*w.dataset, f.limit);
   IndexedDatasetWriter writer(f.out, token_dtype_from_name(f.dtype));
   Progress bar("converting", n, !f.no_progress);
+  int64_t dropped = 0;
   for (int64_t i = 0; i < n; ++i) {
     if (f.lengths_only) {
       writer.add_length_only(w.dataset->length(i));
     } else {
-      writer.add_sequence(w.dataset->sample(i).input_ids);
+      const Sample s = w.dataset->sample(i);
+      dropped += carries_targets(s, w, f.tokens_only);
+      writer.add_sequence(s.input_ids);
     }
     if ((i + 1) % 4096 == 0) bar.advance(4096);
   }
@@ -267,6 +284,10 @@ int run_convert(const ConvertFlags& f) {
   writer.finish();
   std::cout << "wrote " << f.out << ".bin/.idx: " << n << " sequences from " << w.description
             << (f.lengths_only ? " (lengths only: tokens read as 0)" : "") << '\n';
+  if (dropped > 0) {
+    std::cerr << "warning: --tokens-only dropped the loss_mask/labels of " << dropped
+              << " samples\n";
+  }
   return 0;
 }
 
@@ -324,6 +345,8 @@ Command add_convert_command(CLI::App& app) {
   cmd->add_option("--dtype", c->dtype, "token dtype")->check(non_empty())->capture_default_str();
   cmd->add_option("--limit", c->limit, "only the first N samples (at most the dataset's size)")
       ->check(positive_integer());
+  cmd->add_flag("--tokens-only", c->tokens_only,
+                "drop the loss_mask / labels of JSONL samples (refused without this flag)");
   cmd->add_flag("--lengths-only", c->lengths_only,
                 "write the index only; .bin becomes a sparse file of zeros (benchmarks)");
   cmd->add_flag("--no-progress", c->no_progress, "no progress bar");

@@ -50,7 +50,8 @@ ResolvedWorkload resolve_source(const WorkloadFlags& f) {
       base_dir = std::filesystem::path(text).parent_path().string();
       text = read_input_file(text, "--dataset-config file", kMaxConfigFileBytes);
     }
-    const MockConfig config = parse_mock_config(text, base_dir);
+    const MockConfig config =
+        parse_mock_config(text, base_dir, inline_json ? "" : f.dataset_config);
     r.dataset = make_mock_dataset(config);
     r.source = {"mock", to_json(config), 0};
     r.name = "dataset-config";

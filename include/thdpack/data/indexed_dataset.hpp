@@ -107,11 +107,13 @@ class IndexedDatasetWriter {
   void add_length_only(int64_t length);
   /// Closes the current document (the sequences since the previous call).
   void end_document();
-  /// Writes `<prefix>.idx` and moves both files into place. Further calls do nothing; adding a
-  /// sequence after it throws InvalidArgument.
+  /// Writes `<prefix>.idx` and moves both files into place. Further calls do nothing;
+  /// add_sequence, add_length_only and end_document after it throw InvalidArgument.
   void finish();
 
  private:
+  void require_open(const char* call) const;
+
   std::string prefix_;
   TokenDType dtype_;
   std::unique_ptr<OutputFile> bin_;

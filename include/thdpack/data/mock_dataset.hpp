@@ -37,8 +37,12 @@ MockConfig default_mock_config(int64_t seq_length);
 /// Parses a config JSON (Megatron's keys: mode, type, min_seq_len, max_seq_len, mean_seq_len,
 /// lognormal_sigma, path; ours: size, seed, and for type "bimodal" short_min, short_max, long_min,
 /// long_max, long_fraction). Unknown keys, wrong types and out-of-range values throw
-/// InvalidArgument naming the key. A relative "path" is resolved against `base_dir` if non-empty.
-MockConfig parse_mock_config(const std::string& json_text, const std::string& base_dir = "");
+/// InvalidArgument naming the key, and so do a NUL byte, a key given twice, nesting deeper than
+/// 256 levels and invalid JSON; messages quote at most 80 characters of a value and name `source`
+/// (the config file) when it is given. A leading UTF-8 BOM is skipped. A relative "path" is resolved
+/// against `base_dir` if non-empty.
+MockConfig parse_mock_config(const std::string& json_text, const std::string& base_dir = "",
+                             const std::string& source = "");
 
 /// Throws InvalidArgument when a config's values are out of range (as parse_mock_config checks).
 void validate(const MockConfig& config);

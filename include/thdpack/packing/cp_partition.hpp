@@ -24,8 +24,9 @@ namespace thdpack {
 PackedBatch cp_slice(const PackedBatchView& whole, int cp, int rank, CpMode mode = CpMode::kZigzag);
 
 /// The exact inverse: rebuilds the whole pack from the slices of ranks 0..cp-1 (in rank order).
-/// Throws InvalidArgument when slices are missing, out of order, disagree on metadata, or a slice's
-/// per-row fields do not all have its expected number of rows.
+/// Throws InvalidArgument when slices are missing, out of order, disagree on metadata, come from
+/// different packs (source_digest, for slices cp_slice made), or a slice's per-row fields do not
+/// all have its expected number of rows.
 PackedBatch cp_unslice(std::span<const PackedBatchView> slices);
 
 /// Global row index of every local row of CP rank `rank` (for tests and debugging).

@@ -95,6 +95,7 @@ struct PackedBatchView {
   int cp_size = 1;
   int cp_rank = 0;
   CpMode cp_mode = CpMode::kZigzag;
+  uint64_t source_digest = 0;  ///< see PackedBatch::source_digest
 
   ThdLayout layout() const { return ThdLayout(cu_seqlens, cu_seqlens_padded); }
   /// Rows held (the padding mask is present in every pack, also in one restricted to the fields a
@@ -117,6 +118,9 @@ struct PackedBatch {
   int cp_size = 1;                  ///< 1 for a whole pack
   int cp_rank = 0;
   CpMode cp_mode = CpMode::kZigzag;
+  /// A slice made by cp_slice: a digest of the per-row fields of the whole pack it was cut from,
+  /// so that cp_unslice refuses slices of two packs with equal metadata. 0: not known.
+  uint64_t source_digest = 0;
 
   PackedBatchView view() const;
   ThdLayout layout() const { return ThdLayout(cu_seqlens, cu_seqlens_padded); }

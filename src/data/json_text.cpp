@@ -1,0 +1,109 @@
+#include "data/json_text.hpp"
+
+#include <set>
+#include <vector>
+
+#include "thdpack/core/errors.hpp"
+
+namespace thdpack::detail {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void fail(const std::string& where, const std::string& what) {
+  throw InvalidArgument(where + ": " + what);
+}
+
+// NUL bytes and the nesting depth, outside strings, in one pass: both must be known before
+// nlohmann sees the text (it stops at a NUL as if the text ended there).
+void check_bytes_and_depth(std::string_view text, const std::string& where) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\0') {
+      fail(where, "NUL byte at column " + std::to_string(i + 1) +
+                      " (a JSON text holds none; is the file binary or UTF-16?)");
+    }
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) {
+        fail(where, "JSON nested deeper than " + std::to_string(kMaxJsonDepth) +
+                        " levels at column " + std::to_string(i + 1));
+      }
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+}
+
+// nlohmann's message, with the text it read ("last read: '...'") cut to an excerpt.
+std::string shortened(const std::string& message) {
+  const std::string marker = "last read: '";
+  const size_t at = message.find(marker);
+  if (at == std::string::npos) return excerpt(message);
+  std::string read = message.substr(at + marker.size());
+  if (!read.empty() && read.back() == '\'') read.pop_back();
+  return message.substr(0, at + marker.size()) + excerpt(read) + "'";
+}
+
+}  // namespace
+
+std::string_view skip_utf8_bom(std::string_view text) {
+  if (text.size() >= 3 && text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
+  return text;
+}
+
+std::string excerpt(std::string_view text) {
+  if (text.size() <= kExcerptChars) return std::string(text);
+  size_t cut = kExcerptChars;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return std::string(text.substr(0, cut)) + "\xE2\x80\xA6";
+}
+
+std::string json_excerpt(const json& value) {
+  // Values come from parse_json_strictly, so dump() recurses at most kMaxJsonDepth deep; replace
+  // keeps invalid UTF-8 from throwing while the message is written.
+  return excerpt(value.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+json parse_json_strictly(std::string_view text, const std::string& where) {
+  text = skip_utf8_bom(text);
+  check_bytes_and_depth(text, where);
+  std::vector<std::set<std::string>> keys;  // the keys seen in each open object
+  const json::parser_callback_t callback = [&](int, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+        keys.emplace_back();
+        break;
+      case json::parse_event_t::object_end:
+        keys.pop_back();
+        break;
+      case json::parse_event_t::key:
+        if (!keys.back().insert(parsed.get<std::string>()).second) {
+          fail(where, "key \"" + excerpt(parsed.get<std::string>()) +
+                          "\" given twice in one object (JSON readers disagree on which wins)");
+        }
+        break;
+      default:
+        break;
+    }
+    return true;
+  };
+  try {
+    return json::parse(text.begin(), text.end(), callback);
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e400
+    fail(where, "not valid JSON (" + shortened(e.what()) + ")");
+  }
+}
+
+}  // namespace thdpack::detail
