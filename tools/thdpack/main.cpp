@@ -25,7 +25,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; every usage error (unknown flag, bad value, missing
+    // subcommand) is bad input: exit 2, as docs/cli.md says.
+    return app.exit(e) == 0 ? 0 : 2;
   }
   try {
     for (const auto& command : commands) {

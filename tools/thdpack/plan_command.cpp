@@ -126,7 +126,7 @@ Command add_plan_command(CLI::App& app) {
   for (const auto& n : scheduler_names()) names += ", " + n;
   cmd->add_option("--scheduler", flags->scheduler, "scheduler: " + names)->capture_default_str();
   cmd->add_option("--gpu-tflops", flags->gpu_tflops,
-                  "achieved TFLOP/s per GPU, to show modeled step time in ms")
+                  "achieved TFLOP/s per GPU, to show the modeled step time in seconds")
       ->capture_default_str();
   cmd->add_flag("--json", flags->json, "print the figures as JSON");
   cmd->add_option(
