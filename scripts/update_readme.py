@@ -13,9 +13,8 @@ The docs test (tests/docs/run_docs.py) runs every console block again and fails 
 out of date, timings aside. The benchmark tables between ``<!-- results:begin -->`` and
 ``<!-- results:end -->`` are written by bench/report.py (scripts/bench.sh), not here.
 
-Usage: /usr/bin/python3 scripts/update_readme.py [--bin DIR] [--check] [FILE.md ...]
-With --check nothing is written; the exit status is 1 when a region's command changed shape
-(a region is missing its end marker) -- staleness of the output itself is the docs test's job.
+Usage: /usr/bin/python3 scripts/update_readme.py [--bin DIR] [FILE.md ...]
+(default: README.md and docs/*.md). A command that fails stops the script with its status.
 """
 
 import argparse
