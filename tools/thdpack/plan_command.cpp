@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "commands.hpp"
-#include "html_report.hpp"
+#include "plan_html_report.hpp"
 #include "job_flags.hpp"
 #include "plan_report.hpp"
 #include "progress.hpp"

@@ -1,7 +1,8 @@
-#include "html_report.hpp"
+#include "plan_html_report.hpp"
+
+#include "html_page.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <numeric>
 #include <sstream>
 #include <unordered_map>
@@ -82,46 +83,20 @@ std::string percent(double fraction, int decimals = 1) {
   return fixed(100 * fraction, decimals) + "%";
 }
 
-/// An HTML table; cells are escaped.
-std::string html_table(const std::vector<std::string>& header,
-                       const std::vector<std::vector<std::string>>& rows,
-                       const std::vector<std::string>& row_classes = {}) {
-  std::ostringstream out;
-  out << "<table><thead><tr>";
-  for (const auto& h : header) out << "<th>" << html_escape(h) << "</th>";
-  out << "</tr></thead><tbody>\n";
-  for (size_t r = 0; r < rows.size(); ++r) {
-    out << "<tr" << (r < row_classes.size() && !row_classes[r].empty()
-                         ? " class=\"" + row_classes[r] + "\""
-                         : std::string())
-        << ">";
-    for (const auto& cell : rows[r]) out << "<td>" << html_escape(cell) << "</td>";
-    out << "</tr>\n";
-  }
-  out << "</tbody></table>\n";
-  return out.str();
-}
-
-std::string details(const std::string& summary, const std::string& body) {
-  return "<details><summary>" + html_escape(summary) + "</summary>\n" + body + "</details>\n";
-}
-
-std::string header_html(const PlanReportInput& in) {
+std::string settings_html(const PlanReportInput& in) {
   const PlanRunInfo& info = in.info;
-  std::ostringstream out;
-  out << "<h1>thdpack plan: " << html_escape(info.workload) << "</h1>\n<dl class=\"run\">"
-      << "<dt>workload</dt><dd>" << html_escape(info.workload_description) << "</dd>"
-      << "<dt>layout</dt><dd>" << html_escape(info.topology) << "</dd>"
-      << "<dt>packs</dt><dd>M=" << info.max_seqlen_per_dp_cp_rank << " per DP x CP rank, capacity C="
-      << info.capacity << ", padding divisor " << info.divisor << "</dd>"
-      << "<dt>steps</dt><dd>" << info.steps << " x global batch " << info.global_batch
-      << " samples; pictures of step " << in.step << "</dd>"
-      << "<dt>cost</dt><dd>"
-      << html_escape(info.model.empty() ? "direct coefficients (cost units)"
-                                        : info.model + " training FLOPs at " +
-                                              fixed(info.gpu_tflops, 0) + " TFLOP/s per GPU")
-      << "</dd></dl>\n";
-  return out.str();
+  return html_settings(
+      {{"workload", info.workload_description},
+       {"layout", info.topology},
+       {"packs", "M=" + std::to_string(info.max_seqlen_per_dp_cp_rank) +
+                     " per DP x CP rank, capacity C=" + std::to_string(info.capacity) +
+                     ", padding divisor " + std::to_string(info.divisor)},
+       {"steps", std::to_string(info.steps) + " x global batch " +
+                     std::to_string(info.global_batch) + " samples; pictures of step " +
+                     std::to_string(in.step)},
+       {"cost", info.model.empty() ? "direct coefficients (cost units)"
+                                   : info.model + " training FLOPs at " +
+                                         fixed(info.gpu_tflops, 0) + " TFLOP/s per GPU"}});
 }
 
 std::string summary_html(const PlanReportInput& in) {
@@ -223,7 +198,7 @@ std::string replica_section(const PlanReportInput& in,
         << " " << units.name << ", straggler replica " << straggler << ", max/mean "
         << fixed(p.stats.imbalance, 4) << "</h3>\n"
         << render_bar_chart(chart)
-        << details("numbers: " + p.scheduler + " per replica",
+        << html_details("numbers: " + p.scheduler + " per replica",
                    html_table({"replica", "micro-batches", "modeled (" + units.name + ")",
                                "vs mean", ""},
                               rows, classes));
@@ -273,7 +248,7 @@ std::string microbatch_section(const PlanReportInput& in) {
     }
     out << "<h3>" << html_escape(s.name) << "</h3>\n"
         << render_bar_chart(chart)
-        << details("numbers: " + s.name + " per step",
+        << html_details("numbers: " + s.name + " per step",
                    html_table({"step", "micro-batches", "bound"}, rows));
   }
   out << "</section>\n";
@@ -316,7 +291,7 @@ std::string fill_section(const PlanReportInput& in,
     out << "<h3>" << html_escape(p.scheduler) << ": " << p.plan.num_packs() << " packs, fill "
         << percent(p.stats.fill) << " of dp x K x C, emptiest pack " << percent(lowest) << "</h3>\n"
         << render_bar_chart(chart)
-        << details("numbers: " + p.scheduler + " fill", html_table({"fill", "packs"}, rows));
+        << html_details("numbers: " + p.scheduler + " fill", html_table({"fill", "packs"}, rows));
   }
   out << "</section>\n";
   return out.str();
@@ -358,7 +333,7 @@ std::string cp_section(const PlanReportInput& in, const std::unordered_map<int64
     out << "<h3>" << html_escape(p.scheduler) << ": max/mean "
         << fixed(*std::max_element(work.begin(), work.end()) / mean, 4) << "</h3>\n"
         << render_bar_chart(chart)
-        << details("numbers: " + p.scheduler + " CP work",
+        << html_details("numbers: " + p.scheduler + " CP work",
                    html_table({"CP rank", "work", "vs mean"}, rows));
   }
   out << "</section>\n";
@@ -404,67 +379,19 @@ std::string padding_section(const PlanReportInput& in) {
          "</section>\n";
 }
 
-constexpr const char* kStyle = R"(
-body { font: 14px/1.4 sans-serif; margin: 24px; color: #222; max-width: 1000px; }
-h1 { font-size: 20px; } h2 { font-size: 17px; margin-top: 32px; border-bottom: 1px solid #ccc; }
-h3 { font-size: 14px; margin: 16px 0 4px; }
-dl.run { display: grid; grid-template-columns: 90px auto; margin: 0; }
-dl.run dt { color: #666; } dl.run dd { margin: 0; }
-table { border-collapse: collapse; margin: 6px 0; font-variant-numeric: tabular-nums; }
-th, td { padding: 2px 10px; border-bottom: 1px solid #eee; text-align: right; }
-th:first-child, td:first-child { text-align: left; }
-tr.straggler td { color: #b00020; font-weight: bold; }
-details summary { cursor: pointer; color: #555; }
-svg.chart { display: block; }
-svg .grid { stroke: #eee; } svg .axis { stroke: #888; }
-svg text { font-size: 11px; fill: #444; }
-svg .mb { fill: #4e79a7; } svg .mb.alt { fill: #7ea6d1; } svg .bubble { fill: #bbb; }
-svg .straggler .mb { fill: #d62728; } svg .straggler .mb.alt { fill: #ef7d7e; }
-svg .count, svg .fill, svg .cpwork { fill: #59a14f; }
-svg .real { fill: #4e79a7; } svg .padding { fill: #f28e2b; } svg .unused { fill: #ddd; }
-svg .marker { stroke: #000; stroke-width: 2; }
-svg .hline line { stroke-dasharray: 4 3; } svg .hline.bound line { stroke: #000; }
-svg .hline.mean line { stroke: #888; }
-svg rect.hover { opacity: 0.6; }
-.straggler-key { color: #d62728; font-weight: bold; }
-#hover { position: fixed; right: 12px; top: 12px; background: #fff; border: 1px solid #ccc;
-         padding: 4px 8px; }
-#hover:empty { display: none; }
-)";
-
-// Hover: the segment under the pointer is outlined and its title shown in a corner box.
-constexpr const char* kScript = R"(
-(function () {
-  var box = document.getElementById('hover');
-  document.querySelectorAll('svg.chart rect.segment').forEach(function (r) {
-    r.addEventListener('mouseenter', function () {
-      r.classList.add('hover');
-      var t = r.querySelector('title');
-      box.textContent = t ? t.textContent : r.dataset.value;
-    });
-    r.addEventListener('mouseleave', function () { r.classList.remove('hover'); });
-  });
-  document.body.dataset.rendered = 'ok';
-})();
-)";
-
 }  // namespace
 
 void write_plan_html_report(const std::string& path, const PlanReportInput& input) {
   const auto at = positions_of(input.batch);
-  std::ofstream out(path);
-  if (!out) throw InvalidArgument("cannot write the report to '" + path + "'");
-  out << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>thdpack plan: "
-      << html_escape(input.info.workload) << "</title>\n<style>" << kStyle
-      << "</style></head>\n<body data-workload=\"" << html_escape(input.info.workload)
-      << "\" data-step=\"" << input.step << "\" data-dp=\"" << input.info.dp << "\" data-cp=\""
-      << input.info.cp << "\" data-unit=\"" << units_of(input.info).name << "\">\n"
-      << "<div id=\"hover\"></div>\n"
-      << header_html(input) << summary_html(input) << replica_section(input, at)
-      << microbatch_section(input) << fill_section(input, at) << cp_section(input, at)
-      << padding_section(input) << "<script>" << kScript << "</script>\n</body></html>\n";
-  out.close();
-  if (!out) throw InvalidArgument("failed writing the report to '" + path + "'");
+  write_html_page(path, "thdpack plan: " + input.info.workload,
+                  {{"workload", input.info.workload},
+                   {"step", std::to_string(input.step)},
+                   {"dp", std::to_string(input.info.dp)},
+                   {"cp", std::to_string(input.info.cp)},
+                   {"unit", units_of(input.info).name}},
+                  settings_html(input) + summary_html(input) + replica_section(input, at) +
+                      microbatch_section(input) + fill_section(input, at) + cp_section(input, at) +
+                      padding_section(input));
 }
 
 }  // namespace thdpack::cli
