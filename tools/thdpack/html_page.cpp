@@ -24,7 +24,7 @@ svg .grid { stroke: #eee; } svg .axis { stroke: #888; }
 svg text { font-size: 11px; fill: #444; }
 svg .mb { fill: #4e79a7; } svg .mb.alt { fill: #7ea6d1; } svg .bubble { fill: #bbb; }
 svg .straggler .mb { fill: #d62728; } svg .straggler .mb.alt { fill: #ef7d7e; }
-svg .count, svg .fill, svg .cpwork { fill: #59a14f; }
+svg .count, svg .fill, svg .cpwork { fill: #59a14f; } svg .bound-bar { fill: #999; }
 svg .real { fill: #4e79a7; } svg .padding { fill: #f28e2b; } svg .unused { fill: #ddd; }
 svg .marker { stroke: #000; stroke-width: 2; }
 svg .hline line { stroke-dasharray: 4 3; } svg .hline.bound line { stroke: #000; }
