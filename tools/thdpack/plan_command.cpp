@@ -6,8 +6,8 @@
 #include <memory>
 
 #include "commands.hpp"
-#include "plan_html_report.hpp"
 #include "job_flags.hpp"
+#include "plan_html_report.hpp"
 #include "plan_report.hpp"
 #include "progress.hpp"
 #include "thdpack/core/errors.hpp"
