@@ -38,7 +38,7 @@ scripts/update_readme.py from real runs; since they are ``console`` blocks, this
 one is out of date.
 
 Usage: run_docs.py --repo ROOT --bin DIR --pythonpath P [--include DIR ...] [--lib A ...]
-                   [--mpi-lib A] FILE.md ...
+                   [--mpi-lib A] [--cxx COMPILER] FILE.md ...
 Prints one line ``FILE:LINE: what went wrong`` per failing block and exits 1 if any failed.
 """
 
@@ -248,7 +248,7 @@ class Runner:
         with open(source, "w", encoding="utf-8") as f:
             f.write(block.text)
         uses_mpi = "mpi_communicator.hpp" in block.text
-        compiler = "mpicxx" if uses_mpi else os.environ.get("CXX", "g++")
+        compiler = "mpicxx" if uses_mpi else self.args.cxx
         command = [compiler, "-std=c++20", "-O0", source, "-o", source[:-4]]
         for d in self.args.include:
             command += ["-I", d]
@@ -319,6 +319,7 @@ def main():
     parser.add_argument("--include", action="append", default=[])
     parser.add_argument("--lib", action="append", default=[])
     parser.add_argument("--mpi-lib", default="")
+    parser.add_argument("--cxx", default="g++", help="C++ compiler of blocks without MPI")
     parser.add_argument("files", nargs="+")
     args = parser.parse_args()
     args.bin = os.path.abspath(args.bin)
