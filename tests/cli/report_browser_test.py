@@ -116,6 +116,10 @@ def main():
     with open(report, encoding="utf-8") as f:
         page = f.read()
 
+    # Markup only where the page puts it: no tag of the input's text survives unescaped.
+    if re.search(r"<(b|i)>", page):
+        fail("text from the input reached the page unescaped")
+
     # Self-contained: nothing to fetch, no URL but the SVG namespace.
     for pattern in (r"<script[^>]*\bsrc=", r"<link\b", r"@import", r"url\(", r"<img\b",
                     r"<iframe\b"):
