@@ -20,6 +20,7 @@ th:first-child, td:first-child { text-align: left; }
 tr.straggler td { color: #b00020; font-weight: bold; }
 details summary { cursor: pointer; color: #555; }
 svg.chart { display: block; }
+.row { display: flex; flex-wrap: wrap; gap: 8px; }
 svg .grid { stroke: #eee; } svg .axis { stroke: #888; }
 svg text { font-size: 11px; fill: #444; }
 svg .mb { fill: #4e79a7; } svg .mb.alt { fill: #7ea6d1; } svg .bubble { fill: #bbb; }
