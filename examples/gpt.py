@@ -32,7 +32,8 @@ THD pack is batch 1. Typical use, on one micro-batch dict from ``thdpack.torch``
     loss_sum, num_tokens = model.thd_loss(mb, cp_group=cp_group)
     (loss_sum / global_num_tokens).backward()
 
-Run ``python examples/gpt.py`` for a tiny self-check (packed loss equals per-sample loss).
+Run ``/usr/bin/python3 examples/gpt.py`` (Debian's interpreter, which has torch) for a tiny
+self-check (packed loss equals per-sample loss).
 """
 
 from __future__ import annotations

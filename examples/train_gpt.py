@@ -1,3 +1,4 @@
+#!/usr/bin/python3
 """Train the example GPT (examples/gpt.py) on CPU from thdpack's packed (THD) micro-batches.
 
 Run from the repository root after ``bash scripts/setup.sh`` (which installs thdpack for Debian's

@@ -20,6 +20,7 @@ packages=(
   openmpi-bin libopenmpi-dev
   python3 python3-dev python3-numpy python3-pybind11 pybind11-dev python3-pytest python3-torch
   python3-mpi4py python3-venv python3-pip python3-setuptools python3-wheel python3-build
+  chromium  # headless, for the test that opens `thdpack plan --report` pages
   clang-14 libclang-rt-14-dev
 )
 

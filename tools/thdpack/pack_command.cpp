@@ -11,6 +11,7 @@
 
 #include "commands.hpp"
 #include "flag_values.hpp"
+#include "pack_html_report.hpp"
 #include "progress.hpp"
 #include "table.hpp"
 #include "thdpack/core/checked_arithmetic.hpp"
@@ -68,6 +69,7 @@ struct PackFlags {
   std::string out;
   std::string materialize;
   std::string dtype = "int32";
+  std::string report;
   bool json = false;
   bool no_progress = false;
 };
@@ -191,6 +193,16 @@ int run_pack(const PackFlags& f) {
     }
   }
 
+  const std::string strategy =
+      (f.stream_open_packs > 0 ? "stream (" + std::to_string(f.stream_open_packs) + " open packs)"
+                               : f.strategy) +
+      (f.group_size > 0 ? ", groups of " + std::to_string(f.group_size) : "") +
+      (f.seed >= 0 ? ", shuffled with seed " + std::to_string(f.seed) : "");
+  if (!f.report.empty()) {
+    write_pack_html_report(f.report,
+                           {w.description, strategy, f.capacity, f.divisor, lengths, result});
+  }
+
   const double total = seconds_since(start);
   const int64_t packs = result.packs.count();
   const double over_l2 =
@@ -221,12 +233,7 @@ int run_pack(const PackFlags& f) {
   std::cout << "source     " << w.description << '\n'
             << "samples    " << lengths.size() << " (" << result.padded_tokens
             << " padded tokens), capacity " << f.capacity << ", divisor " << f.divisor << '\n'
-            << "strategy   "
-            << (f.stream_open_packs > 0
-                    ? "stream (" + std::to_string(f.stream_open_packs) + " open packs)"
-                    : f.strategy)
-            << (f.group_size > 0 ? ", groups of " + std::to_string(f.group_size) : "")
-            << (f.seed >= 0 ? ", shuffled with seed " + std::to_string(f.seed) : "") << '\n'
+            << "strategy   " << strategy << '\n'
             << "packs      " << packs << " (L1 bound " << result.lower_bound_l1 << ", L2 bound "
             << result.lower_bound_l2 << ": " << fixed(100 * over_l2, 3) << "% over L2), fill "
             << fixed(100 * result.fill, 3) << "%\n"
@@ -237,6 +244,7 @@ int run_pack(const PackFlags& f) {
             << "M samples/s\n";
   if (!f.out.empty()) std::cout << "wrote      " << f.out << '\n';
   if (!f.materialize.empty()) std::cout << "wrote      " << f.materialize << ".bin/.idx\n";
+  if (!f.report.empty()) std::cout << "wrote      " << f.report << '\n';
   return 0;
 }
 
@@ -328,6 +336,10 @@ Command add_pack_command(CLI::App& app) {
   cmd->add_option("--dtype", f->dtype, "token dtype of --materialize")
       ->check(non_empty())
       ->capture_default_str();
+  cmd->add_option("--report", f->report,
+                  "write a self-contained HTML page with pictures of the packing (packs against "
+                  "the bounds, pack fill, padding)")
+      ->check(non_empty());
   cmd->add_flag("--json", f->json, "print the summary as JSON");
   cmd->add_flag("--no-progress", f->no_progress, "no progress bar");
 

@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "flag_values.hpp"
 #include "job_flags.hpp"
+#include "plan_html_report.hpp"
 #include "plan_report.hpp"
 #include "progress.hpp"
 #include "thdpack/core/errors.hpp"
@@ -30,10 +31,14 @@ struct PlanFlags {
   double gpu_tflops = 400;
   bool json = false;
   std::string plan_out;
+  std::string report;
+  int64_t report_step = 0;
   bool no_progress = false;
 };
 
 int run_plan(const PlanFlags& f) {
+  if (f.report_step < 0 || f.report_step >= f.steps)
+    throw InvalidArgument("--report-step must be in [0, --steps)");
   const Job job = resolve_job(f.job);
   const ScheduleOptions options =
       ScheduleOptions::from_topology(job.topology, job.max_seqlen_per_dp_cp_rank, job.cost);
@@ -43,6 +48,7 @@ int run_plan(const PlanFlags& f) {
   info.topology = job.topology.describe();
   info.dp = job.topology.dp();
   info.cp = job.topology.cp();
+  info.pp = job.topology.pp();
   info.max_seqlen_per_dp_cp_rank = job.max_seqlen_per_dp_cp_rank;
   info.capacity = job.capacity();
   info.divisor = job.divisor;
@@ -68,11 +74,15 @@ int run_plan(const PlanFlags& f) {
   if (!info.model.empty()) model = model_preset(info.model);
   Progress progress("planning", f.steps, !f.no_progress);
   int64_t truncated = 0;
+  std::optional<GlobalBatch> report_batch;  // the step the report draws, and its plans
+  std::vector<ReportedPlan> report_plans;
   for (int64_t step = 0; step < f.steps; ++step) {
     const GlobalBatch batch = make_global_batch(*job.workload.dataset, step, batch_options);
     truncated += batch.truncated;
     const ScheduleInput input{batch.ids, batch.padded_lengths, batch.samples_per_rank, {}};
     if (writer) writer->begin_step(step, batch);
+    const bool reported = !f.report.empty() && step == f.report_step;
+    if (reported) report_batch = batch;
     for (size_t s = 0; s < schedulers.size(); ++s) {
       SchedulerSummary& summary = summaries[s];
       if (!summary.error.empty()) continue;
@@ -86,6 +96,7 @@ int run_plan(const PlanFlags& f) {
         if (model)
           record.tflops =
               training_flops(*model, record.stats.sums.s1_real, record.stats.sums.s2_real) / 1e12;
+        if (reported) report_plans.push_back({summary.name, plan, record.stats});
         summary.steps.push_back(record);
         if (writer) writer->add_plan(summary.name, plan);
       } catch (const InvalidArgument& e) {
@@ -97,6 +108,10 @@ int run_plan(const PlanFlags& f) {
   }
   progress.finish();
   if (writer) writer->close();
+  if (report_batch) {
+    write_plan_html_report(f.report, {info, summaries, f.report_step, *report_batch, report_plans,
+                                      options});
+  }
 
   if (f.json) {
     auto j = plan_json(info, summaries);
@@ -107,6 +122,7 @@ int run_plan(const PlanFlags& f) {
     if (truncated > 0)
       std::cout << "note: " << truncated << " samples were truncated to the capacity\n";
     if (!f.plan_out.empty()) std::cout << "plans written to " << f.plan_out << '\n';
+    if (!f.report.empty()) std::cout << "report written to " << f.report << '\n';
   }
   // Failed schedulers are rows of the table; when none succeeded the run is an error.
   for (const auto& s : summaries) {
@@ -135,7 +151,7 @@ Command add_plan_command(CLI::App& app) {
       ->check(non_empty())
       ->capture_default_str();
   cmd->add_option("--gpu-tflops", flags->gpu_tflops,
-                  "achieved TFLOP/s per GPU, to show modeled step time in ms")
+                  "achieved TFLOP/s per GPU, to show the modeled step time in seconds")
       ->check(positive_number(kMaxGpuTflops))
       ->capture_default_str();
   cmd->add_flag("--json", flags->json, "print the figures as JSON");
@@ -144,6 +160,13 @@ Command add_plan_command(CLI::App& app) {
       "write the plans (per step, micro-batch and DP replica, the ordered global sample "
       "ids) to this JSON file")
       ->check(non_empty());
+  cmd->add_option("--report", flags->report,
+                  "write a self-contained HTML page with pictures of the plans (modeled time per "
+                  "DP replica and micro-batch, micro-batch counts, pack fill, CP work, padding)")
+      ->check(non_empty());
+  cmd->add_option("--report-step", flags->report_step, "the step the report's pictures show")
+      ->check(non_negative_integer())
+      ->capture_default_str();
   cmd->add_flag("--no-progress", flags->no_progress, "no progress bar");
   return {cmd, [flags] { return run_plan(*flags); }};
 }

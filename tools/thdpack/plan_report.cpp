@@ -189,9 +189,18 @@ nlohmann::json plan_json(const PlanRunInfo& info, const std::vector<SchedulerSum
 }
 
 PlanWriter::PlanWriter(const std::string& path, const PlanRunInfo& info) : file_(path) {
-  nlohmann::json head = {{"format", "thdpack-plans-v1"}, {"workload", info.workload},
-                         {"topology", info.topology},    {"dp", info.dp},
-                         {"capacity", info.capacity},    {"global_batch", info.global_batch}};
+  // cp, pp, cost and gpu_tflops let a reader recompute every modeled time (plan_stats.hpp).
+  nlohmann::json head = {{"format", "thdpack-plans-v1"},
+                         {"workload", info.workload},
+                         {"topology", info.topology},
+                         {"dp", info.dp},
+                         {"cp", info.cp},
+                         {"pp", info.pp},
+                         {"capacity", info.capacity},
+                         {"global_batch", info.global_batch},
+                         {"model", info.model},
+                         {"gpu_tflops", info.gpu_tflops},
+                         {"cost", {{"linear", info.cost.linear}, {"quadratic", info.cost.quadratic}}}};
   std::string text = head.dump();
   text.pop_back();  // reopen the object to append "steps"
   out_ << text << ",\"steps\":[";

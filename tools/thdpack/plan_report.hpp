@@ -24,6 +24,7 @@ struct PlanRunInfo {
   std::string topology;
   int dp = 1;
   int cp = 1;
+  int pp = 1;
   int64_t max_seqlen_per_dp_cp_rank = 0;
   int64_t capacity = 0;
   int64_t divisor = 1;

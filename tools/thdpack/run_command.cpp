@@ -32,6 +32,7 @@ struct RunFlags {
   bool no_verify = false;
   double timeout = 300;
   bool json = false;
+  std::string report;
 };
 
 PipelineOptions pipeline_options(const RunFlags& f, const Job& job) {
@@ -146,6 +147,7 @@ int run(const RunFlags& f, int rank, int world_size) {
     report.step(step, result, !f.no_verify);
   }
   report.finish();
+  if (!f.report.empty()) report.write_html(f.report);
   (void)rank;
   return 0;
 }
@@ -179,6 +181,9 @@ Command add_run_command(CLI::App& app) {
       ->check(positive_number(kMaxTimeoutSeconds))
       ->capture_default_str();
   cmd->add_flag("--json", flags->json, "print the summary as JSON (rank 0)");
+  cmd->add_option("--report", flags->report,
+                  "rank 0 writes a self-contained HTML page with pictures of the run (time per DP "
+                  "replica against the bound, bytes against the minimum, wall time per step)");
   return {cmd, [flags] {
             return run_mpi_job(MPI_THREAD_FUNNELED, flags->timeout,
                                [&](int rank, int size) { return run(*flags, rank, size); });

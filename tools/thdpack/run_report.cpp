@@ -4,6 +4,7 @@
 #include <iostream>
 #include <unordered_map>
 
+#include "run_html_report.hpp"
 #include "table.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/schedule/plan_stats.hpp"
@@ -23,6 +24,14 @@ double mean_of(const std::vector<RunStepFigures>& steps, double (*field)(const R
   double sum = 0;
   for (const auto& s : steps) sum += field(s);
   return steps.empty() ? 0 : sum / static_cast<double>(steps.size());
+}
+
+/// Each replica's modeled time over the step's lower bound.
+std::vector<double> over_bound(const PlanStats& stats) {
+  std::vector<double> out;
+  for (double c : stats.replica_step_costs)
+    out.push_back(stats.step_lower_bound > 0 ? c / stats.step_lower_bound : 0);
+  return out;
 }
 
 }  // namespace
@@ -69,9 +78,12 @@ void RunReport::step(int64_t step, const StepResult& r, bool verified) {
     const PlanStats stats = evaluate_plan(r.plan, input, r.batch.real_lengths, so);
     f.fill = stats.fill;
     f.step_ratio = stats.step_ratio;
+    f.replica_over_bound = over_bound(stats);
     try {
       const Plan megatron = make_scheduler("dp_balanced")->schedule(input, so);
-      f.dp_balanced_ratio = evaluate_plan(megatron, input, r.batch.real_lengths, so).step_ratio;
+      const PlanStats megatron_stats = evaluate_plan(megatron, input, r.batch.real_lengths, so);
+      f.dp_balanced_ratio = megatron_stats.step_ratio;
+      f.dp_balanced_replica_over_bound = over_bound(megatron_stats);
     } catch (const InvalidArgument&) {
       f.dp_balanced_ratio = 0;
     }
@@ -159,6 +171,22 @@ void RunReport::finish() {
             << options_.scheduler;
   if (mean_megatron > 0) std::cout << " (dp_balanced: " << fixed(mean_megatron, 4) << "x)";
   std::cout << '\n';
+}
+
+void RunReport::write_html(const std::string& path) const {
+  if (world_.rank() != 0) return;
+  write_run_html_report(
+      path,
+      {{{"workload", job_.workload.name + ": " + job_.workload.description},
+        {"layout", options_.topology.describe() + ", " + std::to_string(world_.size()) +
+                       " MPI ranks"},
+        {"packs", "M=" + std::to_string(options_.max_seqlen_per_dp_cp_rank) + ", capacity " +
+                      std::to_string(job_.capacity()) + ", padding divisor " +
+                      std::to_string(job_.divisor)},
+        {"reading", options_.reading == ReadingMode::kMegatron ? "megatron" : "all-ranks"},
+        {"batch", std::to_string(job_.global_batch) + " samples per step"}},
+       options_.scheduler,
+       steps_});
 }
 
 }  // namespace thdpack::cli

@@ -3,6 +3,7 @@
 // figures are reduced over all ranks.
 
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "job_flags.hpp"
@@ -27,6 +28,8 @@ struct RunStepFigures {
   int64_t collectives_max = 0;
   double seconds_max = 0;
   bool verified = false;
+  std::vector<double> replica_over_bound;              ///< per DP replica, configured scheduler
+  std::vector<double> dp_balanced_replica_over_bound;  ///< the same for dp_balanced, or empty
 };
 
 class RunReport {
@@ -36,6 +39,8 @@ class RunReport {
   /// Collective over the world (two allreduces).
   void step(int64_t step, const StepResult& result, bool verified);
   void finish();
+  /// Rank 0 writes the steps so far as an HTML page (run_html_report.hpp); other ranks nothing.
+  void write_html(const std::string& path) const;
 
  private:
   Communicator& world_;

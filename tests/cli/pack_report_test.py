@@ -1,0 +1,69 @@
+#!/usr/bin/python3
+"""`thdpack pack --report` in headless Chromium: the page renders without a script error, and its
+charts hold what the pack file and the --json summary say.
+
+Usage: pack_report_test.py THDPACK OUT_DIR [pack flags ...]   (needs the build's PYTHONPATH)
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from report_browser_test import Elements, chromium, fail
+
+import thdpack
+
+
+def main():
+    binary, out_dir, flags = sys.argv[1], sys.argv[2], sys.argv[3:]
+    os.makedirs(out_dir, exist_ok=True)
+    report = os.path.join(out_dir, "pack.html")
+    packs_path = os.path.join(out_dir, "packs.thdpacks")
+    summary = json.loads(subprocess.run(
+        [binary, "pack", *flags, "--report", report, "--out", packs_path, "--json",
+         "--no-progress"], check=True, stdout=subprocess.PIPE, text=True).stdout)
+
+    profile = tempfile.mkdtemp(prefix="thdpack_chromium_")
+    try:
+        dom, log = chromium(["--dump-dom", "file://" + os.path.abspath(report)], profile)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    errors = [l for l in log.splitlines() if "Uncaught" in l or ":CONSOLE" in l]
+    if errors:
+        fail(f"script error in the browser: {errors[0]}")
+    page = Elements()
+    page.feed(dom)
+    if page.body.get("data-rendered") != "ok":
+        fail("the page's script did not finish")
+
+    bounds = {a["data-what"]: float(a["data-value"]) for tag, a, _, _ in page.found
+              if tag == "g" and "data-what" in a}
+    expected = {"l1": summary["lower_bound_l1"], "l2": summary["lower_bound_l2"],
+                "packs": summary["packs"]}
+    if bounds != {k: float(v) for k, v in expected.items()}:
+        fail(f"bounds chart {bounds}, summary {expected}")
+
+    packed = thdpack.PackedDataset.open(packs_path)
+    capacity = packed.capacity
+    bins = [0] * 20
+    padded_total = 0
+    for p in range(len(packed)):
+        tokens = int(packed.batch(p).cu_seqlens_padded[-1])
+        padded_total += tokens
+        bins[min(19, int(tokens / capacity * 20))] += 1
+    drawn = {int(a["data-bin"]): float(a["data-value"]) for tag, a, _, _ in page.found
+             if tag == "g" and "data-bin" in a}
+    if [drawn.get(b) for b in range(20)] != [float(c) for c in bins]:
+        fail(f"fill histogram {drawn}, pack file {bins}")
+    unused = [float(a["data-value"]) for tag, a, _, _ in page.found
+              if tag == "rect" and a.get("data-part") == "unused"]
+    if unused != [float(len(packed) * capacity - padded_total)]:
+        fail(f"unused capacity {unused}, pack file {len(packed) * capacity - padded_total}")
+    print(f"ok: {len(packed)} packs; bounds, 20 fill bins and unused capacity equal the pack file")
+
+
+if __name__ == "__main__":
+    main()
