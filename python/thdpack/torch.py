@@ -90,7 +90,16 @@ def microbatch_tensors(batch: "_thdpack.PackedBatch", device=None) -> dict:
 
 
 class ThdPacker:
-    """This rank's packed micro-batches for each global batch, from its local samples."""
+    """This rank's packed micro-batches for each global batch, from its local samples.
+
+    Static shapes (CUDA graphs): ``tail_align="multiple"`` with ``tail_multiple=N`` rounds every
+    pack's rows up to a multiple of N, ``tail_align="capacity"`` makes every pack
+    ``max_seqlen_per_dp_cp_rank * cp`` rows; ``tail_policy`` puts the tail in an all-padding
+    sequence ("append_dummy_seq", real length 0) or in the last one ("extend_last");
+    ``fixed_cu_seqlens_entries=E`` gives every cu_seqlens array exactly E entries (and keeps
+    packs within the sequences that leaves room for); ``max_sequences_per_pack`` caps the samples
+    of one pack (Megatron's ``thd_max_packed_sequences``).
+    """
 
     def __init__(self, *, max_seqlen_per_dp_cp_rank: int, tp_group=None, cp_group=None,
                  dp_group=None, pp_group=None, mpi_comm=None, tp: int = 1, cp: int = 1,
@@ -98,7 +107,9 @@ class ThdPacker:
                  order: str = "tp-cp-ep-dp-pp", scheduler: str = "balanced",
                  reading: str = "megatron", model=None, cost=None,
                  sequence_parallel: bool = False, cp_mode: str = "zigzag",
-                 oversize: str = "error", device=None):
+                 oversize: str = "error", device=None, tail_align: str = "none",
+                 tail_multiple: int = 0, tail_policy: str = "append_dummy_seq",
+                 fixed_cu_seqlens_entries: int = 0, max_sequences_per_pack: int = 0):
         if mpi_comm is not None:
             world = mpi4py_communicator(mpi_comm)
             dp = dp if dp is not None else world.size // (tp * cp * pp)
@@ -127,7 +138,10 @@ class ThdPacker:
         self.options = _thdpack.PipelineOptions(
             topology=topology, max_seqlen_per_dp_cp_rank=max_seqlen_per_dp_cp_rank,
             scheduler=scheduler, cost=cost, reading=reading, sequence_parallel=sequence_parallel,
-            cp_mode=cp_mode, oversize=oversize)
+            cp_mode=cp_mode, oversize=oversize, tail_align=tail_align,
+            tail_multiple=tail_multiple, tail_policy=tail_policy,
+            fixed_cu_seqlens_entries=fixed_cu_seqlens_entries,
+            max_sequences_per_pack=max_sequences_per_pack)
         self.world = world
         self.device = device
         self.pipeline = _thdpack.Pipeline(world, self.options, **groups)

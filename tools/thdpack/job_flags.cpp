@@ -32,7 +32,7 @@ void JobFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--max-seqlen-per-dp-cp-rank,-M", max_seqlen_per_dp_cp_rank,
                  "token budget M of one micro-batch per DP x CP rank (default: the workload's, "
                  "--seq-length, or the longest sample)");
-  cmd.add_option("--global-batch", global_batch,
+  cmd.add_option("--global-batch,--global-batch-size", global_batch,
                  "samples per step (default: the workload's reference batch for this dp, else 32 "
                  "per replica)");
   cmd.add_option("--model", model,
@@ -43,6 +43,13 @@ void JobFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--cost-quadratic", cost_quadratic, "direct cost coefficient per token squared");
   cmd.add_option("--oversize", oversize, "a sample longer than M x cp: error or truncate")
       ->capture_default_str();
+  cmd.add_option("--sample-order", sample_order,
+                 "which DP rank holds which sample of a global batch: contiguous (rank r holds a "
+                 "block) or megatron (rank r holds samples k*dp + r, as MegatronPretrainingSampler)")
+      ->capture_default_str();
+  cmd.add_option("--thd-max-packed-sequences", max_sequences_per_pack,
+                 "if > 0, at most this many samples in one pack (0: no cap)")
+      ->capture_default_str();
 }
 
 GlobalBatchOptions Job::batch_options() const {
@@ -52,6 +59,7 @@ GlobalBatchOptions Job::batch_options() const {
   o.divisor = divisor;
   o.capacity = capacity();
   o.oversize = oversize;
+  o.order = sample_order;
   return o;
 }
 
@@ -83,6 +91,12 @@ Job resolve_job(const JobFlags& f) {
   } else if (f.oversize != "error") {
     throw InvalidArgument("--oversize must be 'error' or 'truncate', got '" + f.oversize + "'");
   }
+  job.sample_order = parse_sample_order(f.sample_order);
+  if (f.max_sequences_per_pack < 0) {
+    throw InvalidArgument("--thd-max-packed-sequences must be >= 0, got " +
+                          std::to_string(f.max_sequences_per_pack));
+  }
+  job.max_sequences_per_pack = f.max_sequences_per_pack;
   return job;
 }
 

@@ -23,6 +23,8 @@ struct JobFlags {
   double cost_linear = -1;
   double cost_quadratic = -1;
   std::string oversize = "error";
+  std::string sample_order = "contiguous";
+  int64_t max_sequences_per_pack = 0;
 
   void add_to(CLI::App& command);
 };
@@ -36,6 +38,8 @@ struct Job {
   CostModel cost;
   std::string model;  ///< preset name, or "" for direct coefficients
   OversizePolicy oversize = OversizePolicy::kError;
+  SampleOrder sample_order = SampleOrder::kContiguous;
+  int64_t max_sequences_per_pack = 0;  ///< 0: no cap
 
   int64_t capacity() const { return max_seqlen_per_dp_cp_rank * topology.cp(); }
   GlobalBatchOptions batch_options() const;

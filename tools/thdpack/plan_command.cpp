@@ -33,8 +33,9 @@ int run_plan(const PlanFlags& f) {
   if (f.steps < 1) throw InvalidArgument("--steps must be >= 1");
   if (f.gpu_tflops <= 0) throw InvalidArgument("--gpu-tflops must be > 0");
   const Job job = resolve_job(f.job);
-  const ScheduleOptions options =
+  ScheduleOptions options =
       ScheduleOptions::from_topology(job.topology, job.max_seqlen_per_dp_cp_rank, job.cost);
+  options.max_sequences_per_pack = job.max_sequences_per_pack;
   PlanRunInfo info;
   info.workload = job.workload.name;
   info.workload_description = job.workload.description;
@@ -124,7 +125,7 @@ Command add_plan_command(CLI::App& app) {
   cmd->add_option("--steps", flags->steps, "global batches to plan")->capture_default_str();
   std::string names = "all";
   for (const auto& n : scheduler_names()) names += ", " + n;
-  cmd->add_option("--scheduler", flags->scheduler, "scheduler: " + names)->capture_default_str();
+  cmd->add_option("--scheduler,--sequence-packing-scheduler", flags->scheduler, "scheduler: " + names)->capture_default_str();
   cmd->add_option("--gpu-tflops", flags->gpu_tflops,
                   "achieved TFLOP/s per GPU, to show modeled step time in ms")
       ->capture_default_str();

@@ -25,6 +25,10 @@ struct RunFlags {
   bool no_verify = false;
   double timeout = 300;
   bool json = false;
+  std::string tail_align = "none";
+  int64_t tail_multiple = 0;
+  std::string tail_policy = "append_dummy_seq";
+  int64_t fixed_cu_seqlens_entries = 0;
 };
 
 PipelineOptions pipeline_options(const RunFlags& f, const Job& job) {
@@ -45,6 +49,11 @@ PipelineOptions pipeline_options(const RunFlags& f, const Job& job) {
   } else if (f.cp_mode != "zigzag") {
     throw InvalidArgument("--cp-mode must be 'zigzag' or 'contiguous', got '" + f.cp_mode + "'");
   }
+  o.tail_align = parse_tail_align(f.tail_align);
+  o.tail_multiple = f.tail_multiple;
+  o.tail_policy = parse_tail_policy(f.tail_policy);
+  o.fixed_cu_seqlens_entries = f.fixed_cu_seqlens_entries;
+  o.max_sequences_per_pack = job.max_sequences_per_pack;
   return o;
 }
 
@@ -52,7 +61,9 @@ PipelineOptions pipeline_options(const RunFlags& f, const Job& job) {
 std::vector<Sample> local_samples(const Dataset& dataset, const Job& job, const Pipeline& pipeline,
                                   int64_t step) {
   if (!pipeline.reads_data()) return {};
-  const auto ids = global_batch_indices(step, job.global_batch, dataset.size());
+  const auto ids =
+      rank_major_indices(global_batch_indices(step, job.global_batch, dataset.size()),
+                         job.topology.dp(), job.sample_order);
   const int64_t per = job.global_batch / job.topology.dp();
   const int64_t d = pipeline.coordinates().dp;
   std::vector<Sample> out;
@@ -102,7 +113,7 @@ Command add_run_command(CLI::App& app) {
       "verifying every step against the single-process reference");
   flags->job.add_to(*cmd);
   cmd->add_option("--steps", flags->steps, "global batches to run")->capture_default_str();
-  cmd->add_option("--scheduler", flags->scheduler, "balanced, dp_balanced or local")
+  cmd->add_option("--scheduler,--sequence-packing-scheduler", flags->scheduler, "balanced, dp_balanced or local")
       ->capture_default_str();
   cmd->add_option("--reading", flags->reading,
                   "megatron (TP-rank 0 of the first and last stage reads and broadcasts) or "
@@ -114,6 +125,18 @@ Command add_run_command(CLI::App& app) {
                   "seconds a collective may take before it is reported as failed")
       ->capture_default_str();
   cmd->add_flag("--json", flags->json, "print the summary as JSON (rank 0)");
+  cmd->add_option("--tail-align", flags->tail_align,
+                  "static shapes (CUDA graphs): none, multiple (rows of every pack rounded up to "
+                  "--tail-multiple) or capacity (every pack M x cp rows)")
+      ->capture_default_str();
+  cmd->add_option("--tail-multiple", flags->tail_multiple,
+                  "N for --tail-align multiple (a multiple of the padding divisor)");
+  cmd->add_option("--tail-policy", flags->tail_policy,
+                  "where tail rows go: append_dummy_seq (an all-padding sequence of real length "
+                  "0) or extend_last (the last padded boundary moves)")
+      ->capture_default_str();
+  cmd->add_option("--fixed-cu-seqlens-entries", flags->fixed_cu_seqlens_entries,
+                  "if > 0, every cu_seqlens array has exactly this many entries (last repeated)");
   return {cmd, [flags] {
             return run_mpi_job(MPI_THREAD_FUNNELED,
                                [&](int rank, int size) { return run(*flags, rank, size); });
