@@ -270,3 +270,18 @@ def test_packed_seq_params_has_megatrons_fields():
     names = {f.name for f in tm.PackedSeqParams.__dataclass_fields__.values()}
     assert {"qkv_format", "cu_seqlens_q", "cu_seqlens_kv", "cu_seqlens_q_padded",
             "cu_seqlens_kv_padded", "max_seqlen_q", "max_seqlen_kv"} <= names
+
+
+def test_the_megatron_example_trains(tmp_path):
+    """examples/megatron_train.py: Megatron's loop on thdpack, static shapes, loss going down."""
+    import subprocess
+    import sys
+
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "megatron_train.py")
+    run = subprocess.run([sys.executable, example, "--nproc", "2", "--dp", "1", "--cp", "2",
+                          "--steps", "3", "--scheduler", "balanced", "--static-shapes"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    losses = [float(line.split("loss ")[1].split(",")[0])
+              for line in run.stdout.splitlines() if line.startswith("step ")]
+    assert len(losses) == 3 and losses[-1] < losses[0], run.stdout
