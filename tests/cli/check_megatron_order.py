@@ -13,33 +13,22 @@ import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from megatron_reference import megatron_dp_balanced  # noqa: E402
+
 
 def megatron_plan(lengths_of, step, batch, dp, capacity, multiple, size):
     positions = [(step * batch + j) % size for j in range(batch)]
     gathered = [positions[j] for r in range(dp) for j in range(r, batch, dp)]
-    packs, total = [], 0
-    for index in gathered:
-        length = lengths_of[index]
-        if packs and total + length <= capacity:
-            packs[-1].append(index)
-            total += length
-        else:
-            packs.append([index])
-            total = length
-    missing = (multiple - len(packs) % multiple) % multiple
-    i = len(packs) - 1
-    while missing:
-        if len(packs[i]) > 1:
-            packs.append([packs[i].pop()])
-            missing -= 1
-        else:
-            i -= 1
+    packs = [[gathered[i] for i in pack] for pack in megatron_dp_balanced(
+        [lengths_of[index] for index in gathered], capacity, multiple)]
     return [[packs[k * dp + r] for r in range(dp)] for k in range(len(packs) // dp)]
 
 
 def plan_file(exe, out, config, dp, batch, m, order, extra=()):
     subprocess.run([exe, "plan", "--sft-mock-dataset-config-json", config,
-                    "--sequence-packing-scheduler", "dp_balanced", "--dp", str(dp), "--global-batch-size", str(batch),
+                    "--sequence-packing-scheduler", "dp_balanced", "--dp", str(dp),
+                    "--global-batch-size", str(batch),
                     "--max-seqlen-per-dp-cp-rank", str(m), "--sample-order", order,
                     "--steps", "3", "--plan-out", out, "--no-progress", *extra],
                    check=True, stdout=subprocess.DEVNULL)

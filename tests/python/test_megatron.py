@@ -15,6 +15,7 @@ import torch
 import thdpack
 import thdpack.megatron as tm
 from dist_support import megatron_groups, run_processes
+from megatron_reference import megatron_dp_balanced
 
 CONFIG = json.dumps({"mode": "distribution", "type": "lognormal", "min_seq_len": 3,
                      "max_seq_len": 200, "mean_seq_len": 50, "lognormal_sigma": 1.0,
@@ -31,27 +32,6 @@ def megatron_config(cp=1, scheduler="dp_balanced", vpp=None, group=None, **extra
 
 
 # ---- the independent reference ------------------------------------------------------------------
-
-def megatron_dp_balanced(lengths, capacity, multiple):
-    """Megatron's DpBalancedScheduler packing: next-fit, then the tail split."""
-    packs, total = [], 0
-    for i, length in enumerate(lengths):
-        if packs and total + length <= capacity:
-            packs[-1].append(i)
-            total += length
-        else:
-            packs.append([i])
-            total = length
-    missing = (multiple - len(packs) % multiple) % multiple
-    i = len(packs) - 1
-    while missing:
-        if len(packs[i]) > 1:
-            packs.append([packs[i].pop()])
-            missing -= 1
-        else:
-            i -= 1
-    return packs
-
 
 def sampler_order(step, per_rank, dp):
     """Dataset indices in DP-rank-major order: rank r holds r, r + dp, ... (one sample per
