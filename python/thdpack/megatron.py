@@ -317,7 +317,9 @@ def get_batch_on_this_rank_for_sequence_packing(data_iterator, vpp_size: Optiona
     elsewhere; the padding mask (bool) everywhere. Padding rows hold 0 in tokens, labels,
     loss mask and position ids. ``packed_seq_params`` is Megatron's ``PackedSeqParams`` (or the
     field-compatible class here) with ``qkv_format="thd"``, the pack's real ``cu_seqlens_q/kv``,
-    padded ``cu_seqlens_q_padded/kv_padded`` (int32) and ``max_seqlen_q/kv``.
+    padded ``cu_seqlens_q_padded/kv_padded`` (int32) and ``max_seqlen_q/kv``. The stage comes
+    from the pipeline group (``pg_collection.pp``, ``pp_group`` or Megatron's parallel state), or,
+    without one, from the fields the micro-batch carries.
     """
     if data_iterator is None:
         raise _thdpack.InvalidArgument(
@@ -327,9 +329,14 @@ def get_batch_on_this_rank_for_sequence_packing(data_iterator, vpp_size: Optiona
         pp_group = getattr(pg_collection, "pp", None)
     if pp_group is None and pg_collection is None:
         pp_group = _groups(None, {}).get("pp")
-    first, last = _stage(pp_group, vpp_size, vp_stage)
     batch = next(data_iterator)
     pad = batch["padding_mask"].to(torch.bool)
+    if pp_group is not None:
+        first, last = _stage(pp_group, vpp_size, vp_stage)
+    else:
+        # No pipeline group known: the stage is what the micro-batch carries (the pipeline gives
+        # tokens to the first stage and labels to the last).
+        first, last = batch["tokens"].numel() > 0, batch["labels"].numel() > 0
 
     def rows(name, wanted):
         if not wanted:
