@@ -265,3 +265,16 @@ def test_the_megatron_example_trains(tmp_path):
     losses = [float(line.split("loss ")[1].split(",")[0])
               for line in run.stdout.splitlines() if line.startswith("step ")]
     assert len(losses) == 3 and losses[-1] < losses[0], run.stdout
+
+
+def test_megatron_sample_order_in_python():
+    got = thdpack.global_batch_indices(1, 8, 100, dp=2, order="megatron")
+    assert list(got) == [8, 10, 12, 14, 9, 11, 13, 15]
+    assert list(thdpack.global_batch_indices(1, 8, 100)) == list(range(8, 16))
+    assert list(thdpack.global_batch_indices(1, 8, 100, dp=2)) == list(range(8, 16))
+    dataset = thdpack.mock_dataset(CONFIG)
+    batch = thdpack.make_global_batch(dataset, 0, global_batch=6, dp=3, capacity=256,
+                                      order="megatron")
+    assert list(batch.ids) == sampler_order(0, 2, 3)
+    with pytest.raises(thdpack.InvalidArgument, match="'contiguous' or 'megatron'"):
+        thdpack.global_batch_indices(0, 8, 100, dp=2, order="interleaved")
