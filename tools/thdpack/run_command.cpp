@@ -49,7 +49,14 @@ PipelineOptions pipeline_options(const RunFlags& f, const Job& job) {
   } else if (f.cp_mode != "zigzag") {
     throw InvalidArgument("--cp-mode must be 'zigzag' or 'contiguous', got '" + f.cp_mode + "'");
   }
+  if (f.tail_multiple < 0 || f.fixed_cu_seqlens_entries < 0) {
+    throw InvalidArgument("--tail-multiple and --fixed-cu-seqlens-entries must be >= 0");
+  }
   o.tail_align = parse_tail_align(f.tail_align);
+  if (f.tail_multiple > 0 && o.tail_align != TailAlign::kMultiple) {
+    throw InvalidArgument("--tail-multiple " + std::to_string(f.tail_multiple) +
+                          " needs --tail-align multiple");
+  }
   o.tail_multiple = f.tail_multiple;
   o.tail_policy = parse_tail_policy(f.tail_policy);
   o.fixed_cu_seqlens_entries = f.fixed_cu_seqlens_entries;
