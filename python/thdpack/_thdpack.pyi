@@ -199,7 +199,8 @@ class PipelineOptions:
                  pad_positions: str = "continue", tail_align: str = "none",
                  tail_multiple: int = 0, tail_policy: str = "append_dummy_seq",
                  fixed_cu_seqlens_entries: int = 0,
-                 max_sequences_per_pack: int = 0) -> None: ...
+                 max_sequences_per_pack: int = 0,
+                 tokens_on_last_stage: bool = False) -> None: ...
     topology: Topology
     max_seqlen_per_dp_cp_rank: int
     scheduler: str

@@ -26,8 +26,8 @@ The config is read by Megatron's field names: ``sequence_packing_scheduler`` (an
 scheduler: ``dp_balanced`` reproduces Megatron's plan, ``balanced`` balances compute),
 ``max_seqlen_per_dp_cp_rank``, ``context_parallel_size`` (checked against the groups),
 ``sequence_parallel``, ``virtual_pipeline_model_parallel_size``,
-``microbatch_group_size_per_vp_stage`` and ``thd_max_packed_sequences`` (a cap on the sequences of
-one pack). Static shapes for CUDA graphs and other ``ThdPacker`` options are keyword arguments of
+``microbatch_group_size_per_vp_stage``, ``thd_max_packed_sequences`` (a cap on the sequences of
+one pack) and ``mtp_num_layers`` (with multi-token prediction the last stage gets tokens too). Static shapes for CUDA graphs and other ``ThdPacker`` options are keyword arguments of
 ``wrap_data_iterator`` (``tail_align``, ``tail_multiple``, ``tail_policy``,
 ``fixed_cu_seqlens_entries``, ``model``, ``cp_mode``, ``oversize``).
 
@@ -148,7 +148,8 @@ def _packer_settings(config, groups: dict, options: dict) -> dict:
     settings = dict(max_seqlen_per_dp_cp_rank=int(cap), scheduler=scheduler,
                     sequence_parallel=bool(_field(config, "sequence_parallel", False)),
                     vpp=vpp, reading="megatron",
-                    max_sequences_per_pack=int(_field(config, "thd_max_packed_sequences", 0)))
+                    max_sequences_per_pack=int(_field(config, "thd_max_packed_sequences", 0)),
+                    tokens_on_last_stage=int(_field(config, "mtp_num_layers", 0)) > 0)
     if vpp > 1:
         settings["vpp_group"] = int(_field(config, "microbatch_group_size_per_vp_stage", 0))
     settings.update(options)
@@ -314,7 +315,8 @@ def get_batch_on_this_rank_for_sequence_packing(data_iterator, vpp_size: Optiona
     Returns ``(tokens, labels, loss_mask, None, position_ids, packed_seq_params, padding_mask)``:
     per-row tensors of shape ``[1, T_local]`` (this rank's CP slice); tokens and position ids on
     the first stage (and with ``mtp_on_this_rank``), labels and loss mask on the last, ``None``
-    elsewhere; the padding mask (bool) everywhere. Padding rows hold 0 in tokens, labels,
+    elsewhere (the last stage gets tokens for ``mtp_on_this_rank`` when ``config.mtp_num_layers``
+    was set); the padding mask (bool) everywhere. Padding rows hold 0 in tokens, labels,
     loss mask and position ids. ``packed_seq_params`` is Megatron's ``PackedSeqParams`` (or the
     field-compatible class here) with ``qkv_format="thd"``, the pack's real ``cu_seqlens_q/kv``,
     padded ``cu_seqlens_q_padded/kv_padded`` (int32) and ``max_seqlen_q/kv``. The stage comes

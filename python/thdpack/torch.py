@@ -98,7 +98,8 @@ class ThdPacker:
     sequence ("append_dummy_seq", real length 0) or in the last one ("extend_last");
     ``fixed_cu_seqlens_entries=E`` gives every cu_seqlens array exactly E entries (and keeps
     packs within the sequences that leaves room for); ``max_sequences_per_pack`` caps the samples
-    of one pack (Megatron's ``thd_max_packed_sequences``).
+    of one pack (Megatron's ``thd_max_packed_sequences``). ``tokens_on_last_stage`` gives the last
+    pipeline stage tokens and position ids too (multi-token prediction).
     """
 
     def __init__(self, *, max_seqlen_per_dp_cp_rank: int, tp_group=None, cp_group=None,
@@ -109,7 +110,8 @@ class ThdPacker:
                  sequence_parallel: bool = False, cp_mode: str = "zigzag",
                  oversize: str = "error", device=None, tail_align: str = "none",
                  tail_multiple: int = 0, tail_policy: str = "append_dummy_seq",
-                 fixed_cu_seqlens_entries: int = 0, max_sequences_per_pack: int = 0):
+                 fixed_cu_seqlens_entries: int = 0, max_sequences_per_pack: int = 0,
+                 tokens_on_last_stage: bool = False):
         if mpi_comm is not None:
             world = mpi4py_communicator(mpi_comm)
             dp = dp if dp is not None else world.size // (tp * cp * pp)
@@ -141,7 +143,8 @@ class ThdPacker:
             cp_mode=cp_mode, oversize=oversize, tail_align=tail_align,
             tail_multiple=tail_multiple, tail_policy=tail_policy,
             fixed_cu_seqlens_entries=fixed_cu_seqlens_entries,
-            max_sequences_per_pack=max_sequences_per_pack)
+            max_sequences_per_pack=max_sequences_per_pack,
+            tokens_on_last_stage=tokens_on_last_stage)
         self.world = world
         self.device = device
         self.pipeline = _thdpack.Pipeline(world, self.options, **groups)

@@ -23,7 +23,8 @@ std::string PipelineOptions::describe() const {
       << " tail_align=" << tail_align_name(tail_align) << " tail_multiple=" << tail_multiple
       << " tail_policy=" << tail_policy_name(tail_policy)
       << " fixed_cu_seqlens_entries=" << fixed_cu_seqlens_entries
-      << " max_sequences_per_pack=" << max_sequences_per_pack;
+      << " max_sequences_per_pack=" << max_sequences_per_pack
+      << " tokens_on_last_stage=" << tokens_on_last_stage;
   return out.str();
 }
 
@@ -38,6 +39,18 @@ StageFields virtual_stage_fields(const Topology& topology, int pp_rank, int virt
   }
   return StageFields{pp_rank == 0 && virtual_stage == 0,
                      pp_rank == topology.pp() - 1 && virtual_stage == topology.vpp() - 1};
+}
+
+StageFields stage_fields(const PipelineOptions& options, int pp_rank) {
+  StageFields f = stage_fields(options.topology, pp_rank);
+  f.tokens = f.tokens || (options.tokens_on_last_stage && f.labels);
+  return f;
+}
+
+StageFields virtual_stage_fields(const PipelineOptions& options, int pp_rank, int virtual_stage) {
+  StageFields f = virtual_stage_fields(options.topology, pp_rank, virtual_stage);
+  f.tokens = f.tokens || (options.tokens_on_last_stage && f.labels);
+  return f;
 }
 
 bool reads_data(const Topology& topology, ReadingMode mode, int rank) {

@@ -18,6 +18,7 @@ std::string PipelineCase::name() const {
   }
   if (fixed_cu_seqlens_entries > 0) n += "_cu" + std::to_string(fixed_cu_seqlens_entries);
   if (max_sequences_per_pack > 0) n += "_cap" + std::to_string(max_sequences_per_pack);
+  if (tokens_on_last_stage) n += "_mtp";
   return n + "_" + scheduler;
 }
 
@@ -34,6 +35,7 @@ PipelineOptions options_of(const PipelineCase& c) {
   o.tail_policy = c.tail_policy;
   o.fixed_cu_seqlens_entries = c.fixed_cu_seqlens_entries;
   o.max_sequences_per_pack = c.max_sequences_per_pack;
+  o.tokens_on_last_stage = c.tokens_on_last_stage;
   return o;
 }
 

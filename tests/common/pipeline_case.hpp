@@ -27,6 +27,7 @@ struct PipelineCase {
   TailPolicy tail_policy = TailPolicy::kAppendDummySeq;
   int64_t fixed_cu_seqlens_entries = 0;
   int64_t max_sequences_per_pack = 0;
+  bool tokens_on_last_stage = false;
 
   int world_size() const { return tp * pp * cp * dp; }
   std::string name() const;

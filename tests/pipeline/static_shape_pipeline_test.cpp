@@ -37,6 +37,7 @@ std::vector<PipelineCase> static_cases() {
           c.tail_policy = policy;
           c.fixed_cu_seqlens_entries = policy == TailPolicy::kExtendLast ? 12 : 0;
           c.max_sequences_per_pack = scheduler[0] == 'd' ? 3 : 0;
+          c.tokens_on_last_stage = l[1] > 1 && policy == TailPolicy::kExtendLast;
           c.steps = 2;
           out.push_back(c);
         }
@@ -73,6 +74,9 @@ TEST_P(StaticShapePipeline, EveryRankMatchesTheReferenceAndHasTheStaticShape) {
         EXPECT_EQ(m.num_rows() * c.cp, rows);
         if (c.fixed_cu_seqlens_entries > 0) {
           EXPECT_EQ(static_cast<int64_t>(m.cu_seqlens.size()), c.fixed_cu_seqlens_entries);
+        }
+        if (c.tokens_on_last_stage && pipeline.coordinates().pp == c.pp - 1) {
+          EXPECT_EQ(static_cast<int64_t>(m.tokens.size()), m.num_rows());  // MTP needs tokens
         }
         if (c.max_sequences_per_pack > 0) {
           EXPECT_LE(static_cast<int64_t>(m.sample_ids.size()), c.max_sequences_per_pack);

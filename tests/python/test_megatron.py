@@ -70,7 +70,9 @@ def _layout_worker(rank, world, tp, cp, dp, pp, vpp, scheduler, steps, out_dir):
                                 vpp_group=2 if vpp else 0)
     groups = megatron_groups(topology, ("tp", "cp", "dp", "pp", "dp_cp"))
     pg = SimpleNamespace(**groups)
-    config = megatron_config(cp=cp, scheduler=scheduler, vpp=vpp, group=2 if vpp else None)
+    mtp = pp > 1  # multi-token prediction on the last stage
+    config = megatron_config(cp=cp, scheduler=scheduler, vpp=vpp, group=2 if vpp else None,
+                             mtp_num_layers=1 if mtp else None)
     coords = topology.coordinates(rank)
     reads = coords["tp"] == 0 and coords["pp"] in (0, pp - 1)
     per_rank = 6
@@ -100,16 +102,16 @@ def _layout_worker(rank, world, tp, cp, dp, pp, vpp, scheduler, steps, out_dir):
         assert len(iterators) == len(stages)
         for stage, iterator in zip(stages, iterators):
             for k in range(count):
+                first = coords["pp"] == 0 and stage in (None, 0)
+                last = coords["pp"] == pp - 1 and stage in (None, (vpp or 1) - 1)
                 got = tm.get_batch_on_this_rank_for_sequence_packing(
-                    iterator, vpp, False, stage, pg)
+                    iterator, vpp, mtp and last, stage, pg)
                 tokens, labels, loss_mask, attention, positions, params, pad = got
                 want, cu, cu_padded, max_seqlen = reference_pack(
                     [samples[i] for i in packs[k * dp + coords["dp"]]], divisor, cp, coords["cp"])
-                first = coords["pp"] == 0 and stage in (None, 0)
-                last = coords["pp"] == pp - 1 and stage in (None, (vpp or 1) - 1)
                 assert attention is None
-                expect = {"tokens": (tokens, first, torch.int64),
-                          "position_ids": (positions, first, torch.int64),
+                expect = {"tokens": (tokens, first or (mtp and last), torch.int64),
+                          "position_ids": (positions, first or (mtp and last), torch.int64),
                           "labels": (labels, last, torch.int64),
                           "loss_mask": (loss_mask, last, torch.float32),
                           "padding_mask": (pad, True, torch.bool)}

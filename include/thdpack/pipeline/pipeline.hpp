@@ -71,6 +71,9 @@ struct PipelineOptions {
   /// packs within fixed_cu_seqlens_entries - 1 sequences (- 2 when a dummy sequence may be
   /// appended).
   int64_t max_sequences_per_pack = 0;
+  /// Multi-token prediction on the last stage: its last (virtual) stage also gets tokens and
+  /// position ids, as Megatron gives them to an MTP stage.
+  bool tokens_on_last_stage = false;
 
   /// Every option as canonical text ("tp=2 cp=1 ... scheduler=balanced ..."): equal texts mean
   /// equal options. Used to check that all ranks were configured alike.
@@ -89,6 +92,9 @@ struct StageFields {
 StageFields stage_fields(const Topology& topology, int pp_rank);
 /// Fields of virtual stage `virtual_stage` of PP rank `pp_rank`.
 StageFields virtual_stage_fields(const Topology& topology, int pp_rank, int virtual_stage);
+/// The same under `options` (tokens_on_last_stage adds tokens to the last stage).
+StageFields stage_fields(const PipelineOptions& options, int pp_rank);
+StageFields virtual_stage_fields(const PipelineOptions& options, int pp_rank, int virtual_stage);
 /// Whether `rank` reads samples in `mode`.
 bool reads_data(const Topology& topology, ReadingMode mode, int rank);
 
