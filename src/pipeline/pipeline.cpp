@@ -169,7 +169,7 @@ StepResult Pipeline::run_step(std::span<const Sample> local_samples) {
     r.virtual_stages.push_back(virtual_stage_fields(s.options, s.coords.pp, v));
 
   const detail::StepGeometry geometry(r.batch, r.plan, s.pack, t.cp(), s.coords.cp,
-                                     s.options.cp_mode);
+                                      s.options.cp_mode);
   auto microbatches = std::make_shared<std::vector<PackedBatch>>();
   for (int64_t k = 0; k < r.plan.num_microbatches(); ++k) {
     microbatches->push_back(detail::empty_microbatch(geometry.pack(k, s.coords.dp), r.batch,

@@ -79,12 +79,13 @@ ScheduleOptions schedule_options_of(const PipelineOptions& o) {
       ScheduleOptions::from_topology(o.topology, o.max_seqlen_per_dp_cp_rank, o.cost);
   s.max_sequences_per_pack = o.max_sequences_per_pack;
   if (o.fixed_cu_seqlens_entries > 0) {
-    const bool dummy = o.tail_align != TailAlign::kNone && o.tail_policy == TailPolicy::kAppendDummySeq;
+    const bool dummy =
+        o.tail_align != TailAlign::kNone && o.tail_policy == TailPolicy::kAppendDummySeq;
     const int64_t room = o.fixed_cu_seqlens_entries - 1 - (dummy ? 1 : 0);
     if (room < 1) {
-      throw InvalidArgument("fixed_cu_seqlens_entries=" + std::to_string(o.fixed_cu_seqlens_entries) +
-                            " leaves no room for a sequence" +
-                            (dummy ? " and the appended dummy sequence" : ""));
+      throw InvalidArgument(
+          "fixed_cu_seqlens_entries=" + std::to_string(o.fixed_cu_seqlens_entries) +
+          " leaves no room for a sequence" + (dummy ? " and the appended dummy sequence" : ""));
     }
     s.max_sequences_per_pack =
         s.max_sequences_per_pack > 0 ? std::min(s.max_sequences_per_pack, room) : room;

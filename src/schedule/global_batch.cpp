@@ -72,8 +72,8 @@ GlobalBatch make_global_batch(const Dataset& dataset, int64_t step, const Global
                           " must be at least the padding divisor " + std::to_string(o.divisor));
   }
   GlobalBatch b;
-  b.ids = rank_major_indices(global_batch_indices(step, o.global_batch, dataset.size()), o.dp,
-                            o.order);
+  b.ids =
+      rank_major_indices(global_batch_indices(step, o.global_batch, dataset.size()), o.dp, o.order);
   b.samples_per_rank.assign(static_cast<size_t>(o.dp), o.global_batch / o.dp);
   b.real_lengths.reserve(b.ids.size());
   b.padded_lengths.reserve(b.ids.size());

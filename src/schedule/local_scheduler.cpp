@@ -17,7 +17,9 @@ namespace {
 // Splits packs until there are `target` (see split_packs_to).
 void split_to(std::vector<std::vector<int64_t>>& packs, int64_t target, const ScheduleItems& items,
               int rank) {
-  const auto length_of = [&items](int64_t item) { return items.lengths[static_cast<size_t>(item)]; };
+  const auto length_of = [&items](int64_t item) {
+    return items.lengths[static_cast<size_t>(item)];
+  };
   if (!split_packs_to(packs, target, length_of)) {
     throw InvalidArgument("local scheduler: DP rank " + std::to_string(rank) + " holds " +
                           std::to_string(packs.size()) + " samples/groups but every rank needs " +

@@ -59,7 +59,8 @@ void spread_packs(std::vector<std::vector<std::vector<int64_t>>>& replicas, int6
     while (static_cast<int64_t>(from.size()) > k) {
       size_t to = replicas.size();
       for (size_t q = 0; q < replicas.size(); ++q) {
-        if (static_cast<int64_t>(replicas[q].size()) < k && (to == replicas.size() || load[q] < load[to])) {
+        if (static_cast<int64_t>(replicas[q].size()) < k &&
+            (to == replicas.size() || load[q] < load[to])) {
           to = q;
         }
       }
@@ -85,7 +86,8 @@ Plan cap_sequences_per_pack(const Plan& plan, const ScheduleInput& input,
 
   std::unordered_map<int64_t, int64_t> length;
   length.reserve(input.ids.size() * 2);
-  for (size_t i = 0; i < input.ids.size(); ++i) length.emplace(input.ids[i], input.padded_lengths[i]);
+  for (size_t i = 0; i < input.ids.size(); ++i)
+    length.emplace(input.ids[i], input.padded_lengths[i]);
   const int dp = plan.dp();
   std::vector<std::vector<std::vector<int64_t>>> replicas(static_cast<size_t>(dp));
   int64_t k = 0, total = 0;
@@ -112,8 +114,9 @@ Plan cap_sequences_per_pack(const Plan& plan, const ScheduleInput& input,
   for (int r = 0; r < dp; ++r) {
     if (!split_packs_to(replicas[static_cast<size_t>(r)], k, length_of)) {
       throw InvalidArgument(
-          "with at most " + std::to_string(cap) + " sequences per pack (thd_max_packed_sequences) " +
-          "DP replica " + std::to_string(r) + " has too few samples for the " + std::to_string(k) +
+          "with at most " + std::to_string(cap) +
+          " sequences per pack (thd_max_packed_sequences) " + "DP replica " + std::to_string(r) +
+          " has too few samples for the " + std::to_string(k) +
           " micro-batches another replica needs; use a larger global batch or a larger cap");
     }
   }

@@ -99,19 +99,19 @@ TEST(StaticShapePipelineErrors, TailMultipleNotOfTheDivisorFailsOnEveryRank) {
   c.tail_multiple = 6;  // the divisor is 4 at cp 2
   const PipelineOptions options = testing::options_of(c);
   std::atomic<int> errors{0};
-  EXPECT_THROW(run_local(c.world_size(),
-                         [&](Communicator& world) {
-                           Pipeline pipeline(world, options);
-                           try {
-                             pipeline.run_step(testing::local_samples(options, world.rank(), 0, 16));
-                           } catch (const InvalidArgument& e) {
-                             EXPECT_NE(std::string(e.what()).find("tail_multiple (6)"),
-                                       std::string::npos);
-                             ++errors;
-                             throw;
-                           }
-                         }),
-               InvalidArgument);
+  EXPECT_THROW(
+      run_local(c.world_size(),
+                [&](Communicator& world) {
+                  Pipeline pipeline(world, options);
+                  try {
+                    pipeline.run_step(testing::local_samples(options, world.rank(), 0, 16));
+                  } catch (const InvalidArgument& e) {
+                    EXPECT_NE(std::string(e.what()).find("tail_multiple (6)"), std::string::npos);
+                    ++errors;
+                    throw;
+                  }
+                }),
+      InvalidArgument);
   EXPECT_EQ(errors.load(), c.world_size());
 }
 

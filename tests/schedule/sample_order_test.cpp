@@ -63,7 +63,10 @@ TEST(SampleOrder, NamesRoundTripAndUnknownNamesAreRefused) {
   test_util::expect_throw_with<InvalidArgument>([] { parse_sample_order("random"); },
                                                 "'contiguous' or 'megatron'");
   test_util::expect_throw_with<InvalidArgument>(
-      [] { rank_major_indices({1, 2, 3}, 2, SampleOrder::kMegatron); }, "multiple of dp=2");
+      [] {
+        rank_major_indices({1, 2, 3}, 2, SampleOrder::kMegatron);
+      },
+      "multiple of dp=2");
 }
 
 }  // namespace

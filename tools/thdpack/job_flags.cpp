@@ -43,9 +43,10 @@ void JobFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--cost-quadratic", cost_quadratic, "direct cost coefficient per token squared");
   cmd.add_option("--oversize", oversize, "a sample longer than M x cp: error or truncate")
       ->capture_default_str();
-  cmd.add_option("--sample-order", sample_order,
-                 "which DP rank holds which sample of a global batch: contiguous (rank r holds a "
-                 "block) or megatron (rank r holds samples k*dp + r, as MegatronPretrainingSampler)")
+  cmd.add_option(
+         "--sample-order", sample_order,
+         "which DP rank holds which sample of a global batch: contiguous (rank r holds a "
+         "block) or megatron (rank r holds samples k*dp + r, as MegatronPretrainingSampler)")
       ->capture_default_str();
   cmd.add_option("--thd-max-packed-sequences", max_sequences_per_pack,
                  "if > 0, at most this many samples in one pack (0: no cap)")

@@ -125,7 +125,9 @@ Command add_plan_command(CLI::App& app) {
   cmd->add_option("--steps", flags->steps, "global batches to plan")->capture_default_str();
   std::string names = "all";
   for (const auto& n : scheduler_names()) names += ", " + n;
-  cmd->add_option("--scheduler,--sequence-packing-scheduler", flags->scheduler, "scheduler: " + names)->capture_default_str();
+  cmd->add_option("--scheduler,--sequence-packing-scheduler", flags->scheduler,
+                  "scheduler: " + names)
+      ->capture_default_str();
   cmd->add_option("--gpu-tflops", flags->gpu_tflops,
                   "achieved TFLOP/s per GPU, to show modeled step time in ms")
       ->capture_default_str();

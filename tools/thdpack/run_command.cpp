@@ -68,9 +68,8 @@ PipelineOptions pipeline_options(const RunFlags& f, const Job& job) {
 std::vector<Sample> local_samples(const Dataset& dataset, const Job& job, const Pipeline& pipeline,
                                   int64_t step) {
   if (!pipeline.reads_data()) return {};
-  const auto ids =
-      rank_major_indices(global_batch_indices(step, job.global_batch, dataset.size()),
-                         job.topology.dp(), job.sample_order);
+  const auto ids = rank_major_indices(global_batch_indices(step, job.global_batch, dataset.size()),
+                                      job.topology.dp(), job.sample_order);
   const int64_t per = job.global_batch / job.topology.dp();
   const int64_t d = pipeline.coordinates().dp;
   std::vector<Sample> out;
@@ -120,7 +119,8 @@ Command add_run_command(CLI::App& app) {
       "verifying every step against the single-process reference");
   flags->job.add_to(*cmd);
   cmd->add_option("--steps", flags->steps, "global batches to run")->capture_default_str();
-  cmd->add_option("--scheduler,--sequence-packing-scheduler", flags->scheduler, "balanced, dp_balanced or local")
+  cmd->add_option("--scheduler,--sequence-packing-scheduler", flags->scheduler,
+                  "balanced, dp_balanced or local")
       ->capture_default_str();
   cmd->add_option("--reading", flags->reading,
                   "megatron (TP-rank 0 of the first and last stage reads and broadcasts) or "

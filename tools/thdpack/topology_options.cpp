@@ -3,12 +3,20 @@
 namespace thdpack::cli {
 
 void TopologyFlags::add_to(CLI::App& command) {
-  command.add_option("--tp,--tensor-model-parallel-size", tp, "tensor-parallel size")->capture_default_str();
-  command.add_option("--cp,--context-parallel-size", cp, "context-parallel size (default: the workload's, else 1)");
+  command.add_option("--tp,--tensor-model-parallel-size", tp, "tensor-parallel size")
+      ->capture_default_str();
+  command.add_option("--cp,--context-parallel-size", cp,
+                     "context-parallel size (default: the workload's, else 1)");
   command.add_option("--dp", dp, "data-parallel size")->capture_default_str();
-  command.add_option("--pp,--pipeline-model-parallel-size", pp, "pipeline-parallel size")->capture_default_str();
-  command.add_option("--ep,--expert-model-parallel-size", ep, "expert-parallel size (divides dp*cp)")->capture_default_str();
-  command.add_option("--vpp,--num-virtual-stages-per-pipeline-rank", vpp, "virtual pipeline stages per PP rank")->capture_default_str();
+  command.add_option("--pp,--pipeline-model-parallel-size", pp, "pipeline-parallel size")
+      ->capture_default_str();
+  command
+      .add_option("--ep,--expert-model-parallel-size", ep, "expert-parallel size (divides dp*cp)")
+      ->capture_default_str();
+  command
+      .add_option("--vpp,--num-virtual-stages-per-pipeline-rank", vpp,
+                  "virtual pipeline stages per PP rank")
+      ->capture_default_str();
   command
       .add_option("--vpp-group,--microbatch-group-size-per-virtual-pipeline-stage", vpp_group,
                   "micro-batch group size per virtual stage (0 = pp); with --vpp > 1 the "
