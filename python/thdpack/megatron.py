@@ -162,16 +162,18 @@ _packers: dict = {}
 def _packer(config, groups: dict, options: dict) -> ThdPacker:
     """One ThdPacker per (groups, settings), built on first use (a collective over the world)."""
     settings = _packer_settings(config, groups, options)
-    key = (tuple(id(groups[k]) for k in ("tp", "cp", "dp", "pp")),
+    kinds = ("tp", "cp", "dp", "pp")
+    key = (tuple(id(groups[k]) for k in kinds),
            tuple(sorted((k, repr(v)) for k, v in settings.items())))
-    packer = _packers.get(key)
-    if packer is None:
+    entry = _packers.get(key)
+    if entry is None:
         if torch.cuda.is_available() and "device" not in settings:
             settings["device"] = torch.device("cuda", torch.cuda.current_device())
         packer = ThdPacker(tp_group=groups["tp"], cp_group=groups["cp"], dp_group=groups["dp"],
                            pp_group=groups["pp"], **settings)
-        _packers[key] = packer
-    return packer
+        # The groups are kept with the packer so that their ids (the key) cannot be reused.
+        entry = _packers[key] = (tuple(groups[k] for k in kinds), packer)
+    return entry[1]
 
 
 # ---- samples ------------------------------------------------------------------------------------
