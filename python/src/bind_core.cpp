@@ -367,20 +367,26 @@ void bind_core(py::module_& m) {
       .def("__len__", [](const GlobalBatch& b) { return b.ids.size(); });
   m.def(
       "global_batch_indices",
-      [](int64_t step, int64_t batch, int64_t size) {
+      [](int64_t step, int64_t batch, int64_t size, int dp, const std::string& order) {
         auto v = global_batch_indices(step, batch, size);
+        if (dp > 0) v = rank_major_indices(std::move(v), dp, parse_sample_order(order));
         return copy_of(std::span<const int64_t>(v));
       },
-      py::arg("step"), py::arg("global_batch"), py::arg("dataset_size"));
+      py::arg("step"), py::arg("global_batch"), py::arg("dataset_size"), py::kw_only(),
+      py::arg("dp") = 0, py::arg("order") = "contiguous",
+      "Dataset indices of global batch `step`; with dp > 0, in DP-rank-major order for the sample "
+      "order ('contiguous' or 'megatron': rank r holds positions r, r + dp, ...).");
   m.def(
       "make_global_batch",
       [](const Dataset& d, int64_t step, int64_t global_batch, int dp, int64_t divisor,
-         int64_t capacity, const std::string& oversize) {
+         int64_t capacity, const std::string& oversize, const std::string& order) {
         return make_global_batch(d, step,
-                                 {global_batch, dp, divisor, capacity, oversize_of(oversize)});
+                                 {global_batch, dp, divisor, capacity, oversize_of(oversize),
+                                  parse_sample_order(order)});
       },
       py::arg("dataset"), py::arg("step"), py::kw_only(), py::arg("global_batch"), py::arg("dp"),
-      py::arg("divisor") = 1, py::arg("capacity"), py::arg("oversize") = "error");
+      py::arg("divisor") = 1, py::arg("capacity"), py::arg("oversize") = "error",
+      py::arg("order") = "contiguous");
 
   // ---- schedulers and plans ----
   py::class_<Plan>(m, "Plan", "For each micro-batch k and DP replica r, the ordered global ids.")
@@ -410,9 +416,11 @@ void bind_core(py::module_& m) {
       "schedule",
       [](const py::handle& padded_lengths, int dp, int64_t max_seqlen, const std::string& name,
          int cp, int pp, int multiple, const CostModel& cost, const py::object& ids,
-         const py::object& samples_per_rank, const py::object& group_ids) {
+         const py::object& samples_per_rank, const py::object& group_ids,
+         int64_t max_sequences_per_pack) {
         const OwnedInput in = owned_input(padded_lengths, ids, samples_per_rank, group_ids);
-        const ScheduleOptions o = schedule_options(dp, max_seqlen, cp, pp, multiple, cost);
+        ScheduleOptions o = schedule_options(dp, max_seqlen, cp, pp, multiple, cost);
+        o.max_sequences_per_pack = max_sequences_per_pack;
         const auto scheduler = make_scheduler(name);
         py::gil_scoped_release release;
         return scheduler->schedule(in.view(), o);
@@ -421,8 +429,9 @@ void bind_core(py::module_& m) {
       py::arg("scheduler") = "balanced", py::arg("cp") = 1, py::arg("pp") = 1,
       py::arg("microbatch_multiple") = 1, py::arg("cost") = CostModel{},
       py::arg("ids") = py::none(), py::arg("samples_per_rank") = py::none(),
-      py::arg("group_ids") = py::none(),
-      "Plans one global batch (no communication). ids default to positions.");
+      py::arg("group_ids") = py::none(), py::arg("max_sequences_per_pack") = 0,
+      "Plans one global batch (no communication). ids default to positions. "
+      "max_sequences_per_pack > 0 caps the samples of one pack.");
   m.def(
       "evaluate_plan",
       [](const Plan& plan, const py::handle& padded_lengths, int64_t max_seqlen, int cp, int pp,

@@ -28,19 +28,9 @@ PackOptions pack_options(int64_t divisor, int64_t capacity, int64_t pad_id, int6
   } else if (pad_positions != "continue") {
     throw InvalidArgument("pad_positions must be 'continue' or 'zero'");
   }
-  if (tail_align == "multiple") {
-    o.tail_align = TailAlign::kMultiple;
-  } else if (tail_align == "capacity") {
-    o.tail_align = TailAlign::kCapacity;
-  } else if (tail_align != "none") {
-    throw InvalidArgument("tail_align must be 'none', 'multiple' or 'capacity'");
-  }
+  o.tail_align = parse_tail_align(tail_align);
   o.tail_multiple = tail_multiple;
-  if (tail_policy == "extend_last") {
-    o.tail_policy = TailPolicy::kExtendLast;
-  } else if (tail_policy != "append_dummy_seq") {
-    throw InvalidArgument("tail_policy must be 'append_dummy_seq' or 'extend_last'");
-  }
+  o.tail_policy = parse_tail_policy(tail_policy);
   o.fixed_cu_seqlens_entries = fixed_entries;
   return o;
 }

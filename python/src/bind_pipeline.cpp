@@ -58,7 +58,10 @@ void bind_pipeline(py::module_& m) {
       .def(py::init([](const Topology& topology, int64_t max_seqlen, const std::string& scheduler,
                        const CostModel& cost, const std::string& reading, bool sequence_parallel,
                        const std::string& cp_mode, const std::string& oversize, int64_t pad_id,
-                       int64_t ignore_id, const std::string& pad_positions) {
+                       int64_t ignore_id, const std::string& pad_positions,
+                       const std::string& tail_align, int64_t tail_multiple,
+                       const std::string& tail_policy, int64_t fixed_cu_seqlens_entries,
+                       int64_t max_sequences_per_pack, bool tokens_on_last_stage) {
              PipelineOptions o;
              o.topology = topology;
              o.max_seqlen_per_dp_cp_rank = max_seqlen;
@@ -83,13 +86,22 @@ void bind_pipeline(py::module_& m) {
              } else if (pad_positions != "continue") {
                throw InvalidArgument("pad_positions must be 'continue' or 'zero'");
              }
+             o.tail_align = parse_tail_align(tail_align);
+             o.tail_multiple = tail_multiple;
+             o.tail_policy = parse_tail_policy(tail_policy);
+             o.fixed_cu_seqlens_entries = fixed_cu_seqlens_entries;
+             o.max_sequences_per_pack = max_sequences_per_pack;
+             o.tokens_on_last_stage = tokens_on_last_stage;
              return o;
            }),
            py::kw_only(), py::arg("topology"), py::arg("max_seqlen_per_dp_cp_rank"),
            py::arg("scheduler") = "balanced", py::arg("cost") = CostModel{},
            py::arg("reading") = "megatron", py::arg("sequence_parallel") = false,
            py::arg("cp_mode") = "zigzag", py::arg("oversize") = "error", py::arg("pad_id") = 0,
-           py::arg("ignore_id") = -100, py::arg("pad_positions") = "continue")
+           py::arg("ignore_id") = -100, py::arg("pad_positions") = "continue",
+           py::arg("tail_align") = "none", py::arg("tail_multiple") = 0,
+           py::arg("tail_policy") = "append_dummy_seq", py::arg("fixed_cu_seqlens_entries") = 0,
+           py::arg("max_sequences_per_pack") = 0, py::arg("tokens_on_last_stage") = false)
       .def_readonly("topology", &PipelineOptions::topology)
       .def_readonly("max_seqlen_per_dp_cp_rank", &PipelineOptions::max_seqlen_per_dp_cp_rank)
       .def_readonly("scheduler", &PipelineOptions::scheduler)

@@ -89,9 +89,11 @@ class GlobalBatch:
     truncated: int
     def __len__(self) -> int: ...
 
-def global_batch_indices(step: int, global_batch: int, dataset_size: int) -> npt.NDArray[np.int64]: ...
+def global_batch_indices(step: int, global_batch: int, dataset_size: int, *, dp: int = 0,
+                         order: str = "contiguous") -> npt.NDArray[np.int64]: ...
 def make_global_batch(dataset: Dataset, step: int, *, global_batch: int, dp: int,
-                      divisor: int = 1, capacity: int, oversize: str = "error") -> GlobalBatch: ...
+                      divisor: int = 1, capacity: int, oversize: str = "error",
+                      order: str = "contiguous") -> GlobalBatch: ...
 
 def open_indexed_dataset(data_path: str, size: int = 0) -> Dataset: ...
 
@@ -128,7 +130,8 @@ def schedule(padded_lengths: IntArray, *, dp: int, max_seqlen_per_dp_cp_rank: in
              scheduler: str = "balanced", cp: int = 1, pp: int = 1, microbatch_multiple: int = 1,
              cost: CostModel = ..., ids: Optional[IntArray] = None,
              samples_per_rank: Optional[IntArray] = None,
-             group_ids: Optional[IntArray] = None) -> Plan: ...
+             group_ids: Optional[IntArray] = None,
+             max_sequences_per_pack: int = 0) -> Plan: ...
 def evaluate_plan(plan: Plan, padded_lengths: IntArray, *, max_seqlen_per_dp_cp_rank: int,
                   cp: int = 1, pp: int = 1, cost: CostModel = ..., ids: Optional[IntArray] = None,
                   real_lengths: Optional[IntArray] = None) -> dict[str, Any]: ...
@@ -193,7 +196,11 @@ class PipelineOptions:
                  scheduler: str = "balanced", cost: CostModel = ..., reading: str = "megatron",
                  sequence_parallel: bool = False, cp_mode: str = "zigzag",
                  oversize: str = "error", pad_id: int = 0, ignore_id: int = -100,
-                 pad_positions: str = "continue") -> None: ...
+                 pad_positions: str = "continue", tail_align: str = "none",
+                 tail_multiple: int = 0, tail_policy: str = "append_dummy_seq",
+                 fixed_cu_seqlens_entries: int = 0,
+                 max_sequences_per_pack: int = 0,
+                 tokens_on_last_stage: bool = False) -> None: ...
     topology: Topology
     max_seqlen_per_dp_cp_rank: int
     scheduler: str

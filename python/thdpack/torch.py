@@ -96,7 +96,17 @@ def microbatch_tensors(batch: "_thdpack.PackedBatch", device=None) -> dict:
 
 
 class ThdPacker:
-    """This rank's packed micro-batches for each global batch, from its local samples."""
+    """This rank's packed micro-batches for each global batch, from its local samples.
+
+    Static shapes (CUDA graphs): ``tail_align="multiple"`` with ``tail_multiple=N`` rounds every
+    pack's rows up to a multiple of N, ``tail_align="capacity"`` makes every pack
+    ``max_seqlen_per_dp_cp_rank * cp`` rows; ``tail_policy`` puts the tail in an all-padding
+    sequence ("append_dummy_seq", real length 0) or in the last one ("extend_last");
+    ``fixed_cu_seqlens_entries=E`` gives every cu_seqlens array exactly E entries (and keeps
+    packs within the sequences that leaves room for); ``max_sequences_per_pack`` caps the samples
+    of one pack (Megatron's ``thd_max_packed_sequences``). ``tokens_on_last_stage`` gives the last
+    pipeline stage tokens and position ids too (multi-token prediction).
+    """
 
     def __init__(self, *, max_seqlen_per_dp_cp_rank: int, tp_group=None, cp_group=None,
                  dp_group=None, pp_group=None, mpi_comm=None, tp: int = 1, cp: int = 1,
@@ -104,7 +114,10 @@ class ThdPacker:
                  order: str = "tp-cp-ep-dp-pp", scheduler: str = "balanced",
                  reading: str = "megatron", model=None, cost=None,
                  sequence_parallel: bool = False, cp_mode: str = "zigzag",
-                 oversize: str = "error", device=None):
+                 oversize: str = "error", device=None, tail_align: str = "none",
+                 tail_multiple: int = 0, tail_policy: str = "append_dummy_seq",
+                 fixed_cu_seqlens_entries: int = 0, max_sequences_per_pack: int = 0,
+                 tokens_on_last_stage: bool = False):
         self._mpi_comm = mpi_comm
         self.device = device
         # Everything that can fail on one rank alone runs before the first collective, and the
@@ -137,7 +150,11 @@ class ThdPacker:
             self.options = _thdpack.PipelineOptions(
                 topology=topology, max_seqlen_per_dp_cp_rank=max_seqlen_per_dp_cp_rank,
                 scheduler=scheduler, cost=cost, reading=reading,
-                sequence_parallel=sequence_parallel, cp_mode=cp_mode, oversize=oversize)
+                sequence_parallel=sequence_parallel, cp_mode=cp_mode, oversize=oversize,
+                tail_align=tail_align, tail_multiple=tail_multiple, tail_policy=tail_policy,
+                fixed_cu_seqlens_entries=fixed_cu_seqlens_entries,
+                max_sequences_per_pack=max_sequences_per_pack,
+                tokens_on_last_stage=tokens_on_last_stage)
         except Exception as e:  # noqa: BLE001 - every error must reach the peers
             error = e
         self._raise_together(error, "ThdPacker")

@@ -136,6 +136,39 @@ PackedBatchView PackedBatch::view() const {
                          source_digest};
 }
 
+int64_t aligned_pack_rows(int64_t rows, const PackOptions& o) {
+  const int64_t total = tail_target(rows, o);
+  if (o.capacity > 0 && total > o.capacity && rows <= o.capacity) {
+    throw InvalidArgument("tail alignment to a multiple of " + std::to_string(o.tail_multiple) +
+                          " takes the pack from " + std::to_string(rows) + " to " +
+                          std::to_string(total) + " rows, over the capacity " +
+                          std::to_string(o.capacity) +
+                          "; use a multiple that divides the capacity");
+  }
+  if (total < rows) {
+    throw InvalidArgument("pack of " + std::to_string(rows) + " rows exceeds the tail alignment " +
+                          "target " + std::to_string(total));
+  }
+  if (total > std::numeric_limits<int32_t>::max()) {
+    throw InvalidArgument("pack of " + std::to_string(total) +
+                          " rows overflows int32 cu_seqlens; use smaller packs");
+  }
+  return total;
+}
+
+void fix_cu_seqlens_entries(std::vector<int32_t>& cu_seqlens,
+                            std::vector<int32_t>& cu_seqlens_padded, const PackOptions& o) {
+  if (o.fixed_cu_seqlens_entries <= 0) return;
+  const auto want = static_cast<size_t>(o.fixed_cu_seqlens_entries);
+  if (cu_seqlens.size() > want) {
+    throw InvalidArgument("pack has " + std::to_string(cu_seqlens.size() - 1) +
+                          " sequences but fixed_cu_seqlens_entries=" + std::to_string(want) +
+                          " allows at most " + std::to_string(want - 1));
+  }
+  cu_seqlens.resize(want, cu_seqlens.back());
+  cu_seqlens_padded.resize(want, cu_seqlens_padded.back());
+}
+
 PackedBatch pack_samples(std::span<const SampleView> samples, const PackOptions& o) {
   if (o.divisor < 1) throw InvalidArgument("padding divisor must be >= 1");
   int64_t rows = 0;
@@ -158,22 +191,7 @@ PackedBatch pack_samples(std::span<const SampleView> samples, const PackOptions&
                           " padded tokens do not fit one pack of capacity " +
                           std::to_string(o.capacity));
   }
-  const int64_t total = tail_target(rows, o);
-  if (o.capacity > 0 && total > o.capacity && rows <= o.capacity) {
-    throw InvalidArgument("tail alignment to a multiple of " + std::to_string(o.tail_multiple) +
-                          " takes the pack from " + std::to_string(rows) + " to " +
-                          std::to_string(total) + " rows, over the capacity " +
-                          std::to_string(o.capacity) +
-                          "; use a multiple that divides the capacity");
-  }
-  if (total < rows) {
-    throw InvalidArgument("pack of " + std::to_string(rows) + " rows exceeds the tail alignment " +
-                          "target " + std::to_string(total));
-  }
-  if (total > std::numeric_limits<int32_t>::max()) {
-    throw InvalidArgument("pack of " + std::to_string(total) +
-                          " rows overflows int32 cu_seqlens; use smaller packs");
-  }
+  const int64_t total = aligned_pack_rows(rows, o);
 
   PackedBatch p;
   resize_rows(p, total);
@@ -213,16 +231,7 @@ PackedBatch pack_samples(std::span<const SampleView> samples, const PackOptions&
     }
   }
 
-  if (o.fixed_cu_seqlens_entries > 0) {
-    const auto want = static_cast<size_t>(o.fixed_cu_seqlens_entries);
-    if (p.cu_seqlens.size() > want) {
-      throw InvalidArgument("pack has " + std::to_string(p.cu_seqlens.size() - 1) +
-                            " sequences but fixed_cu_seqlens_entries=" + std::to_string(want) +
-                            " allows at most " + std::to_string(want - 1));
-    }
-    p.cu_seqlens.resize(want, p.cu_seqlens.back());
-    p.cu_seqlens_padded.resize(want, p.cu_seqlens_padded.back());
-  }
+  fix_cu_seqlens_entries(p.cu_seqlens, p.cu_seqlens_padded, o);
   return p;
 }
 

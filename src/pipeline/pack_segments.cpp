@@ -9,8 +9,8 @@ namespace thdpack::detail {
 namespace {
 
 PackGeometry geometry_of(std::span<const int64_t> ids, const GlobalBatch& batch,
-                         const std::unordered_map<int64_t, int64_t>& position, int cp, int cp_rank,
-                         CpMode mode) {
+                         const std::unordered_map<int64_t, int64_t>& position,
+                         const PackOptions& pack, int cp, int cp_rank, CpMode mode) {
   PackGeometry g;
   std::vector<int64_t> positions;
   positions.reserve(ids.size());
@@ -29,7 +29,25 @@ PackGeometry geometry_of(std::span<const int64_t> ids, const GlobalBatch& batch,
     g.max_seqlen = std::max(g.max_seqlen, batch.padded_lengths[p]);
     g.sample_ids.push_back(id);
   }
-  // This CP rank's global rows, cut at sample boundaries.
+  // Static shapes: the tail rows belong to no sample (an all-padding sequence, or the stretched
+  // end of the last one).
+  std::vector<int64_t> backed;  // rows of each sequence that its sample supplies
+  for (int64_t p : positions) backed.push_back(batch.padded_lengths[static_cast<size_t>(p)]);
+  const int64_t rows = g.cu_seqlens_padded.back();
+  const int64_t total = aligned_pack_rows(rows, pack);
+  if (total > rows) {
+    if (pack.tail_policy == TailPolicy::kExtendLast && !ids.empty()) {
+      g.cu_seqlens_padded.back() = static_cast<int32_t>(total);
+      g.max_seqlen = std::max(g.max_seqlen, total - g.cu_seqlens_padded.end()[-2]);
+    } else {
+      g.cu_seqlens.push_back(g.cu_seqlens.back());
+      g.cu_seqlens_padded.push_back(static_cast<int32_t>(total));
+      g.max_seqlen = std::max(g.max_seqlen, total - rows);
+      positions.push_back(Segment::kTailRows);
+      backed.push_back(0);
+    }
+  }
+  // This CP rank's global rows, cut at sample boundaries (and where a sample's rows end).
   const ThdLayout layout(g.cu_seqlens, g.cu_seqlens_padded);
   for (const RowRange& range : layout.cp_rows(cp, cp_rank, mode)) {
     int64_t row = range.begin;
@@ -38,23 +56,29 @@ PackGeometry geometry_of(std::span<const int64_t> ids, const GlobalBatch& batch,
                g.cu_seqlens_padded.begin() - 1;
     while (row < end) {
       const int64_t seq_end = g.cu_seqlens_padded[static_cast<size_t>(seq) + 1];
+      const auto q = static_cast<size_t>(seq);
+      const int64_t offset = row - g.cu_seqlens_padded[q];
+      // Rows of the sample, then (stretched last sequence) tail rows.
       const int64_t take = std::min(end, seq_end) - row;
-      if (take > 0) {
-        g.segments.push_back({positions[static_cast<size_t>(seq)],
-                              row - g.cu_seqlens_padded[static_cast<size_t>(seq)], take});
-        g.local_rows += take;
+      const int64_t from_sample =
+          std::clamp(backed[q] - offset, int64_t{0}, std::max(take, int64_t{0}));
+      if (from_sample > 0) g.segments.push_back({positions[q], offset, from_sample});
+      if (take > from_sample) {
+        g.segments.push_back({Segment::kTailRows, offset + from_sample, take - from_sample});
       }
+      g.local_rows += std::max<int64_t>(take, 0);
       row += take;
       ++seq;
     }
   }
+  fix_cu_seqlens_entries(g.cu_seqlens, g.cu_seqlens_padded, pack);
   return g;
 }
 
 }  // namespace
 
-StepGeometry::StepGeometry(const GlobalBatch& batch, const Plan& plan, int cp, int cp_rank,
-                           CpMode mode)
+StepGeometry::StepGeometry(const GlobalBatch& batch, const Plan& plan, const PackOptions& pack,
+                           int cp, int cp_rank, CpMode mode)
     : dp_(plan.dp()) {
   std::unordered_map<int64_t, int64_t> position;
   position.reserve(batch.ids.size() * 2);
@@ -62,7 +86,7 @@ StepGeometry::StepGeometry(const GlobalBatch& batch, const Plan& plan, int cp, i
     position.emplace(batch.ids[i], static_cast<int64_t>(i));
   packs_.reserve(static_cast<size_t>(plan.num_packs()));
   for (int64_t p = 0; p < plan.num_packs(); ++p) {
-    packs_.push_back(geometry_of(plan.pack_at(p), batch, position, cp, cp_rank, mode));
+    packs_.push_back(geometry_of(plan.pack_at(p), batch, position, pack, cp, cp_rank, mode));
   }
   int64_t at = 0;
   for (int d = 0; d < dp_; ++d) {
@@ -97,14 +121,18 @@ PackedBatch empty_microbatch(const PackGeometry& g, const GlobalBatch& batch, St
   // Padding mask and positions follow from the lengths alone.
   size_t at = 0;
   for (const Segment& s : g.segments) {
-    const int64_t real = batch.real_lengths[static_cast<size_t>(s.sample)];
+    const bool tail = s.sample == Segment::kTailRows;
+    const int64_t real = tail ? 0 : batch.real_lengths[static_cast<size_t>(s.sample)];
     for (int64_t j = 0; j < s.length; ++j, ++at) {
       const int64_t q = s.offset + j;
       const bool pad = q >= real;
       m.padding_mask[at] = pad ? 1 : 0;
       if (fields.tokens) {
         m.position_ids[at] = pad && pack.pad_positions == PadPositions::kZero ? 0 : q;
+        if (tail) m.tokens[at] = pack.pad_id;
       }
+      // Tail rows are not exchanged: their padding values are written here.
+      if (fields.labels && tail) m.labels[at] = pack.ignore_id;
     }
   }
   return m;
@@ -123,6 +151,8 @@ Sample truncated(Sample sample, int64_t real) {
 PackedBatch sample_rows(const Sample& sample, int64_t real, const PackOptions& pack) {
   PackOptions one = pack;
   one.capacity = 0;  // truncation already applied; the capacity is the plan's concern
+  one.tail_align = TailAlign::kNone;  // the tail belongs to the pack, not to one sample
+  one.fixed_cu_seqlens_entries = 0;
   if (static_cast<int64_t>(sample.input_ids.size()) > real) {
     const Sample cut = truncated(sample, real);
     const SampleView view = view_of(cut);

@@ -18,6 +18,8 @@ namespace thdpack::detail {
 
 /// Rows [offset, offset + length) of the padded sample at `sample` (a position in the GlobalBatch).
 struct Segment {
+  /// `sample` of tail rows (static shapes): padding that no sample supplies and no rank sends.
+  static constexpr int64_t kTailRows = -1;
   int64_t sample = 0;
   int64_t offset = 0;
   int64_t length = 0;
@@ -36,7 +38,9 @@ struct PackGeometry {
 class StepGeometry {
  public:
   /// Throws InternalError if the plan names an id missing from the batch.
-  StepGeometry(const GlobalBatch& batch, const Plan& plan, int cp, int cp_rank, CpMode mode);
+  /// `pack` gives the tail alignment and fixed cu_seqlens entries of every pack.
+  StepGeometry(const GlobalBatch& batch, const Plan& plan, const PackOptions& pack, int cp,
+               int cp_rank, CpMode mode);
 
   const PackGeometry& pack(int64_t k, int replica) const {
     return packs_[static_cast<size_t>(k * dp_ + replica)];

@@ -86,7 +86,7 @@ struct Pipeline::State {
         options(std::move(o)),
         coords(options.topology.coordinates(w.rank())),
         reader(thdpack::reads_data(options.topology, options.reading, w.rank())),
-        fields(stage_fields(options.topology, coords.pp)),
+        fields(stage_fields(options, coords.pp)),
         pack(pack_options_of(options)) {
     make_scheduler(options.scheduler);  // unknown names fail here, on every rank alike
   }
@@ -170,9 +170,10 @@ StepResult Pipeline::run_step(std::span<const Sample> local_samples) {
   for (size_t i = 0; i < r.batch.ids.size(); ++i)
     r.sums.add(r.batch.real_lengths[i], r.batch.padded_lengths[i]);
   for (int v = 0; v < t.vpp(); ++v)
-    r.virtual_stages.push_back(virtual_stage_fields(t, s.coords.pp, v));
+    r.virtual_stages.push_back(virtual_stage_fields(s.options, s.coords.pp, v));
 
-  const detail::StepGeometry geometry(r.batch, r.plan, t.cp(), s.coords.cp, s.options.cp_mode);
+  const detail::StepGeometry geometry(r.batch, r.plan, s.pack, t.cp(), s.coords.cp,
+                                      s.options.cp_mode);
   auto microbatches = std::make_shared<std::vector<PackedBatch>>();
   for (int64_t k = 0; k < r.plan.num_microbatches(); ++k) {
     microbatches->push_back(detail::empty_microbatch(geometry.pack(k, s.coords.dp), r.batch,

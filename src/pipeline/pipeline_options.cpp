@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <sstream>
 
 #include "thdpack/core/checked_arithmetic.hpp"
@@ -19,7 +20,12 @@ std::string PipelineOptions::describe() const {
       << " cp_mode=" << (cp_mode == CpMode::kZigzag ? "zigzag" : "contiguous")
       << " oversize=" << (oversize == OversizePolicy::kError ? "error" : "truncate")
       << " pad_id=" << pad_id << " ignore_id=" << ignore_id
-      << " pad_positions=" << (pad_positions == PadPositions::kContinue ? "continue" : "zero");
+      << " pad_positions=" << (pad_positions == PadPositions::kContinue ? "continue" : "zero")
+      << " tail_align=" << tail_align_name(tail_align) << " tail_multiple=" << tail_multiple
+      << " tail_policy=" << tail_policy_name(tail_policy)
+      << " fixed_cu_seqlens_entries=" << fixed_cu_seqlens_entries
+      << " max_sequences_per_pack=" << max_sequences_per_pack
+      << " tokens_on_last_stage=" << tokens_on_last_stage;
   return out.str();
 }
 
@@ -34,6 +40,18 @@ StageFields virtual_stage_fields(const Topology& topology, int pp_rank, int virt
   }
   return StageFields{pp_rank == 0 && virtual_stage == 0,
                      pp_rank == topology.pp() - 1 && virtual_stage == topology.vpp() - 1};
+}
+
+StageFields stage_fields(const PipelineOptions& options, int pp_rank) {
+  StageFields f = stage_fields(options.topology, pp_rank);
+  f.tokens = f.tokens || (options.tokens_on_last_stage && f.labels);
+  return f;
+}
+
+StageFields virtual_stage_fields(const PipelineOptions& options, int pp_rank, int virtual_stage) {
+  StageFields f = virtual_stage_fields(options.topology, pp_rank, virtual_stage);
+  f.tokens = f.tokens || (options.tokens_on_last_stage && f.labels);
+  return f;
 }
 
 bool reads_data(const Topology& topology, ReadingMode mode, int rank) {
@@ -51,11 +69,30 @@ PackOptions pack_options_of(const PipelineOptions& o) {
   p.pad_id = o.pad_id;
   p.ignore_id = o.ignore_id;
   p.pad_positions = o.pad_positions;
+  p.tail_align = o.tail_align;
+  p.tail_multiple = o.tail_multiple;
+  p.tail_policy = o.tail_policy;
+  p.fixed_cu_seqlens_entries = o.fixed_cu_seqlens_entries;
   return p;
 }
 
 ScheduleOptions schedule_options_of(const PipelineOptions& o) {
-  return ScheduleOptions::from_topology(o.topology, o.max_seqlen_per_dp_cp_rank, o.cost);
+  ScheduleOptions s =
+      ScheduleOptions::from_topology(o.topology, o.max_seqlen_per_dp_cp_rank, o.cost);
+  s.max_sequences_per_pack = o.max_sequences_per_pack;
+  if (o.fixed_cu_seqlens_entries > 0) {
+    const bool dummy =
+        o.tail_align != TailAlign::kNone && o.tail_policy == TailPolicy::kAppendDummySeq;
+    const int64_t room = o.fixed_cu_seqlens_entries - 1 - (dummy ? 1 : 0);
+    if (room < 1) {
+      throw InvalidArgument(
+          "fixed_cu_seqlens_entries=" + std::to_string(o.fixed_cu_seqlens_entries) +
+          " leaves no room for a sequence" + (dummy ? " and the appended dummy sequence" : ""));
+    }
+    s.max_sequences_per_pack =
+        s.max_sequences_per_pack > 0 ? std::min(s.max_sequences_per_pack, room) : room;
+  }
+  return s;
 }
 
 }  // namespace thdpack

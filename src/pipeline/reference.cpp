@@ -16,7 +16,7 @@ std::vector<PackedBatch> reference_microbatches(const GlobalBatch& batch, const 
                                                 const PipelineOptions& options, int rank) {
   const Topology& t = options.topology;
   const Coordinates c = t.coordinates(rank);
-  const StageFields fields = stage_fields(t, c.pp);
+  const StageFields fields = stage_fields(options, c.pp);
   const PackOptions pack = pack_options_of(options);
   std::unordered_map<int64_t, int64_t> real_length;
   for (size_t i = 0; i < batch.ids.size(); ++i)

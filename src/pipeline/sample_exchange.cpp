@@ -23,6 +23,7 @@ void exchange_samples(Communicator& dp_group, const StepGeometry& geometry,
   for (int r = 0; r < dp; ++r) {
     for (int64_t k = 0; k < k_count; ++k) {
       for (const Segment& s : geometry.pack(k, r).segments) {
+        if (s.sample == Segment::kTailRows) continue;
         const int src = geometry.source_of(s.sample);
         if (src == r) continue;  // stays on its DP rank
         if (src == me) send_counts[static_cast<size_t>(r)] += wire_bytes(s.length, fields);
@@ -44,7 +45,7 @@ void exchange_samples(Communicator& dp_group, const StepGeometry& geometry,
     if (r == me) continue;
     for (int64_t k = 0; k < k_count; ++k) {
       for (const Segment& s : geometry.pack(k, r).segments) {
-        if (geometry.source_of(s.sample) != me) continue;
+        if (s.sample == Segment::kTailRows || geometry.source_of(s.sample) != me) continue;
         write_rows(local_rows(s.sample), s.offset, s.length, fields, out);
         out += wire_bytes(s.length, fields);
       }
@@ -60,8 +61,10 @@ void exchange_samples(Communicator& dp_group, const StepGeometry& geometry,
     PackedBatch& target = microbatches[static_cast<size_t>(k)];
     int64_t at = 0;
     for (const Segment& s : geometry.pack(k, me).segments) {
-      const int src = geometry.source_of(s.sample);
-      if (src == me) {
+      const int src = s.sample == Segment::kTailRows ? -1 : geometry.source_of(s.sample);
+      if (src < 0) {
+        // tail rows: written by empty_microbatch
+      } else if (src == me) {
         copy_rows(local_rows(s.sample), s.offset, s.length, fields, target, at);
       } else {
         read_rows(recv.data() + cursor[static_cast<size_t>(src)], s.length, fields, target, at);

@@ -31,6 +31,7 @@
 
 #include "packing/sorted_items.hpp"
 #include "schedule/balanced_assignment.hpp"
+#include "schedule/pack_splitting.hpp"
 #include "schedule/schedule_items.hpp"
 #include "schedule/step_bounds.hpp"
 #include "thdpack/core/errors.hpp"
@@ -173,7 +174,8 @@ Plan BalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptio
                           " items over dp=" + std::to_string(dp) + " with capacity " +
                           std::to_string(capacity) + "; use a larger global batch");
   }
-  return plan_from_packs(dp, best->packs, items, input);
+  return cap_sequences_per_pack(plan_from_packs(dp, best->packs, items, input), input, options,
+                                PackMoves::kAllowed);
 }
 
 }  // namespace thdpack::detail

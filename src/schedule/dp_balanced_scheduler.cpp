@@ -32,9 +32,13 @@ Plan DpBalancedScheduler::schedule(const ScheduleInput& input,
 
   std::vector<std::vector<int64_t>> packs;
   int64_t used = 0;
+  // thd_max_packed_sequences: a full pack closes like one without room (0: no cap).
+  const auto cap = options.max_sequences_per_pack > 0
+                       ? static_cast<size_t>(options.max_sequences_per_pack)
+                       : static_cast<size_t>(-1);
   for (size_t i = 0; i < input.ids.size(); ++i) {
     const int64_t len = input.padded_lengths[i];
-    if (packs.empty() || used + len > capacity) {
+    if (packs.empty() || used + len > capacity || packs.back().size() == cap) {
       packs.emplace_back();
       used = 0;
     }

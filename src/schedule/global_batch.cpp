@@ -28,6 +28,31 @@ std::vector<int64_t> global_batch_indices(int64_t step, int64_t global_batch,
   return indices;
 }
 
+std::string sample_order_name(SampleOrder order) {
+  return order == SampleOrder::kMegatron ? "megatron" : "contiguous";
+}
+
+SampleOrder parse_sample_order(const std::string& name) {
+  if (name == "contiguous") return SampleOrder::kContiguous;
+  if (name == "megatron") return SampleOrder::kMegatron;
+  throw InvalidArgument("sample order must be 'contiguous' or 'megatron', got '" + name + "'");
+}
+
+std::vector<int64_t> rank_major_indices(std::vector<int64_t> indices, int dp, SampleOrder order) {
+  const auto count = static_cast<int64_t>(indices.size());
+  if (dp < 1 || count % dp != 0) {
+    throw InvalidArgument("global batch (" + std::to_string(count) +
+                          " samples) must be a multiple of dp=" + std::to_string(dp));
+  }
+  if (order == SampleOrder::kContiguous || dp == 1) return indices;
+  std::vector<int64_t> out;
+  out.reserve(indices.size());
+  for (int r = 0; r < dp; ++r) {
+    for (int64_t j = r; j < count; j += dp) out.push_back(indices[static_cast<size_t>(j)]);
+  }
+  return out;
+}
+
 int64_t length_within_capacity(int64_t id, int64_t length, int64_t divisor, int64_t capacity,
                                OversizePolicy policy) {
   if (round_up(length, divisor) <= capacity) return length;
@@ -50,7 +75,8 @@ GlobalBatch make_global_batch(const Dataset& dataset, int64_t step, const Global
                           " must be at least the padding divisor " + std::to_string(o.divisor));
   }
   GlobalBatch b;
-  b.ids = global_batch_indices(step, o.global_batch, dataset.size());
+  b.ids =
+      rank_major_indices(global_batch_indices(step, o.global_batch, dataset.size()), o.dp, o.order);
   b.samples_per_rank.assign(static_cast<size_t>(o.dp), o.global_batch / o.dp);
   b.real_lengths.reserve(b.ids.size());
   b.padded_lengths.reserve(b.ids.size());

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "schedule/pack_splitting.hpp"
 #include "schedule/schedule_items.hpp"
 #include "schedule/schedulers.hpp"
 #include "thdpack/core/errors.hpp"
@@ -13,34 +14,17 @@
 namespace thdpack::detail {
 namespace {
 
-// Splits packs until there are `target`: each time the pack with the most items (ties: most
-// tokens, then lowest index) gives its last (smallest) item to a new pack.
+// Splits packs until there are `target` (see split_packs_to).
 void split_to(std::vector<std::vector<int64_t>>& packs, int64_t target, const ScheduleItems& items,
               int rank) {
-  std::vector<int64_t> tokens(packs.size(), 0);
-  for (size_t p = 0; p < packs.size(); ++p) {
-    for (int64_t item : packs[p]) tokens[p] += items.lengths[static_cast<size_t>(item)];
-  }
-  while (static_cast<int64_t>(packs.size()) < target) {
-    size_t best = packs.size();
-    for (size_t p = 0; p < packs.size(); ++p) {
-      if (packs[p].size() < 2) continue;
-      if (best == packs.size() || packs[p].size() > packs[best].size() ||
-          (packs[p].size() == packs[best].size() && tokens[p] > tokens[best])) {
-        best = p;
-      }
-    }
-    if (best == packs.size()) {
-      throw InvalidArgument("local scheduler: DP rank " + std::to_string(rank) + " holds " +
-                            std::to_string(packs.size()) + " samples/groups but every rank needs " +
-                            std::to_string(target) +
-                            " micro-batches; give it more samples or use the balanced scheduler");
-    }
-    const int64_t item = packs[best].back();
-    packs[best].pop_back();
-    tokens[best] -= items.lengths[static_cast<size_t>(item)];
-    packs.push_back({item});
-    tokens.push_back(items.lengths[static_cast<size_t>(item)]);
+  const auto length_of = [&items](int64_t item) {
+    return items.lengths[static_cast<size_t>(item)];
+  };
+  if (!split_packs_to(packs, target, length_of)) {
+    throw InvalidArgument("local scheduler: DP rank " + std::to_string(rank) + " holds " +
+                          std::to_string(packs.size()) + " samples/groups but every rank needs " +
+                          std::to_string(target) +
+                          " micro-batches; give it more samples or use the balanced scheduler");
   }
 }
 
@@ -86,7 +70,8 @@ Plan LocalScheduler::schedule(const ScheduleInput& input, const ScheduleOptions&
       packs.offsets.push_back(static_cast<int64_t>(packs.items.size()));
     }
   }
-  return plan_from_packs(dp, packs, items, input);
+  return cap_sequences_per_pack(plan_from_packs(dp, packs, items, input), input, options,
+                                PackMoves::kNone);
 }
 
 }  // namespace thdpack::detail

@@ -55,6 +55,14 @@ void validate_schedule_input(const ScheduleInput& in, const ScheduleOptions& o) 
   if (o.dp < 1 || o.cp < 1 || o.pp < 1 || o.microbatch_multiple < 1) {
     throw InvalidArgument("schedule options: dp, cp, pp and microbatch_multiple must be >= 1");
   }
+  if (o.max_sequences_per_pack < 0) {
+    throw InvalidArgument("max_sequences_per_pack (thd_max_packed_sequences) must be >= 0, got " +
+                          std::to_string(o.max_sequences_per_pack));
+  }
+  if (o.max_sequences_per_pack > 0 && !in.group_ids.empty()) {
+    throw InvalidArgument(
+        "max_sequences_per_pack (thd_max_packed_sequences) cannot be combined with group ids");
+  }
   if (o.max_seqlen_per_dp_cp_rank < 1) {
     throw InvalidArgument("max_seqlen_per_dp_cp_rank must be >= 1, got " +
                           std::to_string(o.max_seqlen_per_dp_cp_rank));

@@ -38,15 +38,20 @@ LAYOUT = {"--tp": "positive", "--cp": "positive", "--dp": "positive", "--pp": "p
           "--order": "text"}
 JOB = {**WORKLOAD, **LAYOUT, "--max-seqlen-per-dp-cp-rank": "positive",
        "--global-batch": "positive", "--model": "text", "--cost-linear": "non_negative_number",
-       "--cost-quadratic": "non_negative_number", "--oversize": "text"}
+       "--cost-quadratic": "non_negative_number", "--oversize": "text",
+       "--sample-order": "text", "--thd-max-packed-sequences": "non_negative"}
 FLAGS = {
     "plan": {**JOB, "--steps": "positive", "--scheduler": "text",
-             "--gpu-tflops": "positive_number", "--plan-out": "text"},
+             "--gpu-tflops": "positive_number", "--plan-out": "text", "--report": "text",
+             "--report-step": "non_negative"},
     "run": {**JOB, "--steps": "positive", "--scheduler": "text", "--reading": "text",
-            "--cp-mode": "text", "--timeout": "positive_number"},
+            "--cp-mode": "text", "--timeout": "positive_number", "--report": "text",
+            "--tail-align": "text", "--tail-multiple": "non_negative", "--tail-policy": "text",
+            "--fixed-cu-seqlens-entries": "non_negative"},
     "pack": {**WORKLOAD, "--capacity": "positive", "--strategy": "text", "--divisor": "positive",
              "--seed": "non_negative", "--group-size": "positive", "--limit": "positive",
-             "--stream": "positive", "--out": "text", "--materialize": "text", "--dtype": "text"},
+             "--stream": "positive", "--out": "text", "--materialize": "text", "--dtype": "text",
+             "--report": "text"},
     "convert": {**WORKLOAD, "--out": "text", "--dtype": "text", "--limit": "positive"},
     "reorder": {"--microbatch-size": "positive", "--microbatches": "positive",
                 "--window": "positive", "--method": "text", "--module-dp-sizes": "text",
@@ -95,7 +100,7 @@ def help_options(subcommand):
     text = run([subcommand, "--help"]).stdout
     numeric = set()
     for line in text.splitlines():
-        m = re.match(r"\s+(?:-\w,)?(--[\w-]+)(?:,-\w)?\s+(\S+)", line)
+        m = re.match(r"\s+(?:-\w,)?(--[\w-]+)(?:,--?[\w-]+)*\s+(\S+)", line)
         if m and re.match(r"(INT|UINT|FLOAT|NUM)", m.group(2)):
             numeric.add(m.group(1))
     return numeric

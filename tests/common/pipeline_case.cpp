@@ -12,6 +12,13 @@ std::string PipelineCase::name() const {
                   std::to_string(cp) + "_dp" + std::to_string(dp);
   if (vpp > 1) n += "_vpp" + std::to_string(vpp);
   n += reading == ReadingMode::kMegatron ? "_megatron" : "_allranks";
+  if (tail_align != TailAlign::kNone) {
+    n += "_tail_" + tail_align_name(tail_align) + std::to_string(tail_multiple) + "_" +
+         tail_policy_name(tail_policy);
+  }
+  if (fixed_cu_seqlens_entries > 0) n += "_cu" + std::to_string(fixed_cu_seqlens_entries);
+  if (max_sequences_per_pack > 0) n += "_cap" + std::to_string(max_sequences_per_pack);
+  if (tokens_on_last_stage) n += "_mtp";
   return n + "_" + scheduler;
 }
 
@@ -23,6 +30,12 @@ PipelineOptions options_of(const PipelineCase& c) {
   o.cost = CostModel{1.0, 1e-3};
   o.reading = c.reading;
   o.oversize = c.oversize;
+  o.tail_align = c.tail_align;
+  o.tail_multiple = c.tail_multiple;
+  o.tail_policy = c.tail_policy;
+  o.fixed_cu_seqlens_entries = c.fixed_cu_seqlens_entries;
+  o.max_sequences_per_pack = c.max_sequences_per_pack;
+  o.tokens_on_last_stage = c.tokens_on_last_stage;
   return o;
 }
 

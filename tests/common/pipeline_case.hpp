@@ -21,6 +21,13 @@ struct PipelineCase {
   int64_t steps = 2;
   int64_t samples_per_replica = 8;
   OversizePolicy oversize = OversizePolicy::kError;
+  // Static shapes and the sequence cap (PipelineOptions).
+  TailAlign tail_align = TailAlign::kNone;
+  int64_t tail_multiple = 0;
+  TailPolicy tail_policy = TailPolicy::kAppendDummySeq;
+  int64_t fixed_cu_seqlens_entries = 0;
+  int64_t max_sequences_per_pack = 0;
+  bool tokens_on_last_stage = false;
 
   int world_size() const { return tp * pp * cp * dp; }
   std::string name() const;

@@ -46,7 +46,7 @@ void JobFlags::add_to(CLI::App& cmd) {
                  "token budget M of one micro-batch per DP x CP rank (default: the workload's, "
                  "--seq-length, or the longest sample)")
       ->check(positive_integer());
-  cmd.add_option("--global-batch", global_batch,
+  cmd.add_option("--global-batch,--global-batch-size", global_batch,
                  "samples per step (default: the workload's reference batch for this dp, else 32 "
                  "per replica)")
       ->check(positive_integer());
@@ -63,6 +63,15 @@ void JobFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--oversize", oversize, "a sample longer than M x cp: error or truncate")
       ->check(non_empty())
       ->capture_default_str();
+  cmd.add_option(
+         "--sample-order", sample_order,
+         "which DP rank holds which sample of a global batch: contiguous (rank r holds a "
+         "block) or megatron (rank r holds samples k*dp + r, as MegatronPretrainingSampler)")
+      ->capture_default_str();
+  cmd.add_option("--thd-max-packed-sequences", max_sequences_per_pack,
+                 "if > 0, at most this many samples in one pack (0: no cap)")
+      ->check(non_negative_integer())
+      ->capture_default_str();
 }
 
 GlobalBatchOptions Job::batch_options() const {
@@ -72,6 +81,7 @@ GlobalBatchOptions Job::batch_options() const {
   o.divisor = divisor;
   o.capacity = capacity();
   o.oversize = oversize;
+  o.order = sample_order;
   return o;
 }
 
@@ -108,6 +118,8 @@ Job resolve_job(const JobFlags& f) {
   } else if (f.oversize != "error") {
     throw InvalidArgument("--oversize must be 'error' or 'truncate', got '" + f.oversize + "'");
   }
+  job.sample_order = parse_sample_order(f.sample_order);
+  job.max_sequences_per_pack = f.max_sequences_per_pack;
   return job;
 }
 

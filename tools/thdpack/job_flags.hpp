@@ -24,6 +24,8 @@ struct JobFlags {
   double cost_quadratic = -1;
   std::string oversize = "error";
   const CLI::Option* model_flag = nullptr;  ///< set by add_to; tells whether --model was given
+  std::string sample_order = "contiguous";
+  int64_t max_sequences_per_pack = 0;
 
   void add_to(CLI::App& command);
 };
@@ -37,6 +39,8 @@ struct Job {
   CostModel cost;
   std::string model;  ///< preset name, or "" for direct coefficients
   OversizePolicy oversize = OversizePolicy::kError;
+  SampleOrder sample_order = SampleOrder::kContiguous;
+  int64_t max_sequences_per_pack = 0;  ///< 0: no cap
 
   /// C = M x cp; resolve_job has checked that it fits in int64.
   int64_t capacity() const { return max_seqlen_per_dp_cp_rank * topology.cp(); }

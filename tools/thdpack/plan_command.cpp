@@ -40,8 +40,9 @@ int run_plan(const PlanFlags& f) {
   if (f.report_step < 0 || f.report_step >= f.steps)
     throw InvalidArgument("--report-step must be in [0, --steps)");
   const Job job = resolve_job(f.job);
-  const ScheduleOptions options =
+  ScheduleOptions options =
       ScheduleOptions::from_topology(job.topology, job.max_seqlen_per_dp_cp_rank, job.cost);
+  options.max_sequences_per_pack = job.max_sequences_per_pack;
   PlanRunInfo info;
   info.workload = job.workload.name;
   info.workload_description = job.workload.description;
@@ -147,7 +148,8 @@ Command add_plan_command(CLI::App& app) {
       ->capture_default_str();
   std::string names = "all";
   for (const auto& n : scheduler_names()) names += ", " + n;
-  cmd->add_option("--scheduler", flags->scheduler, "scheduler: " + names)
+  cmd->add_option("--scheduler,--sequence-packing-scheduler", flags->scheduler,
+                  "scheduler: " + names)
       ->check(non_empty())
       ->capture_default_str();
   cmd->add_option("--gpu-tflops", flags->gpu_tflops,

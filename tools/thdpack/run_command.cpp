@@ -33,6 +33,10 @@ struct RunFlags {
   double timeout = 300;
   bool json = false;
   std::string report;
+  std::string tail_align = "none";
+  int64_t tail_multiple = 0;
+  std::string tail_policy = "append_dummy_seq";
+  int64_t fixed_cu_seqlens_entries = 0;
 };
 
 PipelineOptions pipeline_options(const RunFlags& f, const Job& job) {
@@ -53,6 +57,15 @@ PipelineOptions pipeline_options(const RunFlags& f, const Job& job) {
   } else if (f.cp_mode != "zigzag") {
     throw InvalidArgument("--cp-mode must be 'zigzag' or 'contiguous', got '" + f.cp_mode + "'");
   }
+  o.tail_align = parse_tail_align(f.tail_align);
+  if (f.tail_multiple > 0 && o.tail_align != TailAlign::kMultiple) {
+    throw InvalidArgument("--tail-multiple " + std::to_string(f.tail_multiple) +
+                          " needs --tail-align multiple");
+  }
+  o.tail_multiple = f.tail_multiple;
+  o.tail_policy = parse_tail_policy(f.tail_policy);
+  o.fixed_cu_seqlens_entries = f.fixed_cu_seqlens_entries;
+  o.max_sequences_per_pack = job.max_sequences_per_pack;
   return o;
 }
 
@@ -60,7 +73,8 @@ PipelineOptions pipeline_options(const RunFlags& f, const Job& job) {
 std::vector<Sample> local_samples(const Dataset& dataset, const Job& job, const Pipeline& pipeline,
                                   int64_t step) {
   if (!pipeline.reads_data()) return {};
-  const auto ids = global_batch_indices(step, job.global_batch, dataset.size());
+  const auto ids = rank_major_indices(global_batch_indices(step, job.global_batch, dataset.size()),
+                                      job.topology.dp(), job.sample_order);
   const int64_t per = job.global_batch / job.topology.dp();
   const int64_t d = pipeline.coordinates().dp;
   std::vector<Sample> out;
@@ -164,7 +178,8 @@ Command add_run_command(CLI::App& app) {
   cmd->add_option("--steps", flags->steps, "global batches to run")
       ->check(positive_integer())
       ->capture_default_str();
-  cmd->add_option("--scheduler", flags->scheduler, "balanced, dp_balanced or local")
+  cmd->add_option("--scheduler,--sequence-packing-scheduler", flags->scheduler,
+                  "balanced, dp_balanced or local")
       ->check(non_empty())
       ->capture_default_str();
   cmd->add_option("--reading", flags->reading,
@@ -183,7 +198,23 @@ Command add_run_command(CLI::App& app) {
   cmd->add_flag("--json", flags->json, "print the summary as JSON (rank 0)");
   cmd->add_option("--report", flags->report,
                   "rank 0 writes a self-contained HTML page with pictures of the run (time per DP "
-                  "replica against the bound, bytes against the minimum, wall time per step)");
+                  "replica against the bound, bytes against the minimum, wall time per step)")
+      ->check(non_empty());
+  cmd->add_option("--tail-align", flags->tail_align,
+                  "static shapes (CUDA graphs): none, multiple (rows of every pack rounded up to "
+                  "--tail-multiple) or capacity (every pack M x cp rows)")
+      ->capture_default_str();
+  cmd->add_option("--tail-multiple", flags->tail_multiple,
+                  "N for --tail-align multiple (a multiple of the padding divisor)")
+      ->check(non_negative_integer());
+  cmd->add_option("--tail-policy", flags->tail_policy,
+                  "where tail rows go: append_dummy_seq (an all-padding sequence of real length "
+                  "0) or extend_last (the last padded boundary moves)")
+      ->check(non_empty())
+      ->capture_default_str();
+  cmd->add_option("--fixed-cu-seqlens-entries", flags->fixed_cu_seqlens_entries,
+                  "if > 0, every cu_seqlens array has exactly this many entries (last repeated)")
+      ->check(non_negative_integer());
   return {cmd, [flags] {
             return run_mpi_job(MPI_THREAD_FUNNELED, flags->timeout,
                                [&](int rank, int size) { return run(*flags, rank, size); });

@@ -103,7 +103,7 @@ void WorkloadFlags::add_to(CLI::App& command) {
   for (const auto& n : workload_names()) names += (names.empty() ? "" : ", ") + n;
   command.add_option("--workload", workload, "named workload: " + names + " (default sft-8k)")
       ->check(non_empty());
-  command.add_option("--dataset-config", dataset_config,
+  command.add_option("--dataset-config,--sft-mock-dataset-config-json", dataset_config,
                      "mock dataset config: inline JSON or a file holding it (Megatron's "
                      "--sft-mock-dataset-config-json keys)")
       ->check(non_empty());

@@ -67,6 +67,13 @@ enum class TailPolicy {
   kExtendLast,      ///< stretch the last padded boundary
 };
 
+/// "none", "multiple", "capacity" and back; parse_tail_align throws InvalidArgument on other names.
+std::string tail_align_name(TailAlign align);
+TailAlign parse_tail_align(const std::string& name);
+/// "append_dummy_seq", "extend_last" and back; parse_tail_policy throws InvalidArgument otherwise.
+std::string tail_policy_name(TailPolicy policy);
+TailPolicy parse_tail_policy(const std::string& name);
+
 struct PackOptions {
   int64_t divisor = 1;       ///< padding divisor d (padding_divisor())
   int64_t capacity = 0;      ///< C = M·cp; packs of several samples must fit. 0: unchecked
@@ -127,6 +134,18 @@ struct PackedBatch {
   /// Rows held (see PackedBatchView::num_rows).
   int64_t num_rows() const { return static_cast<int64_t>(padding_mask.size()); }
 };
+
+/// Rows T of a pack whose sequences take `rows` padded rows, after the tail alignment of
+/// `options`. Throws InvalidArgument when the tail options are inconsistent (tail_multiple not a
+/// positive multiple of the divisor, capacity alignment without a capacity that is one), the
+/// alignment takes a pack that fits past the capacity, or T would overflow int32.
+int64_t aligned_pack_rows(int64_t rows, const PackOptions& options);
+
+/// With options.fixed_cu_seqlens_entries > 0, extends both cu arrays (equal sizes, B+1 entries) to
+/// exactly that many entries by repeating their last values; InvalidArgument when they already hold
+/// more. Otherwise leaves them as they are.
+void fix_cu_seqlens_entries(std::vector<int32_t>& cu_seqlens,
+                            std::vector<int32_t>& cu_seqlens_padded, const PackOptions& options);
 
 /// Packs `samples` in the given order. Throws InvalidArgument when a sample is empty, its
 /// loss_mask/labels length differs from its input_ids, the padded total exceeds options.capacity

@@ -59,6 +59,21 @@ struct PipelineOptions {
   int64_t pad_id = 0;
   int64_t ignore_id = -100;
   PadPositions pad_positions = PadPositions::kContinue;
+  /// Static shapes (CUDA graphs), as in PackOptions: every pack's rows T aligned to
+  /// `tail_multiple` (TailAlign::kMultiple, a multiple of the padding divisor) or to the capacity
+  /// M·cp (kCapacity), the tail placed by `tail_policy`; `fixed_cu_seqlens_entries` > 0 gives every
+  /// cu_seqlens array exactly that many entries (and caps the sequences a pack may hold).
+  TailAlign tail_align = TailAlign::kNone;
+  int64_t tail_multiple = 0;
+  TailPolicy tail_policy = TailPolicy::kAppendDummySeq;
+  int64_t fixed_cu_seqlens_entries = 0;
+  /// If > 0, no pack holds more samples (Megatron's thd_max_packed_sequences). The plan also keeps
+  /// packs within fixed_cu_seqlens_entries - 1 sequences (- 2 when a dummy sequence may be
+  /// appended).
+  int64_t max_sequences_per_pack = 0;
+  /// Multi-token prediction on the last stage: its last (virtual) stage also gets tokens and
+  /// position ids, as Megatron gives them to an MTP stage.
+  bool tokens_on_last_stage = false;
 
   /// Every option as canonical text ("tp=2 cp=1 ... scheduler=balanced ..."): equal texts mean
   /// equal options. Used to check that all ranks were configured alike.
@@ -77,12 +92,16 @@ struct StageFields {
 StageFields stage_fields(const Topology& topology, int pp_rank);
 /// Fields of virtual stage `virtual_stage` of PP rank `pp_rank`.
 StageFields virtual_stage_fields(const Topology& topology, int pp_rank, int virtual_stage);
+/// The same under `options` (tokens_on_last_stage adds tokens to the last stage).
+StageFields stage_fields(const PipelineOptions& options, int pp_rank);
+StageFields virtual_stage_fields(const PipelineOptions& options, int pp_rank, int virtual_stage);
 /// Whether `rank` reads samples in `mode`.
 bool reads_data(const Topology& topology, ReadingMode mode, int rank);
 
 /// Padding divisor and pack options implied by the pipeline options.
 PackOptions pack_options_of(const PipelineOptions& options);
-/// Scheduler options implied by the pipeline options.
+/// Scheduler options implied by the pipeline options (the sequence cap is the tighter of
+/// max_sequences_per_pack and what fixed_cu_seqlens_entries allows).
 ScheduleOptions schedule_options_of(const PipelineOptions& options);
 
 /// What one step cost this rank.

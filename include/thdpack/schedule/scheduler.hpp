@@ -10,6 +10,7 @@
 //   microbatch_multiple() (the VPP group with virtual pipelining);
 // - every pack holds at most C = max_seqlen_per_dp_cp_rank · cp tokens (padded lengths); a sample
 //   (or group) longer than C is an InvalidArgument;
+// - with max_sequences_per_pack > 0, no pack holds more samples than that;
 // - deterministic: the same input and options give a bit-identical plan, on every rank and run.
 //
 // Schedulers are pure: no communication. Every rank of a job computes the same plan from the same
@@ -48,6 +49,10 @@ struct ScheduleOptions {
   int64_t max_seqlen_per_dp_cp_rank = 0;
   /// Per-sample cost used by workload-aware schedulers and by plan statistics.
   CostModel cost;
+  /// If > 0, a hard cap on the samples of one pack (Megatron's thd_max_packed_sequences; static
+  /// cu_seqlens shapes). dp_balanced closes a pack when it is full; balanced and local split packs
+  /// over the cap and then even out the micro-batch counts. Not with group ids.
+  int64_t max_sequences_per_pack = 0;
 
   /// dp, cp, pp and microbatch_multiple from a topology.
   static ScheduleOptions from_topology(const Topology& topology, int64_t max_seqlen_per_dp_cp_rank,

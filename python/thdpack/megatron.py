@@ -1,0 +1,395 @@
+"""Megatron-LM adapter: Megatron's sequence-packing entry points, served by thdpack's pipeline.
+
+Two calls replace Megatron-LM's own (``megatron.core.datasets.data_schedule``) with the same
+arguments and results, so a training script switches by changing an import::
+
+    from thdpack.megatron import (get_batch_on_this_rank_for_sequence_packing,
+                                  wrap_data_iterator)
+
+    # once per global batch, on every rank (TP-rank 0 of the first and last stage holds an
+    # iterator, the other ranks pass None)
+    it, num_microbatches, seqlen_sum, seqlen_squared_sum = wrap_data_iterator(
+        data_iterator, config, num_microbatches, pg_collection)
+    # in forward_step, once per micro-batch
+    (tokens, labels, loss_mask, attention_mask, position_ids, packed_seq_params,
+     padding_mask) = get_batch_on_this_rank_for_sequence_packing(it, vpp_size, False, vp_stage,
+                                                                pg_collection)
+
+The data iterator yields what Megatron's packing path takes: a dict, or a list of dicts, of 1-D
+tensors ``tokens``, ``labels`` (already shifted: ``labels[j]`` is position j's target),
+``loss_mask``, ``position_ids``; either one sample each (optionally with ``original_seq_len``, the
+length before the dataset's padding) or pre-packed samples with ``cu_seqlens`` (cut into their
+sub-samples; optionally ``original_seq_len`` with one length per sub-sample). A leading batch
+dimension of 1 (the default collate function's) is dropped.
+
+The config is read by Megatron's field names: ``sequence_packing_scheduler`` (any thdpack
+scheduler: ``dp_balanced`` reproduces Megatron's plan, ``balanced`` balances compute),
+``max_seqlen_per_dp_cp_rank``, ``context_parallel_size`` (checked against the groups),
+``sequence_parallel``, ``virtual_pipeline_model_parallel_size``,
+``microbatch_group_size_per_vp_stage``, ``thd_max_packed_sequences`` (a cap on the sequences of
+one pack) and ``mtp_num_layers`` (with multi-token prediction the last stage gets tokens too). Static shapes for CUDA graphs and other ``ThdPacker`` options are keyword arguments of
+``wrap_data_iterator`` (``tail_align``, ``tail_multiple``, ``tail_policy``,
+``fixed_cu_seqlens_entries``, ``model``, ``cp_mode``, ``oversize``).
+
+Groups come from ``pg_collection`` (attributes ``tp``, ``cp``, ``dp``, ``pp``; ``dp_cp`` is only
+checked), from keyword arguments ``tp_group``, ``cp_group``, ``dp_group``, ``pp_group``, or from
+``megatron.core.parallel_state`` when Megatron is importable. A group of size 1 may be omitted.
+
+Where this differs from Megatron (see docs/megatron.md): every rank gets an iterator (thdpack's
+pipeline already delivered each TP rank its rows, so ``get_batch...`` broadcasts nothing and must
+be thdpack's); ``cu_seqlens_q``/``kv`` are the real boundaries (Megatron passes the padded ones);
+the returned seqlen sums are those of the padded lengths thdpack computes (Megatron's figure).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterable, Iterator, Optional
+
+import torch
+
+from . import _thdpack
+from .torch import ThdPacker
+
+_SAMPLE_KEYS = ("tokens", "labels", "loss_mask", "position_ids")
+_ID_STRIDE = 1 << 40  # global id = DP rank * stride + position in the rank's step
+
+
+@dataclasses.dataclass
+class PackedSeqParams:
+    """The fields of Megatron's ``PackedSeqParams`` that THD attention reads (used when
+    ``megatron.core`` is not importable)."""
+
+    qkv_format: Optional[str] = None
+    cu_seqlens_q: Optional[torch.Tensor] = None
+    cu_seqlens_kv: Optional[torch.Tensor] = None
+    cu_seqlens_q_padded: Optional[torch.Tensor] = None
+    cu_seqlens_kv_padded: Optional[torch.Tensor] = None
+    max_seqlen_q: Optional[int] = None
+    max_seqlen_kv: Optional[int] = None
+    local_cp_size: Optional[int] = None
+    cp_group: Any = None
+    total_tokens: Optional[int] = None
+
+
+def packed_seq_params_class():
+    """Megatron's ``PackedSeqParams`` when ``megatron.core`` is importable, else thdpack's."""
+    try:
+        from megatron.core.packed_seq_params import PackedSeqParams as megatron_class
+    except ImportError:
+        return PackedSeqParams
+    return megatron_class
+
+
+# ---- groups -------------------------------------------------------------------------------------
+
+def _groups(pg_collection, explicit: dict) -> dict:
+    """tp, cp, dp, pp (None where the size is 1 and nothing was given), and dp_cp if known."""
+    out = {}
+    for kind in ("tp", "cp", "dp", "pp", "dp_cp"):
+        group = explicit.get(f"{kind}_group")
+        if group is None and pg_collection is not None:
+            group = getattr(pg_collection, kind, None)
+        out[kind] = group
+    if pg_collection is None and all(out[k] is None for k in ("tp", "cp", "dp", "pp")):
+        try:
+            from megatron.core import parallel_state as ps
+        except ImportError:
+            ps = None
+        if ps is not None and ps.model_parallel_is_initialized():
+            out = {"tp": ps.get_tensor_model_parallel_group(),
+                   "cp": ps.get_context_parallel_group(),
+                   "dp": ps.get_data_parallel_group(),
+                   "pp": ps.get_pipeline_model_parallel_group(),
+                   "dp_cp": ps.get_data_parallel_group(with_context_parallel=True)}
+    return out
+
+
+def _rank_and_size(group) -> tuple:
+    import torch.distributed as dist
+
+    if group is None:
+        return 0, 1
+    return dist.get_rank(group), dist.get_world_size(group)
+
+
+# ---- configuration ------------------------------------------------------------------------------
+
+def _field(config, name: str, default=None):
+    value = getattr(config, name, default)
+    return default if value is None else value
+
+
+def _packer_settings(config, groups: dict, options: dict) -> dict:
+    """ThdPacker keyword arguments from Megatron's config fields and the extra options."""
+    scheduler = str(_field(config, "sequence_packing_scheduler", "dp_balanced")).lower()
+    if scheduler not in _thdpack.scheduler_names():
+        raise _thdpack.InvalidArgument(
+            f"config.sequence_packing_scheduler is '{scheduler}'; thdpack has "
+            f"{', '.join(_thdpack.scheduler_names())}")
+    cap = _field(config, "max_seqlen_per_dp_cp_rank")
+    if cap is None:
+        raise _thdpack.InvalidArgument(
+            "config.max_seqlen_per_dp_cp_rank is not set; sequence packing needs the token "
+            "budget of one micro-batch per DP x CP rank")
+    cp = _rank_and_size(groups["cp"])[1]
+    want_cp = int(_field(config, "context_parallel_size", cp))
+    if want_cp != cp:
+        raise _thdpack.InvalidArgument(
+            f"config.context_parallel_size is {want_cp} but the context-parallel group has {cp} "
+            "ranks; pass pg_collection (or cp_group) with the CP group")
+    if groups["dp_cp"] is not None:
+        dp = _rank_and_size(groups["dp"])[1]
+        dp_cp = _rank_and_size(groups["dp_cp"])[1]
+        if dp_cp != dp * cp:
+            raise _thdpack.InvalidArgument(
+                f"the dp_cp group has {dp_cp} ranks but dp x cp is {dp} x {cp}")
+    vpp = int(_field(config, "virtual_pipeline_model_parallel_size", 1))
+    settings = dict(max_seqlen_per_dp_cp_rank=int(cap), scheduler=scheduler,
+                    sequence_parallel=bool(_field(config, "sequence_parallel", False)),
+                    vpp=vpp, reading="megatron",
+                    max_sequences_per_pack=int(_field(config, "thd_max_packed_sequences", 0)),
+                    tokens_on_last_stage=int(_field(config, "mtp_num_layers", 0)) > 0)
+    if vpp > 1:
+        settings["vpp_group"] = int(_field(config, "microbatch_group_size_per_vp_stage", 0))
+    settings.update(options)
+    return settings
+
+
+_packers: dict = {}
+
+
+def _packer(config, groups: dict, options: dict) -> ThdPacker:
+    """One ThdPacker per (groups, settings), built on first use (a collective over the world)."""
+    settings = _packer_settings(config, groups, options)
+    kinds = ("tp", "cp", "dp", "pp")
+    key = (tuple(id(groups[k]) for k in kinds),
+           tuple(sorted((k, repr(v)) for k, v in settings.items())))
+    entry = _packers.get(key)
+    if entry is None:
+        if torch.cuda.is_available() and "device" not in settings:
+            settings["device"] = torch.device("cuda", torch.cuda.current_device())
+        packer = ThdPacker(tp_group=groups["tp"], cp_group=groups["cp"], dp_group=groups["dp"],
+                           pp_group=groups["pp"], **settings)
+        # The groups are kept with the packer so that their ids (the key) cannot be reused.
+        entry = _packers[key] = (tuple(groups[k] for k in kinds), packer)
+    return entry[1]
+
+
+# ---- samples ------------------------------------------------------------------------------------
+
+def _flat(value) -> torch.Tensor:
+    tensor = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
+    if tensor.dim() == 2:
+        if tensor.shape[0] != 1:
+            raise _thdpack.InvalidArgument(
+                f"a sample field has shape {tuple(tensor.shape)}; give 1-D tensors (or a leading "
+                "batch dimension of 1)")
+        tensor = tensor[0]
+    return tensor.detach().cpu()
+
+
+def _lengths(value, count: int, where: str) -> list:
+    lengths = _flat(value).reshape(-1).tolist()
+    if len(lengths) != count:
+        raise _thdpack.InvalidArgument(
+            f"{where}: original_seq_len has {len(lengths)} entries for {count} sub-samples")
+    return [int(x) for x in lengths]
+
+
+def sub_samples(item: dict, where: str = "sample") -> list:
+    """The samples of one data-iterator item as thdpack sample dicts (without ids): the item
+    itself, or its sub-samples when it carries ``cu_seqlens``; each cut to ``original_seq_len``
+    when given."""
+    if not isinstance(item, dict):
+        raise _thdpack.InvalidArgument(
+            f"{where} is a {type(item).__name__}; the data iterator must yield dicts (or lists of "
+            "dicts) of 1-D tensors")
+    missing = [k for k in ("tokens", "labels", "loss_mask") if k not in item]
+    if missing:
+        raise _thdpack.InvalidArgument(
+            f"{where} lacks {', '.join(missing)}; it has {', '.join(sorted(item))}")
+    fields = {k: _flat(item[k]) for k in _SAMPLE_KEYS if k in item}
+    total = fields["tokens"].numel()
+    for key, tensor in fields.items():
+        if tensor.numel() != total:
+            raise _thdpack.InvalidArgument(
+                f"{where}: {key} has {tensor.numel()} entries but tokens has {total}")
+    if "cu_seqlens" in item:
+        cu = [int(x) for x in _flat(item["cu_seqlens"]).tolist()]
+        if not cu or cu[0] != 0 or cu[-1] > total or any(b < a for a, b in zip(cu, cu[1:])):
+            raise _thdpack.InvalidArgument(
+                f"{where}: cu_seqlens {cu} must start at 0, not decrease and end within the "
+                f"{total} tokens")
+        bounds = [(a, b) for a, b in zip(cu, cu[1:])]
+    else:
+        bounds = [(0, total)]
+    if "original_seq_len" in item:
+        kept = _lengths(item["original_seq_len"], len(bounds), where)
+    else:
+        kept = [b - a for a, b in bounds]
+    out = []
+    for (a, b), real in zip(bounds, kept):
+        if real > b - a or real < 0:
+            raise _thdpack.InvalidArgument(
+                f"{where}: original_seq_len {real} is outside [0, {b - a}]")
+        if real == 0:
+            continue  # an empty slot of a pre-packed sample (Megatron skips it too)
+        out.append({"input_ids": fields["tokens"][a:a + real].numpy(),
+                    "labels": fields["labels"][a:a + real].numpy(),
+                    "loss_mask": fields["loss_mask"][a:a + real].to(torch.float32).numpy(),
+                    "labels_shifted": True})
+    return out
+
+
+def _pull(data_iterator, num_microbatches: int, dp_rank: int) -> list:
+    samples = []
+    for index in range(num_microbatches):
+        item = next(data_iterator)
+        items = item if isinstance(item, list) else [item]
+        for j, one in enumerate(items):
+            samples.extend(sub_samples(one, f"item {index}" + (f"[{j}]" if len(items) > 1 else "")))
+    for position, sample in enumerate(samples):
+        sample["id"] = dp_rank * _ID_STRIDE + position
+    return samples
+
+
+# ---- Megatron's entry points --------------------------------------------------------------------
+
+def wrap_data_iterator(data_iterator, config, num_microbatches: int, pg_collection=None, *,
+                       tp_group=None, cp_group=None, dp_group=None, pp_group=None,
+                       **packer_options):
+    """Megatron's ``wrap_data_iterator``: collective over the world, once per global batch.
+
+    Pulls ``num_microbatches`` items from ``data_iterator`` on TP-rank 0 of the first and last
+    pipeline stage (``None`` elsewhere; a list of one iterator per virtual stage with virtual
+    pipelining, of which the first stage uses the first and the last stage the last), schedules
+    the global batch and moves every sample to its DP replica, CP-sliced.
+
+    Returns ``(iterator, num_microbatches, seqlen_sum, seqlen_squared_sum)``: the iterator (a list
+    of one per virtual stage with virtual pipelining) yields this rank's micro-batches as dicts of
+    tensors (tokens, labels, loss_mask, position_ids, padding_mask, cu_seqlens, cu_seqlens_padded,
+    sample_ids) and ``max_seqlen``; the sums are floats over the padded lengths of the global
+    batch, identical on every rank. ``packer_options`` go to ``ThdPacker``.
+    """
+    groups = _groups(pg_collection, {"tp_group": tp_group, "cp_group": cp_group,
+                                     "dp_group": dp_group, "pp_group": pp_group})
+    packer = _packer(config, groups, packer_options)
+    vpp = packer.options.topology.vpp
+    if isinstance(data_iterator, (list, tuple)):
+        if len(data_iterator) != vpp:
+            raise _thdpack.InvalidArgument(
+                f"got {len(data_iterator)} data iterators for {vpp} virtual stages")
+        pp_rank = packer.coordinates["pp"]
+        data_iterator = data_iterator[0] if pp_rank == 0 else data_iterator[-1]
+    samples = []
+    if packer.reads_data:
+        if data_iterator is None:
+            raise _thdpack.InvalidArgument(
+                f"rank {packer.coordinates} reads data (TP rank 0 of the first or last stage) but "
+                "was given no data iterator")
+        samples = _pull(data_iterator, num_microbatches, packer.coordinates["dp"])
+    step = packer.step(samples)
+    flops = step.flops
+    sums = (float(flops["seqlen_sum_padded"]), float(flops["seqlen_squared_sum_padded"]))
+    if vpp > 1:
+        iterator: Any = [iter(step.virtual_stage(v)) for v in range(vpp)]
+    else:
+        iterator = iter(step.virtual_stage(0))
+    return iterator, step.num_microbatches, sums[0], sums[1]
+
+
+def _stage(pp_group, vpp_size, vp_stage) -> tuple:
+    pp_rank, pp_size = _rank_and_size(pp_group)
+    first = pp_rank == 0 and (vp_stage is None or vp_stage == 0)
+    last = pp_rank == pp_size - 1 and (vp_stage is None or vpp_size is None
+                                        or vp_stage == vpp_size - 1)
+    return first, last
+
+
+def get_batch_on_this_rank_for_sequence_packing(data_iterator, vpp_size: Optional[int] = None,
+                                                mtp_on_this_rank: bool = False,
+                                                vp_stage: Optional[int] = None,
+                                                pg_collection=None, *, pp_group=None):
+    """Megatron's ``get_batch_on_this_rank_for_sequence_packing`` over an iterator from
+    ``wrap_data_iterator`` (on every rank; no communication).
+
+    Returns ``(tokens, labels, loss_mask, None, position_ids, packed_seq_params, padding_mask)``:
+    per-row tensors of shape ``[1, T_local]`` (this rank's CP slice); tokens and position ids on
+    the first stage (and with ``mtp_on_this_rank``), labels and loss mask on the last, ``None``
+    elsewhere (the last stage gets tokens for ``mtp_on_this_rank`` when ``config.mtp_num_layers``
+    was set); the padding mask (bool) everywhere. Padding rows hold 0 in tokens, labels,
+    loss mask and position ids. ``packed_seq_params`` is Megatron's ``PackedSeqParams`` (or the
+    field-compatible class here) with ``qkv_format="thd"``, the pack's real ``cu_seqlens_q/kv``,
+    padded ``cu_seqlens_q_padded/kv_padded`` (int32) and ``max_seqlen_q/kv``. The stage comes
+    from the pipeline group (``pg_collection.pp``, ``pp_group`` or Megatron's parallel state), or,
+    without one, from the fields the micro-batch carries.
+    """
+    if data_iterator is None:
+        raise _thdpack.InvalidArgument(
+            "no data iterator: with thdpack every rank passes the iterator wrap_data_iterator "
+            "returned (TP peers got their rows from the pipeline, nothing is broadcast here)")
+    if pp_group is None and pg_collection is not None:
+        pp_group = getattr(pg_collection, "pp", None)
+    if pp_group is None and pg_collection is None:
+        pp_group = _groups(None, {}).get("pp")
+    batch = next(data_iterator)
+    pad = batch["padding_mask"].to(torch.bool)
+    if pp_group is not None:
+        first, last = _stage(pp_group, vpp_size, vp_stage)
+    else:
+        # No pipeline group known: the stage is what the micro-batch carries (the pipeline gives
+        # tokens to the first stage and labels to the last).
+        first, last = batch["tokens"].numel() > 0, batch["labels"].numel() > 0
+
+    def rows(name, wanted):
+        if not wanted:
+            return None
+        tensor = batch[name]
+        if tensor.numel() != pad.numel():
+            raise _thdpack.InvalidArgument(
+                f"this stage needs {name} but the micro-batch does not carry it: thdpack's "
+                "pipeline delivers tokens and position ids to the first stage and labels and loss "
+                "mask to the last")
+        return tensor.masked_fill(pad, 0).view(1, -1)
+
+    tokens = rows("tokens", first or mtp_on_this_rank)
+    position_ids = rows("position_ids", first or mtp_on_this_rank)
+    labels = rows("labels", last)
+    loss_mask = rows("loss_mask", last)
+    cu = batch["cu_seqlens"].to(torch.int32)
+    cu_padded = batch["cu_seqlens_padded"].to(torch.int32)
+    max_seqlen = int(batch["max_seqlen"])
+    params = packed_seq_params_class()(
+        qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu, cu_seqlens_q_padded=cu_padded,
+        cu_seqlens_kv_padded=cu_padded, max_seqlen_q=max_seqlen, max_seqlen_kv=max_seqlen)
+    return tokens, labels, loss_mask, None, position_ids, params, pad.view(1, -1)
+
+
+# ---- mock data in Megatron's sample order -------------------------------------------------------
+
+def mock_data_iterator(config, dp_rank: int, dp_size: int, seq_length: int = 0,
+                       start: int = 0) -> Iterator[dict]:
+    """Items as Megatron's packing path takes them, from thdpack's mock dataset
+    (``config.sft_mock_dataset_config_json``, or Megatron's default mock for ``seq_length``), in
+    the order ``MegatronPretrainingSampler`` deals them with one sample per micro-batch: DP rank r
+    gets dataset samples r, r + dp, r + 2·dp, ... from ``start`` on. Labels are shifted (token
+    j + 1 of the sample, the end-of-document token's target is itself with loss mask 0)."""
+    spec = _field(config, "sft_mock_dataset_config_json")
+    if spec is None:
+        if seq_length < 1:
+            raise _thdpack.InvalidArgument(
+                "config.sft_mock_dataset_config_json is not set; give it or seq_length")
+        spec = _thdpack.default_mock_config(seq_length)
+    dataset = _thdpack.mock_dataset(spec)
+    index = start + dp_rank
+    while True:
+        sample = dataset.sample(index % dataset.size)
+        ids = torch.as_tensor(sample["input_ids"], dtype=torch.int64)
+        labels = torch.cat([ids[1:], ids[-1:]])
+        loss_mask = torch.ones(ids.numel(), dtype=torch.float32)
+        loss_mask[-1] = 0.0
+        yield {"tokens": ids, "labels": labels, "loss_mask": loss_mask,
+               "position_ids": torch.arange(ids.numel(), dtype=torch.int64)}
+        index += dp_size
+
