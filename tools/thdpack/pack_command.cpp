@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
@@ -145,6 +146,13 @@ int run_pack(const PackFlags& f) {
     outputs.push_back(f.materialize + ".idx");
   }
   refuse_replacing_inputs(outputs);
+  // --materialize reads the pack file back: neither of its files may be the pack file.
+  for (size_t i = 1; i < outputs.size(); ++i) {
+    if (std::filesystem::weakly_canonical(outputs[i]) == std::filesystem::weakly_canonical(f.out)) {
+      throw InvalidArgument("--materialize " + f.materialize + " would write " + outputs[i] +
+                            ", which is the pack file of --out; give another prefix");
+    }
+  }
   require_memory_for(f.limit > 0 ? std::min(f.limit, w.dataset->size()) : w.dataset->size());
   const auto read_start = std::chrono::steady_clock::now();
   const std::vector<int64_t> lengths = read_lengths(*w.dataset, f.limit, !f.no_progress);
