@@ -3,6 +3,8 @@
 
 #include <pybind11/functional.h>
 
+#include <limits>
+
 #include "bindings.hpp"
 #include "strict_values.hpp"
 #include "thdpack/core/errors.hpp"
@@ -129,6 +131,15 @@ void require_length(const char* name, size_t got, size_t expected) {
   }
 }
 
+// A topology size: an integer (not a bool or float) within int; Topology checks the rest.
+int int_size(py::handle value, const char* name) {
+  const int64_t v = int64_value(value, name);
+  if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
+    throw InvalidArgument(std::string(name) + " = " + std::to_string(v) + " is past 2^31-1");
+  }
+  return static_cast<int>(v);
+}
+
 }  // namespace
 
 Sample sample_from_python(py::handle object, int64_t default_id, int64_t ignore_id) {
@@ -200,9 +211,11 @@ void bind_core(py::module_& m) {
   // ---- topology ----
   py::class_<Topology>(m, "Topology",
                        "A parallel layout and its rank order (Megatron's by default).")
-      .def(py::init([](int tp, int cp, int dp, int pp, int ep, int vpp, int vpp_group,
-                       const std::string& order) {
-             return Topology({tp, cp, dp, pp, ep, vpp, vpp_group, order});
+      .def(py::init([](py::handle tp, py::handle cp, py::handle dp, py::handle pp, py::handle ep,
+                       py::handle vpp, py::handle vpp_group, const std::string& order) {
+             return Topology({int_size(tp, "tp"), int_size(cp, "cp"), int_size(dp, "dp"),
+                              int_size(pp, "pp"), int_size(ep, "ep"), int_size(vpp, "vpp"),
+                              int_size(vpp_group, "vpp_group"), order});
            }),
            py::kw_only(), py::arg("tp") = 1, py::arg("cp") = 1, py::arg("dp") = 1,
            py::arg("pp") = 1, py::arg("ep") = 1, py::arg("vpp") = 1, py::arg("vpp_group") = 0,

@@ -212,6 +212,21 @@ def test_topology_sizes_whose_product_overflows_are_refused(sizes):
         thdpack.Topology(**sizes)
 
 
+@pytest.mark.parametrize("sizes,needle", [
+    (dict(tp=2**40), "tp = 1099511627776 is past 2^31-1"),
+    (dict(dp=2**64), "dp = 18446744073709551616 is outside int64"),
+    (dict(cp=2.0), "cp must be an integer, got 2.0"),
+    (dict(pp=True), "pp must be an integer, got True"),
+    (dict(ep=None), "ep must be an integer, got None"),
+    (dict(vpp="2"), "vpp must be an integer, got '2'"),
+    (dict(tp=0), "tp must be >= 1, got 0"),
+])
+def test_topology_sizes_are_integers_within_int(sizes, needle):
+    with pytest.raises(thdpack.InvalidArgument) as raised:
+        thdpack.Topology(**sizes)
+    assert needle in str(raised.value)
+
+
 def test_cp_unslice_refuses_slices_of_different_packs_with_equal_metadata():
     rng = np.random.default_rng(2)
     for _ in range(30):

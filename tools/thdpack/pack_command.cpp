@@ -71,6 +71,7 @@ struct PackFlags {
   std::string materialize;
   std::string dtype = "int32";
   std::string report;
+  bool tokens_only = false;
   bool json = false;
   bool no_progress = false;
 };
@@ -96,17 +97,43 @@ Bins pack_streaming(std::span<const int64_t> lengths, const PackFlags& f) {
   return out;
 }
 
+// A Megatron indexed dataset holds tokens only: writing a sample's loss_mask or labels away
+// silently would make SFT train on its prompt tokens, so that takes --tokens-only. Returns whether
+// `s` had any to drop.
+bool carries_targets(const Sample& s, const std::string& source, bool tokens_only) {
+  if (s.loss_mask.empty() && s.labels.empty()) return false;
+  if (tokens_only) return true;
+  throw InvalidArgument(
+      "sample " + std::to_string(s.id) + " of " + source + " carries " +
+      (s.loss_mask.empty() ? "labels" : "loss_mask") +
+      ", which a Megatron indexed dataset cannot hold (training on it would learn the prompt "
+      "tokens too); a pack file (thdpack pack --out) keeps it, or pass --tokens-only to drop it");
+}
+
+void warn_dropped(int64_t dropped) {
+  if (dropped > 0) {
+    std::cerr << "warning: --tokens-only dropped the loss_mask/labels of " << dropped
+              << " samples\n";
+  }
+}
+
 void materialize(const PackedDataset& packed, const std::string& prefix, TokenDType dtype,
-                 bool progress) {
+                 bool tokens_only, bool progress) {
   IndexedDatasetWriter writer(prefix, dtype);
   Progress bar("writing packs", packed.num_packs(), progress);
+  int64_t dropped = 0;
   for (int64_t p = 0; p < packed.num_packs(); ++p) {
-    for (int64_t id : packed.pack(p)) writer.add_sequence(packed.dataset().sample(id).input_ids);
+    for (int64_t id : packed.pack(p)) {
+      const Sample s = packed.dataset().sample(id);
+      dropped += carries_targets(s, packed.dataset().describe(), tokens_only);
+      writer.add_sequence(s.input_ids);
+    }
     writer.end_document();
     bar.advance();
   }
   bar.finish();
   writer.finish();
+  warn_dropped(dropped);
 }
 
 // Packing holds about this many bytes per sample at its peak (lengths, sort keys, packs, ids).
@@ -197,7 +224,7 @@ int run_pack(const PackFlags& f) {
     write_seconds = seconds_since(write_start);
     if (!f.materialize.empty()) {
       materialize(*PackedDataset::open(f.out), f.materialize, token_dtype_from_name(f.dtype),
-                  !f.no_progress);
+                  f.tokens_only, !f.no_progress);
     }
   }
 
@@ -266,19 +293,6 @@ struct ConvertFlags {
   bool no_progress = false;
 };
 
-// A Megatron indexed dataset holds tokens only: converting a sample's loss_mask or labels away
-// silently would make SFT train on its prompt tokens, so that takes --tokens-only.
-bool carries_targets(const Sample& s, const ResolvedWorkload& w, bool tokens_only) {
-  if (s.loss_mask.empty() && s.labels.empty()) return false;
-  if (tokens_only) return true;
-  throw InvalidArgument(
-      "sample " + std::to_string(s.id) + " of " + w.description + " carries " +
-      (s.loss_mask.empty() ? "labels" : "loss_mask") +
-      ", which a Megatron indexed dataset cannot hold (training on it would learn the prompt "
-      "tokens too); pack the source itself (thdpack pack) to keep it, or pass --tokens-only to "
-      "drop it");
-}
-
 int run_convert(const ConvertFlags& f) {
   if (f.out.empty()) throw InvalidArgument("--out PREFIX is required");
   const ResolvedWorkload w = resolve_workload(f.source);
@@ -291,7 +305,7 @@ int run_convert(const ConvertFlags& f) {
       writer.add_length_only(w.dataset->length(i));
     } else {
       const Sample s = w.dataset->sample(i);
-      dropped += carries_targets(s, w, f.tokens_only);
+      dropped += carries_targets(s, w.description, f.tokens_only);
       writer.add_sequence(s.input_ids);
     }
     if ((i + 1) % 4096 == 0) bar.advance(4096);
@@ -300,10 +314,7 @@ int run_convert(const ConvertFlags& f) {
   writer.finish();
   std::cout << "wrote " << f.out << ".bin/.idx: " << n << " sequences from " << w.description
             << (f.lengths_only ? " (lengths only: tokens read as 0)" : "") << '\n';
-  if (dropped > 0) {
-    std::cerr << "warning: --tokens-only dropped the loss_mask/labels of " << dropped
-              << " samples\n";
-  }
+  warn_dropped(dropped);
   return 0;
 }
 
@@ -348,6 +359,11 @@ Command add_pack_command(CLI::App& app) {
                   "write a self-contained HTML page with pictures of the packing (packs against "
                   "the bounds, pack fill, padding)")
       ->check(non_empty());
+      "also write the packs as a Megatron indexed dataset PREFIX (one document per pack)");
+  cmd->add_option("--dtype", f->dtype, "token dtype of --materialize")->capture_default_str();
+  cmd->add_flag("--tokens-only", f->tokens_only,
+                "let --materialize drop the loss_mask / labels of JSONL samples (refused without "
+                "this flag; the pack file keeps them)");
   cmd->add_flag("--json", f->json, "print the summary as JSON");
   cmd->add_flag("--no-progress", f->no_progress, "no progress bar");
 
