@@ -85,6 +85,15 @@ std::string job_error_line(const std::vector<Outcome>& all, int& code) {
   if (alike && failed == static_cast<int>(all.size())) return "thdpack: error: " + root.error;
   std::string line = "thdpack: error on rank " + std::to_string(cause) + ": " + root.error;
   if (failed > 1) line += " (" + std::to_string(failed - 1) + " other ranks failed too)";
+  if (root.comm) {  // only communication failures: the ranks that finished left the others waiting
+    std::string finished;
+    for (size_t r = 0; r < all.size(); ++r) {
+      if (all[r].code == 0) finished += (finished.empty() ? "" : ", ") + std::to_string(r);
+    }
+    if (!finished.empty()) {
+      line += "; ranks " + finished + " finished without entering it";
+    }
+  }
   return line;
 }
 
