@@ -161,14 +161,18 @@ void bind_pipeline(py::module_& m) {
            py::arg("tp_group") = nullptr)
       .def(
           "run_step",
-          [](PyPipeline& p, const py::sequence& samples) {
+          [](PyPipeline& p, const py::sequence& samples, const py::object& group_ids) {
             const std::vector<Sample> local = samples_of(samples);
+            const std::vector<int64_t> groups =
+                group_ids.is_none() ? std::vector<int64_t>{}
+                                    : vector_of(group_ids.cast<Array<int64_t>>(), "group_ids");
             py::gil_scoped_release release;
-            return p.pipeline->run_step(local);
+            return p.pipeline->run_step(local, groups);
           },
-          py::arg("local_samples"),
+          py::arg("local_samples"), py::kw_only(), py::arg("group_ids") = py::none(),
           "Collective: this rank's samples of the step (dicts with 'id' and 'input_ids'; empty "
-          "on ranks that do not read) -> StepResult.")
+          "on ranks that do not read) and optionally one group id >= 0 per sample (samples of a "
+          "group share a micro-batch) -> StepResult.")
       .def_property_readonly("reads_data",
                              [](const PyPipeline& p) { return p.pipeline->reads_data(); })
       .def_property_readonly("coordinates",

@@ -38,11 +38,10 @@ _FIELDS = ("tokens", "labels", "loss_mask", "position_ids", "padding_mask", "cu_
 
 
 def _host_sample(sample: dict) -> dict:
-    out = {}
+    out = dict(sample)
     for key, value in sample.items():
         if isinstance(value, torch.Tensor):
-            value = value.detach().cpu().numpy()
-        out[key] = value
+            out[key] = value.detach().cpu().numpy()
     return out
 
 
@@ -98,23 +97,19 @@ class ThdPacker:
                  order: str = "tp-cp-ep-dp-pp", scheduler: str = "balanced",
                  reading: str = "megatron", model=None, cost=None,
                  sequence_parallel: bool = False, cp_mode: str = "zigzag",
-                 oversize: str = "error", device=None):
+                 oversize: str = "error", device=None, private_groups: bool = False):
+        self._control = None  # the torch group of world-wide control collectives (None: WORLD)
         if mpi_comm is not None:
             world = mpi4py_communicator(mpi_comm)
             dp = dp if dp is not None else world.size // (tp * cp * pp)
             groups = {}
+            self._mpi_comm = mpi_comm
         else:
             import torch.distributed as dist
 
             size = lambda g: 1 if g is None else dist.get_world_size(g)  # noqa: E731
             tp, cp, pp = size(tp_group), size(cp_group), size(pp_group)
             dp = size(dp_group) if dp_group is not None else dist.get_world_size() // (tp * cp * pp)
-            if dp_group is None and dp > 1:
-                raise _thdpack.InvalidArgument(
-                    f"the world has {dist.get_world_size()} ranks, so dp is {dp}: pass dp_group")
-            world = TorchCommunicator(None, device)
-            groups = {"dp_group": TorchCommunicator(self._group_or_self(dp_group), device),
-                      "tp_group": TorchCommunicator(self._group_or_self(tp_group), device)}
         self.model = _thdpack.model_preset(model) if isinstance(model, str) else model
         if cost is None:
             cost = (_thdpack.CostModel.from_model(self.model) if self.model is not None
@@ -124,6 +119,18 @@ class ThdPacker:
         if mpi_comm is None:
             self._check_groups(topology, {"tp": tp_group, "cp": cp_group, "dp": dp_group,
                                           "pp": pp_group})
+            # A missing DP group (a DP-only world, or groups given for the other dimensions) and,
+            # with private_groups, copies of every group the packer uses, built from the topology
+            # (every rank enters new_group for every group in the same order).
+            if dp_group is None and dp > 1:
+                dp_group = self._topology_group(topology, "dp")
+            if private_groups:
+                self._control = dist.new_group(list(range(dist.get_world_size())))
+                dp_group = self._topology_group(topology, "dp") if dp > 1 else None
+                tp_group = self._topology_group(topology, "tp") if tp > 1 else None
+            world = TorchCommunicator(self._control, device)
+            groups = {"dp_group": TorchCommunicator(self._group_or_self(dp_group), device),
+                      "tp_group": TorchCommunicator(self._group_or_self(tp_group), device)}
         self.options = _thdpack.PipelineOptions(
             topology=topology, max_seqlen_per_dp_cp_rank=max_seqlen_per_dp_cp_rank,
             scheduler=scheduler, cost=cost, reading=reading, sequence_parallel=sequence_parallel,
@@ -131,6 +138,20 @@ class ThdPacker:
         self.world = world
         self.device = device
         self.pipeline = _thdpack.Pipeline(world, self.options, **groups)
+
+    @staticmethod
+    def _topology_group(topology, kind):
+        """This rank's `kind` group, created from the topology on every rank (a DP-only world's
+        DP group is the world itself)."""
+        import torch.distributed as dist
+
+        rank = dist.get_rank()
+        mine = None
+        for ranks in topology.all_groups(kind):
+            group = dist.new_group(list(ranks))
+            if rank in ranks:
+                mine = group
+        return mine
 
     @staticmethod
     def _check_groups(topology, groups):
@@ -174,11 +195,22 @@ class ThdPacker:
     def coordinates(self) -> dict:
         return self.pipeline.coordinates
 
-    def step(self, samples: Iterable[dict] = ()) -> PackedStep:
-        """Collective over the world: this rank's micro-batches of one global batch."""
+    def step(self, samples: Iterable[dict] = (), group_ids=None) -> PackedStep:
+        """Collective over the world: this rank's micro-batches of one global batch.
+
+        ``group_ids`` (one int >= 0 per sample, or a ``"group_id"`` key in every sample) keeps the
+        samples of a group (GRPO group, preference pair) in one micro-batch.
+        """
         # Samples given to a rank that does not read are passed on, so that the pipeline reports
         # the mistake on every rank instead of silently dropping them.
-        result = self.pipeline.run_step([_host_sample(s) for s in samples])
+        host = [_host_sample(s) for s in samples]
+        if group_ids is None and host and "group_id" in host[0]:
+            group_ids = [s.get("group_id", -1) for s in host]
+        for s in host:
+            s.pop("group_id", None)
+        if group_ids is not None:
+            group_ids = np.asarray(group_ids, dtype=np.int64)
+        result = self.pipeline.run_step(host, group_ids=group_ids)
         sums = result.sums
         flops = {
             "seqlen_sum": sums["s1_real"],
@@ -197,38 +229,39 @@ class ThdPacker:
             result=result,
         )
 
-    def wrap(self, samples: Iterable[dict], samples_per_step: int) -> Iterator[PackedStep]:
-        """Steps over an iterator of this rank's samples, ``samples_per_step`` at a time.
+    def wrap(self, samples: Iterable[dict], samples_per_step: int,
+             drop_last: bool = False) -> Iterator[PackedStep]:
+        """Steps over an iterator of this rank's samples, ``samples_per_step`` at a time; the
+        last partial step is packed too unless ``drop_last``. (``thdpack.torch_data.PackedSteps``
+        adds samplers, checkpointing and prefetch.)
 
         Ranks that do not read (see ``reads_data``) pass any iterable (it is not consumed) and
         must call this as many times as the readers.
         """
-        iterator = iter(samples)
-        while True:
-            chunk = []
-            if self.reads_data:
-                for sample in iterator:
-                    chunk.append(sample)
-                    if len(chunk) == samples_per_step:
-                        break
-                done = len(chunk) < samples_per_step
-            else:
-                done = False
-            # Every rank must agree on stopping; the readers decide.
-            flag = np.array([1 if done else 0], dtype=np.int64)
-            stop = self._any(flag)
-            if stop:
-                return
-            yield self.step(chunk)
+        from .torch_data import packed_steps
 
-    def _any(self, flag: np.ndarray) -> bool:
-        """True if any rank set its flag (one allreduce over the world)."""
+        iterator = iter(samples)
+
+        def next_chunk():
+            return [s for _, s in zip(range(samples_per_step), iterator)], None
+
+        for step, _ in packed_steps(self, next_chunk, samples_per_step, drop_last):
+            yield step
+
+    def reduce_max(self, values) -> np.ndarray:
+        """Element-wise maximum of int64 ``values`` over all ranks (one allreduce over the
+        packer's world group)."""
+        flag = np.ascontiguousarray(values, dtype=np.int64)
+        if getattr(self, "_mpi_comm", None) is not None:
+            from mpi4py import MPI
+
+            out = np.empty_like(flag)
+            self._mpi_comm.Allreduce(flag, out, op=MPI.MAX)
+            return out
         import torch.distributed as dist
 
-        if dist.is_available() and dist.is_initialized():
-            t = torch.from_numpy(flag).to(self.device or "cpu")
-            dist.all_reduce(t, op=dist.ReduceOp.MAX)
-            return bool(t.item())
-        from mpi4py import MPI
-
-        return bool(MPI.COMM_WORLD.allreduce(int(flag[0]), op=MPI.MAX))
+        t = torch.from_numpy(flag.copy())
+        if dist.get_backend(self._control) == "nccl":
+            t = t.to(self.device if self.device is not None else torch.cuda.current_device())
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self._control)
+        return t.cpu().numpy()

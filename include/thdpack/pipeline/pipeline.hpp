@@ -149,9 +149,12 @@ class Pipeline {
 
   /// Collective over the world. `local_samples`: on a reader, the samples of its DP index for this
   /// step in local order (readers of one DP index must hold the same ones); elsewhere empty.
+  /// `group_ids`: empty, or one id >= 0 per local sample; samples with the same id are kept in one
+  /// micro-batch (GRPO groups, preference pairs; schedulers "balanced" and "local").
   /// Throws InvalidArgument on every rank when readers disagree, a non-reader was given samples, a
   /// sample is too long (under OversizePolicy::kError) or too few samples were given to schedule.
-  StepResult run_step(std::span<const Sample> local_samples);
+  StepResult run_step(std::span<const Sample> local_samples,
+                      std::span<const int64_t> group_ids = {});
 
   const PipelineOptions& options() const;
   bool reads_data() const;
@@ -166,7 +169,8 @@ class Pipeline {
 /// Gathers the global list (step 1 above) over `world` without the rest of the pipeline.
 /// Collective over `world`; same errors as Pipeline::run_step.
 GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& options,
-                                std::span<const Sample> local_samples);
+                                std::span<const Sample> local_samples,
+                                std::span<const int64_t> group_ids = {});
 
 /// The plan every rank computes for a gathered batch.
 Plan plan_global_batch(const GlobalBatch& batch, const PipelineOptions& options);
