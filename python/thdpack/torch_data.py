@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 import warnings
 from typing import Any, Iterator, Optional
 
@@ -213,6 +214,9 @@ class _Prefetcher:
                         return
                 if self._stop.is_set():
                     return
+                # The consumer was handed the previous item just now and needs the GIL for a
+                # moment to return it; let it run before this thread's Python work starts.
+                time.sleep(0.002)
                 item = next(source, _END)
                 if item is _END:
                     self._queue.put(("done", None))
