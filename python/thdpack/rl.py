@@ -14,8 +14,10 @@ scheduler: as few micro-batches as the cap allows, modeled step time balanced ac
 
 Group ids (GRPO groups, preference pairs) keep the samples of a group in one micro-batch. A group
 larger than one micro-batch is not an error: its samples go to consecutive micro-batches of one DP
-rank (first-fit decreasing inside the group), so a rank-local group reduction still sees the whole
-group. Plain, deterministic Python on top of the C++ scheduler; no communication.
+rank (first-fit decreasing inside the group; other items fill the room left), so a rank-local
+group reduction still sees the whole group. Then the micro-batch count can exceed balanced's
+minimum, and the balance is a count-capped longest-processing-time deal of the runs and the
+other packs. Plain, deterministic Python on top of the C++ scheduler; no communication.
 """
 
 from __future__ import annotations
@@ -112,18 +114,33 @@ class _Unit:
 def _plan_with_oversize_groups(padded, groups, big, dp, m, cp, multiple, cost) -> list:
     capacity = m * cp
     sample_cost = np.array([cost.cost(int(length)) for length in padded])
-    runs = []
-    for gid in sorted(big):
-        positions = big[gid]
+    for positions in big.values():
         if padded[positions].max() > capacity:
             at = int(positions[np.argmax(padded[positions])])
             raise _thdpack.InvalidArgument(
                 f"sample {at} has {int(padded[at])} padded tokens but the cap is {capacity} "
                 f"(max_seqlen_per_dp_cp_rank x cp); raise the cap or truncate")
+    try:
+        return _deal_runs_and_rest(padded, groups, big, dp, m, cp, multiple, cost, sample_cost,
+                                   top_up=True)
+    except _thdpack.InvalidArgument:
+        # Filling the runs' room left too few items to split into equal counts; without it
+        # there are more, smaller packs.
+        return _deal_runs_and_rest(padded, groups, big, dp, m, cp, multiple, cost, sample_cost,
+                                   top_up=False)
+
+
+def _deal_runs_and_rest(padded, groups, big, dp, m, cp, multiple, cost, sample_cost, top_up):
+    capacity = m * cp
+    runs = []
+    for gid in sorted(big):
+        positions = big[gid]
         bins = _thdpack.first_fit_decreasing(padded[positions], capacity)
         packs = [[[int(positions[j])] for j in sorted(b)] for b in bins]
         runs.append(_Unit(packs, float(sample_cost[positions].sum())))
     rest = np.setdiff1d(np.arange(padded.size), np.concatenate(list(big.values())))
+    if top_up:
+        rest = _top_up_runs(runs, rest, padded, groups, sample_cost, capacity)
     singles = []
     if rest.size:
         # The other items packed with the scheduler's own fill on one replica, then dealt out.
@@ -136,8 +153,33 @@ def _plan_with_oversize_groups(padded, groups, big, dp, m, cp, multiple, cost) -
                 items.setdefault(i if groups is None else int(groups[i]), []).append(i)
             singles.append(_Unit([list(items.values())], float(sample_cost[pack].sum())))
     ranks = _deal_units(runs, singles, dp, multiple)
-    return [_fill_to(rank_packs, target, sample_cost, padded, r)
+    in_runs = set(int(i) for positions in big.values() for i in positions)
+    return [_fill_to(rank_packs, target, sample_cost, in_runs, r)
             for r, (rank_packs, target) in enumerate(ranks)]
+
+
+def _top_up_runs(runs, rest, padded, groups, sample_cost, capacity) -> np.ndarray:
+    """First-fit decreasing of the other items (whole groups, or samples) into the room the runs'
+    packs leave; returns the positions still to place."""
+    items = {}
+    for i in rest:
+        items.setdefault(int(i) if groups is None else int(groups[i]), []).append(int(i))
+    order = sorted(items.values(), key=lambda item: (-int(padded[item].sum()), item[0]))
+    room = [[capacity - int(sum(padded[it].sum() for it in pack)) for pack in u.packs]
+            for u in runs]
+    placed = set()
+    for item in order:
+        size = int(padded[item].sum())
+        spot = next(((u, p) for u in range(len(runs)) for p in range(len(room[u]))
+                     if room[u][p] >= size), None)
+        if spot is None:
+            continue
+        u, p = spot
+        runs[u].packs[p].append(item)
+        runs[u].cost += float(sample_cost[item].sum())
+        room[u][p] -= size
+        placed.update(item)
+    return np.array([i for i in rest if int(i) not in placed], dtype=np.int64)
 
 
 def _deal_units(runs, singles, dp, multiple):
@@ -166,9 +208,10 @@ def _deal_units(runs, singles, dp, multiple):
         k += multiple
 
 
-def _fill_to(packs, target, sample_cost, padded, rank):
-    """Splits packs (the last item of the costliest pack holding two or more goes to a new pack
-    right after it) until the rank has `target` micro-batches; returns sorted positions."""
+def _fill_to(packs, target, sample_cost, in_runs, rank):
+    """Splits packs until the rank has `target` micro-batches: the last item of the costliest pack
+    holding two or more goes to a new pack, right after it when the item is a sample of a run (the
+    run stays consecutive), else at the end. Returns each pack's sorted positions."""
     packs = [list(p) for p in packs]
     cost = [sum(float(sample_cost[item].sum()) for item in p) for p in packs]
     while len(packs) < target:
@@ -181,6 +224,7 @@ def _fill_to(packs, target, sample_cost, padded, rank):
         moved = packs[at].pop()
         moved_cost = float(sample_cost[moved].sum())
         cost[at] -= moved_cost
-        packs.insert(at + 1, [moved])
-        cost.insert(at + 1, moved_cost)
+        to = at + 1 if moved[0] in in_runs else len(packs)
+        packs.insert(to, [moved])
+        cost.insert(to, moved_cost)
     return [sorted(i for item in p for i in item) for p in packs]

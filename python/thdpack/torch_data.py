@@ -194,9 +194,10 @@ def _distributed_sampler_padding(sampler, size: int) -> bool:
 
 
 class _Prefetcher:
-    """Runs a generator exactly one item ahead in a background thread: item N+1 is started when
-    the consumer takes item N, never earlier, so every rank has started the same steps (their
-    collectives match) whenever the consumer stops. Errors reach the consumer in order."""
+    """Runs a generator exactly one item ahead in a background thread: item 0 at once, item N+1
+    when the consumer takes item N, never earlier, and always once granted, so every rank runs the
+    same steps (their collectives match) however the consumer stops. Errors reach the consumer in
+    order."""
 
     def __init__(self, source):
         self._queue: queue.Queue = queue.Queue()
@@ -212,8 +213,8 @@ class _Prefetcher:
                 while not self._permits.acquire(timeout=0.1):
                     if self._stop.is_set():
                         return
-                if self._stop.is_set():
-                    return
+                # A granted item is produced even when the consumer has stopped since: every rank
+                # granted it, so every rank's thread is entering its collectives.
                 # The consumer was handed the previous item just now and needs the GIL for a
                 # moment to return it; let it run before this thread's Python work starts.
                 time.sleep(0.002)
