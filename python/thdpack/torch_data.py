@@ -156,7 +156,7 @@ class PackedSteps:
 
         for step, index_of in packed_steps(self.packer, next_chunk, self.samples_per_step,
                                            self.drop_last):
-            step.dataset_indices = index_of
+            step.dataset_indices = index_of if index_of is not None else {}
             yield step, position
 
 

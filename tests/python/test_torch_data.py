@@ -133,3 +133,34 @@ def test_group_ids_keep_pairs_together(results):
     assert sorted(i for p in packs for i in p) == list(range(80))
     for pack in packs:
         assert all(i ^ 1 in pack for i in pack)
+
+
+def _megatron_worker(rank, world, out_dir):
+    # tp 2 x dp 2 in Megatron order; only the TP groups are given: the DP group comes from the
+    # topology. TP rank 1 does not read and follows the readers' decisions.
+    import torch.distributed as dist
+
+    tp_groups = [dist.new_group([0, 1]), dist.new_group([2, 3])]
+    packer = ThdPacker(max_seqlen_per_dp_cp_rank=512, tp_group=tp_groups[rank // 2],
+                       private_groups=True)
+    data = Items(39)
+    sampler = DistributedSampler(data, num_replicas=2, rank=packer.coordinates["dp"],
+                                 shuffle=False)
+    steps = PackedSteps(packer, data, samples_per_step=6, sampler=sampler, prefetch=True)
+    out = {"reads": packer.reads_data, "coordinates": packer.coordinates,
+           "steps": [record(step) for step in steps],
+           "tokens": [[mb["tokens"].tolist() for mb in step.microbatches] for step in
+                      PackedSteps(packer, data, samples_per_step=6, sampler=sampler)]}
+    with open(os.path.join(out_dir, f"megatron{rank}.json"), "w") as f:
+        json.dump(out, f)
+
+
+def test_megatron_reading_with_a_dp_group_built_from_the_topology(tmp_path):
+    run_processes(4, _megatron_worker, str(tmp_path))
+    ranks = [json.loads((tmp_path / f"megatron{r}.json").read_text()) for r in range(4)]
+    assert [r["reads"] for r in ranks] == [True, False, True, False]
+    assert [r["coordinates"]["dp"] for r in ranks] == [0, 0, 1, 1]
+    assert len({len(r["steps"]) for r in ranks}) == 1 and len(ranks[0]["steps"]) == 4
+    assert ranks[0]["tokens"] == ranks[1]["tokens"] and ranks[2]["tokens"] == ranks[3]["tokens"]
+    indices = sorted(i for r in (ranks[0], ranks[2]) for s in r["steps"] for i in s["indices"])
+    assert indices == list(range(39))
