@@ -5,7 +5,9 @@ same run, medians over repetitions:
   - prepare: ThdPacker.step (gather, plan, exchange, pack) per rank, the slowest rank per step;
   - raw: one all_to_all_single moving the same bytes each rank sent in the step;
   - wait: with PackedSteps(prefetch=True) and a training step that takes `--train-ms` (a sleep:
-    training runs on the accelerator, not on these cores), the time the loop waits for data.
+    training runs on the accelerator, not on these cores; default twice the measured prepare
+    time, so that the figure is the cost of the hand-over, not the machine's load), the time the
+    loop waits for data.
 
     /usr/bin/python3 bench/python_step_bench.py [--ranks 4] [--reps 7] [--out F.json]
 """
@@ -89,6 +91,8 @@ def worker(rank, ranks, store, reps, train_ms, out):
         dist.all_to_all_single(recv, send, counts, counts)
         raw.append(_slowest(time.perf_counter() - t0))
 
+    if train_ms <= 0:
+        train_ms = 2e3 * statistics.median(prepare)  # the same on every rank (slowest-rank times)
     # Prefetch: the same data through PackedSteps, a sleep standing in for the training step.
     private = ThdPacker(max_seqlen_per_dp_cp_rank=32768, model="llama3-8b", private_groups=True)
     per_step = len(steps[0])
@@ -127,7 +131,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ranks", type=int, default=4)
     ap.add_argument("--reps", type=int, default=7)
-    ap.add_argument("--train-ms", type=float, default=400.0)
+    ap.add_argument("--train-ms", type=float, default=0.0,
+                    help="training step (a sleep); default: twice the measured prepare time")
     ap.add_argument("--out")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="thdpack-bench-") as tmp:
