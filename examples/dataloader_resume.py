@@ -13,7 +13,6 @@ import json
 import os
 import tempfile
 
-import numpy as np
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.utils.data.distributed import DistributedSampler
