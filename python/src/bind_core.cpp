@@ -376,6 +376,10 @@ void bind_core(py::module_& m) {
                                return view_of(self.cast<const GlobalBatch&>().samples_per_rank,
                                               self);
                              })
+      .def_property_readonly(
+          "group_ids",
+          [](py::object self) { return view_of(self.cast<const GlobalBatch&>().group_ids, self); },
+          "Empty, or each sample's group (samples without one: -(1 + position)).")
       .def_readonly("truncated", &GlobalBatch::truncated)
       .def("__len__", [](const GlobalBatch& b) { return b.ids.size(); });
   m.def(

@@ -173,10 +173,14 @@ void bind_pipeline(py::module_& m) {
            py::arg("tp_group") = nullptr)
       .def(
           "run_step",
-          [](PyPipeline& p, const py::sequence& samples) {
+          [](PyPipeline& p, const py::sequence& samples, const py::object& group_ids) {
             std::vector<Sample> local;
+            std::vector<int64_t> groups;
             try {
               local = samples_of(samples, p.pipeline->options().ignore_id);
+              if (!group_ids.is_none()) {
+                groups = vector_of(group_ids.cast<Array<int64_t>>(), "group_ids");
+              }
             } catch (const std::exception& e) {
               // The peers are already waiting in this step: tell them before raising here.
               const std::string error = e.what();
@@ -184,11 +188,12 @@ void bind_pipeline(py::module_& m) {
               p.pipeline->fail_step(error);
             }
             py::gil_scoped_release release;
-            return p.pipeline->run_step(local);
+            return p.pipeline->run_step(local, groups);
           },
-          py::arg("local_samples"),
+          py::arg("local_samples"), py::kw_only(), py::arg("group_ids") = py::none(),
           "Collective: this rank's samples of the step (dicts with 'id' and 'input_ids'; empty "
-          "on ranks that do not read) -> StepResult. A malformed sample on one rank raises "
+          "on ranks that do not read) and optionally one group id >= 0 per sample (samples of a "
+          "group share a micro-batch) -> StepResult. A malformed sample on one rank raises "
           "InvalidArgument on every rank (naming that rank on the others).")
       .def(
           "fail_step",

@@ -12,10 +12,13 @@ namespace thdpack::python {
 namespace py = pybind11;
 namespace {
 
-py::array_t<uint8_t> bytes_array(std::span<const std::byte> data) {
-  py::array_t<uint8_t> out(static_cast<py::ssize_t>(data.size()));
-  if (!data.empty()) std::memcpy(out.mutable_data(), data.data(), data.size());
-  return out;
+// A numpy view of a buffer that outlives the call it is passed to (no copy; the capsule is only a
+// base that keeps numpy from copying).
+py::array_t<uint8_t> bytes_view(std::span<const std::byte> data) {
+  if (data.empty()) return py::array_t<uint8_t>(0);
+  auto* ptr = const_cast<std::byte*>(data.data());
+  return py::array_t<uint8_t>(static_cast<py::ssize_t>(data.size()),
+                              reinterpret_cast<uint8_t*>(ptr), py::capsule(ptr, [](void*) {}));
 }
 
 // The buffer format character of `info` without its byte-order prefix ('\0' for non-native order).
@@ -63,7 +66,8 @@ void copy_result(const py::object& result, std::span<T> into, const char* op) {
     throw CommError(std::string(op) + ": the callback returned " + std::to_string(bytes) +
                     " bytes, expected " + std::to_string(into.size_bytes()));
   }
-  if (bytes > 0) std::memcpy(into.data(), info.ptr, bytes);
+  // memmove: a callback may return the very buffer it was given.
+  if (bytes > 0) std::memmove(into.data(), info.ptr, bytes);
 }
 
 const char* op_name(ReduceOp op) {
@@ -128,7 +132,7 @@ void CallbackCommunicator::allgatherv(std::span<const std::byte> send, std::span
   ++stats_.collectives;
   guarded("allgatherv", [&] {
     const py::object r = impl_.attr("allgatherv")(
-        bytes_array(send), std::vector<int64_t>(counts.begin(), counts.end()));
+        bytes_view(send), std::vector<int64_t>(counts.begin(), counts.end()));
     copy_result(r, recv, "allgatherv");
   });
   if (size_ > 1) {
@@ -149,9 +153,13 @@ void CallbackCommunicator::alltoallv(std::span<const std::byte> send,
   }
   ++stats_.collectives;
   guarded("alltoallv", [&] {
-    const py::object r = impl_.attr("alltoallv")(
-        bytes_array(send), std::vector<int64_t>(send_counts.begin(), send_counts.end()),
-        std::vector<int64_t>(recv_counts.begin(), recv_counts.end()));
+    std::vector<int64_t> sends(send_counts.begin(), send_counts.end());
+    std::vector<int64_t> recvs(recv_counts.begin(), recv_counts.end());
+    if (py::hasattr(impl_, "alltoallv_into")) {
+      impl_.attr("alltoallv_into")(bytes_view(send), sends, bytes_view(recv), recvs);
+      return;
+    }
+    const py::object r = impl_.attr("alltoallv")(bytes_view(send), sends, recvs);
     copy_result(r, recv, "alltoallv");
   });
   for (int r = 0; r < size_; ++r) {
@@ -177,7 +185,11 @@ void CallbackCommunicator::broadcast(std::span<std::byte> data, int root) {
     throw CommError("broadcast: root " + std::to_string(root) + " out of range");
   ++stats_.collectives;
   guarded("broadcast", [&] {
-    const py::object r = impl_.attr("broadcast")(bytes_array(data), root);
+    if (py::hasattr(impl_, "broadcast_into")) {
+      impl_.attr("broadcast_into")(bytes_view(data), root);
+      return;
+    }
+    const py::object r = impl_.attr("broadcast")(bytes_view(data), root);
     copy_result(r, data, "broadcast");
   });
   if (size_ > 1) {

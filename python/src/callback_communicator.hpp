@@ -10,6 +10,12 @@
 //   barrier() -> None
 // with the Communicator contract (communicator.hpp). Python exceptions become CommError naming the
 // operation. Calls take the GIL; the pipeline releases it around its own work.
+//
+// The arrays passed in view thdpack's own buffers, valid only during the call (no copy). Objects
+// that can write results in place may also provide
+//   alltoallv_into(send, send_counts, recv: np.uint8[m], recv_counts) -> None
+//   broadcast_into(data: np.uint8[n], root) -> None   (data updated in place)
+// which are used instead of alltoallv / broadcast, saving a copy of every byte received.
 
 #include <pybind11/pybind11.h>
 

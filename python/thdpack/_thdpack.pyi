@@ -86,6 +86,7 @@ class GlobalBatch:
     real_lengths: npt.NDArray[np.int64]
     padded_lengths: npt.NDArray[np.int64]
     samples_per_rank: npt.NDArray[np.int64]
+    group_ids: npt.NDArray[np.int64]
     truncated: int
     def __len__(self) -> int: ...
 
@@ -219,7 +220,8 @@ class Pipeline:
     def __init__(self, world: Communicator, options: PipelineOptions, *,
                  dp_group: Optional[Communicator] = None,
                  tp_group: Optional[Communicator] = None) -> None: ...
-    def run_step(self, local_samples: Sequence[dict]) -> StepResult: ...
+    def run_step(self, local_samples: Sequence[dict], *,
+                 group_ids: Optional[IntArray] = None) -> StepResult: ...
     def fail_step(self, error: str) -> NoReturn: ...
     reads_data: bool
     coordinates: dict[str, int]

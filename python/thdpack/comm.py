@@ -71,6 +71,28 @@ class _TorchCollectives:
                 self._all_to_all_works = False
         return self._alltoallv_pairwise(send, send_counts, recv_counts)
 
+    def alltoallv_into(self, send, send_counts, recv, recv_counts):
+        """alltoallv writing straight into ``recv`` (thdpack's buffer): no copy on the host."""
+        if self.device.type != "cpu" or not self._all_to_all_works:
+            recv[:] = self.alltoallv(send, send_counts, recv_counts)
+            return
+        torch = self._torch
+        try:
+            self._dist.all_to_all_single(torch.from_numpy(recv), torch.from_numpy(send),
+                                         list(map(int, recv_counts)), list(map(int, send_counts)),
+                                         group=self.group)
+        except RuntimeError as error:
+            if "not supported" not in str(error).lower():
+                raise
+            self._all_to_all_works = False
+            recv[:] = self._alltoallv_pairwise(send, send_counts, recv_counts)
+
+    def broadcast_into(self, data, root):
+        if self.device.type != "cpu":
+            data[:] = self.broadcast(data, root)
+            return
+        self._dist.broadcast(self._torch.from_numpy(data), src=self._global[root], group=self.group)
+
     def _alltoallv_pairwise(self, send, send_counts, recv_counts):
         torch = self._torch
         send_at = np.concatenate([[0], np.cumsum(send_counts)]).astype(int)

@@ -44,11 +44,10 @@ def _world_rank() -> int:
 
 
 def _host_sample(sample: dict) -> dict:
-    out = {}
+    out = dict(sample)
     for key, value in sample.items():
         if isinstance(value, torch.Tensor):
-            value = value.detach().cpu().numpy()
-        out[key] = value
+            out[key] = value.detach().cpu().numpy()
     return out
 
 
@@ -117,8 +116,9 @@ class ThdPacker:
                  oversize: str = "error", device=None, tail_align: str = "none",
                  tail_multiple: int = 0, tail_policy: str = "append_dummy_seq",
                  fixed_cu_seqlens_entries: int = 0, max_sequences_per_pack: int = 0,
-                 tokens_on_last_stage: bool = False):
+                 tokens_on_last_stage: bool = False, private_groups: bool = False):
         self._mpi_comm = mpi_comm
+        self._control = None  # the torch group of world-wide control collectives (None: WORLD)
         self.device = device
         # Everything that can fail on one rank alone runs before the first collective, and the
         # ranks agree on the outcome: a rank that failed never leaves its peers waiting in
@@ -134,10 +134,6 @@ class ThdPacker:
                 tp, cp, pp = size(tp_group), size(cp_group), size(pp_group)
                 dp = (size(dp_group) if dp_group is not None
                       else dist.get_world_size() // (tp * cp * pp))
-                if dp_group is None and dp > 1:
-                    raise _thdpack.InvalidArgument(
-                        f"the world has {dist.get_world_size()} ranks, so dp is {dp}: pass "
-                        "dp_group")
             self.model = _thdpack.model_preset(model) if isinstance(model, str) else model
             if cost is None:
                 cost = (_thdpack.CostModel.from_model(self.model) if self.model is not None
@@ -162,7 +158,18 @@ class ThdPacker:
             world = mpi4py_communicator(mpi_comm)
             groups = {}
         else:
-            world = TorchCommunicator(None, device)
+            import torch.distributed as dist
+
+            # A missing DP group (a DP-only world, or groups given for the other dimensions) and,
+            # with private_groups, copies of every group the packer uses, built from the topology
+            # (every rank enters new_group for every group in the same order).
+            if dp_group is None and dp > 1:
+                dp_group = self._topology_group(topology, "dp")
+            if private_groups:
+                self._control = dist.new_group(list(range(dist.get_world_size())))
+                dp_group = self._topology_group(topology, "dp") if dp > 1 else None
+                tp_group = self._topology_group(topology, "tp") if tp > 1 else None
+            world = TorchCommunicator(self._control, device)
             groups = {"dp_group": TorchCommunicator(self._group_or_self(dp_group), device),
                       "tp_group": TorchCommunicator(self._group_or_self(tp_group), device)}
         self.world = world
@@ -188,6 +195,20 @@ class ThdPacker:
         if failed > 0:
             raise _thdpack.InvalidArgument(
                 f"{what}: rank {size - failed} failed (its own error says why); every rank stops")
+
+    @staticmethod
+    def _topology_group(topology, kind):
+        """This rank's `kind` group, created from the topology on every rank (a DP-only world's
+        DP group is the world itself)."""
+        import torch.distributed as dist
+
+        rank = dist.get_rank()
+        mine = None
+        for ranks in topology.all_groups(kind):
+            group = dist.new_group(list(ranks))
+            if rank in ranks:
+                mine = group
+        return mine
 
     @staticmethod
     def _check_groups(topology, groups):
@@ -231,16 +252,26 @@ class ThdPacker:
     def coordinates(self) -> dict:
         return self.pipeline.coordinates
 
-    def step(self, samples: Iterable[dict] = ()) -> PackedStep:
-        """Collective over the world: this rank's micro-batches of one global batch."""
+    def step(self, samples: Iterable[dict] = (), group_ids=None) -> PackedStep:
+        """Collective over the world: this rank's micro-batches of one global batch.
+
+        ``group_ids`` (one int >= 0 per sample, or a ``"group_id"`` key in every sample) keeps the
+        samples of a group (GRPO group, preference pair) in one micro-batch.
+        """
         # Samples given to a rank that does not read are passed on, so that the pipeline reports
         # the mistake on every rank instead of silently dropping them.
         try:
             host = [_host_sample(s) for s in samples]
+            if group_ids is None and host and "group_id" in host[0]:
+                group_ids = [s.get("group_id", -1) for s in host]
+            for s in host:
+                s.pop("group_id", None)
+            if group_ids is not None:
+                group_ids = np.asarray(group_ids)
         except Exception as e:  # noqa: BLE001 - the peers wait in this step: tell them
             self.pipeline.fail_step(f"{type(e).__name__}: {e}")
         # A sample run_step cannot convert is reported to the peers there as well.
-        result = self.pipeline.run_step(host)
+        result = self.pipeline.run_step(host, group_ids=group_ids)
         sums = result.sums
         flops = {
             "seqlen_sum": sums["s1_real"],
@@ -259,42 +290,43 @@ class ThdPacker:
             result=result,
         )
 
-    def wrap(self, samples: Iterable[dict], samples_per_step: int) -> Iterator[PackedStep]:
-        """Steps over an iterator of this rank's samples, ``samples_per_step`` at a time.
+    def wrap(self, samples: Iterable[dict], samples_per_step: int,
+             drop_last: bool = False) -> Iterator[PackedStep]:
+        """Steps over an iterator of this rank's samples, ``samples_per_step`` at a time; the
+        last partial step is packed too unless ``drop_last``. (``thdpack.torch_data.PackedSteps``
+        adds samplers, checkpointing and prefetch.)
 
         Ranks that do not read (see ``reads_data``) pass any iterable (it is not consumed) and
         must call this as many times as the readers.
         """
-        iterator = iter(samples)
-        while True:
-            chunk = []
-            if self.reads_data:
-                for sample in iterator:
-                    chunk.append(sample)
-                    if len(chunk) == samples_per_step:
-                        break
-                done = len(chunk) < samples_per_step
-            else:
-                done = False
-            # Every rank must agree on stopping; the readers decide.
-            flag = np.array([1 if done else 0], dtype=np.int64)
-            stop = self._any(flag)
-            if stop:
-                return
-            yield self.step(chunk)
+        from .torch_data import packed_steps
 
-    def _any(self, flag: np.ndarray) -> bool:
-        """True if any rank set its flag (one allreduce over the world)."""
-        return self._max(flag) > 0
+        iterator = iter(samples)
+
+        def next_chunk():
+            return [s for _, s in zip(range(samples_per_step), iterator)], None
+
+        for step, _ in packed_steps(self, next_chunk, samples_per_step, drop_last):
+            yield step
+
+    def reduce_max(self, values) -> np.ndarray:
+        """Element-wise maximum of int64 ``values`` over all ranks (one allreduce over the
+        packer's world group)."""
+        flag = np.ascontiguousarray(values, dtype=np.int64)
+        if getattr(self, "_mpi_comm", None) is not None:
+            from mpi4py import MPI
+
+            out = np.empty_like(flag)
+            self._mpi_comm.Allreduce(flag, out, op=MPI.MAX)
+            return out
+        import torch.distributed as dist
+
+        t = torch.from_numpy(flag.copy())
+        if dist.get_backend(self._control) == "nccl":
+            t = t.to(self.device if self.device is not None else torch.cuda.current_device())
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self._control)
+        return t.cpu().numpy()
 
     def _max(self, value: np.ndarray) -> int:
-        """The largest of every rank's value (one allreduce over the world)."""
-        if self._mpi_comm is None:
-            import torch.distributed as dist
-
-            t = torch.from_numpy(value).to(self.device or "cpu")
-            dist.all_reduce(t, op=dist.ReduceOp.MAX)
-            return int(t.item())
-        from mpi4py import MPI
-
-        return int(self._mpi_comm.allreduce(int(value[0]), op=MPI.MAX))
+        """The largest of every rank's single value (one allreduce over the world)."""
+        return int(self.reduce_max(value)[0])

@@ -14,7 +14,8 @@ namespace {
 struct ReaderHeader {
   int64_t count = 0;
   uint64_t fingerprint = 0;
-  int64_t failed = 0;  // 1: the rank could not prepare its samples (fail_global_batch_gather)
+  int64_t failed = 0;     ///< 1: the rank could not prepare its samples (fail_global_batch_gather)
+  int64_t group_ids = 0;  ///< group ids given (0: none, or as many as samples)
 };
 
 // Every rank throws alike when some rank could not prepare its samples.
@@ -28,8 +29,8 @@ void check_no_rank_failed(std::span<const ReaderHeader> headers) {
   }
 }
 
-// FNV-1a over the ids and lengths.
-uint64_t fingerprint(std::span<const int64_t> ids, std::span<const int64_t> lengths) {
+// FNV-1a over the ids, lengths and group ids.
+uint64_t fingerprint(std::span<const int64_t> payload) {
   uint64_t h = 1469598103934665603ull;
   auto mix = [&h](int64_t v) {
     for (int b = 0; b < 8; ++b) {
@@ -37,8 +38,7 @@ uint64_t fingerprint(std::span<const int64_t> ids, std::span<const int64_t> leng
       h *= 1099511628211ull;
     }
   };
-  for (int64_t v : ids) mix(v);
-  for (int64_t v : lengths) mix(v);
+  for (int64_t v : payload) mix(v);
   return h;
 }
 
@@ -59,27 +59,31 @@ void fail_global_batch_gather(Communicator& world, const std::string& error) {
 }
 
 GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& o,
-                                std::span<const Sample> local) {
+                                std::span<const Sample> local,
+                                std::span<const int64_t> group_ids) {
   const Topology& t = o.topology;
   t.check_world_size(world.size());
   // DP index d's list comes from the reader with tp = cp = pp = 0 (a reader in every mode).
   auto source_of = [&t](int d) { return t.rank_of({.tp = 0, .cp = 0, .dp = d, .pp = 0}); };
   const bool is_source = source_of(t.coordinates(world.rank()).dp) == world.rank();
 
-  std::vector<int64_t> payload(2 * local.size());  // ids, then lengths
+  // ids, then lengths, then group ids (-1: none). Bad group ids are reported once gathered, so
+  // that every rank raises the same error.
+  const bool with_groups = group_ids.size() == local.size();
+  std::vector<int64_t> payload(3 * local.size(), -1);
   for (size_t i = 0; i < local.size(); ++i) {
     payload[i] = local[i].id;
     payload[local.size() + i] = static_cast<int64_t>(local[i].input_ids.size());
+    if (with_groups) payload[2 * local.size() + i] = group_ids[i];
   }
   const auto n = static_cast<int64_t>(local.size());
-  const ReaderHeader mine{n, fingerprint(std::span(payload).first(local.size()),
-                                         std::span(payload).subspan(local.size()))};
+  const ReaderHeader mine{n, fingerprint(payload), 0, static_cast<int64_t>(group_ids.size())};
   const std::vector<ReaderHeader> headers = allgather_value(world, mine);
   check_no_rank_failed(headers);
 
   std::vector<int64_t> counts(static_cast<size_t>(world.size()), 0);
   for (int d = 0; d < t.dp(); ++d) {
-    counts[static_cast<size_t>(source_of(d))] = 2 *
+    counts[static_cast<size_t>(source_of(d))] = 3 *
                                                 headers[static_cast<size_t>(source_of(d))].count *
                                                 static_cast<int64_t>(sizeof(int64_t));
   }
@@ -93,6 +97,11 @@ GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& o,
   // Every rank checks every rank's header against the sources, identically.
   for (int r = 0; r < world.size(); ++r) {
     const ReaderHeader& h = headers[static_cast<size_t>(r)];
+    if (h.group_ids != 0 && h.group_ids != h.count) {
+      throw InvalidArgument(where(t, r) + " gave " + std::to_string(h.group_ids) +
+                            " group ids for " + std::to_string(h.count) +
+                            " samples; give one per sample or none");
+    }
     if (!reads_data(t, o.reading, r)) {
       if (h.count != 0) {
         throw InvalidArgument(where(t, r) +
@@ -120,11 +129,22 @@ GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& o,
     rank_offset[static_cast<size_t>(r)] = at;
     at += counts[static_cast<size_t>(r)] / static_cast<int64_t>(sizeof(int64_t));
   }
+  bool grouped = false;
   for (int d = 0; d < t.dp(); ++d) {
     const int src = source_of(d);
     const int64_t count = headers[static_cast<size_t>(src)].count;
     const auto base = static_cast<size_t>(rank_offset[static_cast<size_t>(src)]);
     b.samples_per_rank.push_back(count);
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t group = gathered[base + static_cast<size_t>(2 * count + i)];
+      grouped = grouped || group != -1;
+      if (group < -1) {
+        throw InvalidArgument("sample " + std::to_string(gathered[base + static_cast<size_t>(i)]) +
+                              " (DP rank " + std::to_string(d) + ") has group id " +
+                              std::to_string(group) + "; group ids must be >= 0");
+      }
+      b.group_ids.push_back(group);
+    }
     for (int64_t i = 0; i < count; ++i) {
       const int64_t id = gathered[base + static_cast<size_t>(i)];
       int64_t real = gathered[base + static_cast<size_t>(count + i)];
@@ -141,11 +161,19 @@ GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& o,
       b.padded_lengths.push_back(round_up(real, pack.divisor));
     }
   }
+  if (!grouped) {
+    b.group_ids.clear();
+  } else {
+    for (size_t i = 0; i < b.group_ids.size(); ++i) {
+      if (b.group_ids[i] == -1) b.group_ids[i] = -1 - static_cast<int64_t>(i);
+    }
+  }
   return b;
 }
 
 Plan plan_global_batch(const GlobalBatch& batch, const PipelineOptions& options) {
-  const ScheduleInput input{batch.ids, batch.padded_lengths, batch.samples_per_rank, {}};
+  const ScheduleInput input{batch.ids, batch.padded_lengths, batch.samples_per_rank,
+                           batch.group_ids};
   return make_scheduler(options.scheduler)->schedule(input, schedule_options_of(options));
 }
 

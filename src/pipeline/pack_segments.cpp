@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "thdpack/core/errors.hpp"
 
@@ -118,22 +119,27 @@ PackedBatch empty_microbatch(const PackGeometry& g, const GlobalBatch& batch, St
     m.labels.resize(rows);
     m.loss_mask.resize(rows);
   }
-  // Padding mask and positions follow from the lengths alone.
-  size_t at = 0;
+  // Padding mask and positions follow from the lengths alone: per segment, its real rows then its
+  // padding rows, each a run (the mask is zero-filled already).
+  auto* mask = m.padding_mask.data();
+  auto* positions = m.position_ids.data();
+  int64_t at = 0;
   for (const Segment& s : g.segments) {
     const bool tail = s.sample == Segment::kTailRows;
     const int64_t real = tail ? 0 : batch.real_lengths[static_cast<size_t>(s.sample)];
-    for (int64_t j = 0; j < s.length; ++j, ++at) {
-      const int64_t q = s.offset + j;
-      const bool pad = q >= real;
-      m.padding_mask[at] = pad ? 1 : 0;
-      if (fields.tokens) {
-        m.position_ids[at] = pad && pack.pad_positions == PadPositions::kZero ? 0 : q;
-        if (tail) m.tokens[at] = pack.pad_id;
-      }
-      // Tail rows are not exchanged: their padding values are written here.
-      if (fields.labels && tail) m.labels[at] = pack.ignore_id;
+    const int64_t real_rows = std::clamp<int64_t>(real - s.offset, 0, s.length);
+    std::fill(mask + at + real_rows, mask + at + s.length, uint8_t{1});
+    // Tail rows are not exchanged: their padding values are written here.
+    if (fields.labels && tail) {
+      std::fill(m.labels.begin() + at, m.labels.begin() + at + s.length, pack.ignore_id);
     }
+    if (fields.tokens) {
+      const bool zero_pads = pack.pad_positions == PadPositions::kZero;
+      std::iota(positions + at, positions + at + (zero_pads ? real_rows : s.length), s.offset);
+      if (zero_pads) std::fill(positions + at + real_rows, positions + at + s.length, int64_t{0});
+      if (tail) std::fill(m.tokens.begin() + at, m.tokens.begin() + at + s.length, pack.pad_id);
+    }
+    at += s.length;
   }
   return m;
 }

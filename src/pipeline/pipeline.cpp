@@ -156,7 +156,8 @@ void Pipeline::fail_step(const std::string& error) {
   fail_global_batch_gather(state_->world, error);
 }
 
-StepResult Pipeline::run_step(std::span<const Sample> local_samples) {
+StepResult Pipeline::run_step(std::span<const Sample> local_samples,
+                              std::span<const int64_t> group_ids) {
   State& s = *state_;
   const auto start = std::chrono::steady_clock::now();
   const CommStats before = total_stats({&s.world, s.dp, s.tp});
@@ -165,7 +166,7 @@ StepResult Pipeline::run_step(std::span<const Sample> local_samples) {
   const Topology& t = s.options.topology;
 
   StepResult r;
-  r.batch = gather_global_batch(s.world, s.options, local_samples);
+  r.batch = gather_global_batch(s.world, s.options, local_samples, group_ids);
   r.plan = plan_global_batch(r.batch, s.options);
   for (size_t i = 0; i < r.batch.ids.size(); ++i)
     r.sums.add(r.batch.real_lengths[i], r.batch.padded_lengths[i]);

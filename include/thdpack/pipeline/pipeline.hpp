@@ -168,9 +168,12 @@ class Pipeline {
 
   /// Collective over the world. `local_samples`: on a reader, the samples of its DP index for this
   /// step in local order (readers of one DP index must hold the same ones); elsewhere empty.
+  /// `group_ids`: empty, or one id >= 0 per local sample; samples with the same id are kept in one
+  /// micro-batch (GRPO groups, preference pairs; schedulers "balanced" and "local").
   /// Throws InvalidArgument on every rank when readers disagree, a non-reader was given samples, a
   /// sample is too long (under OversizePolicy::kError) or too few samples were given to schedule.
-  StepResult run_step(std::span<const Sample> local_samples);
+  StepResult run_step(std::span<const Sample> local_samples,
+                      std::span<const int64_t> group_ids = {});
 
   /// Collective: this rank's part in a step whose samples it could not prepare (a malformed
   /// sample, a failed read), called instead of run_step. The peers, inside run_step, learn it from
@@ -192,7 +195,8 @@ class Pipeline {
 /// Gathers the global list (step 1 above) over `world` without the rest of the pipeline.
 /// Collective over `world`; same errors as Pipeline::run_step.
 GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& options,
-                                std::span<const Sample> local_samples);
+                                std::span<const Sample> local_samples,
+                                std::span<const int64_t> group_ids = {});
 
 /// This rank's part of gather_global_batch when it could not prepare its samples: the peers throw
 /// InvalidArgument naming this rank; this rank throws InvalidArgument(error). Collective.

@@ -45,6 +45,9 @@ struct GlobalBatch {
   std::vector<int64_t> real_lengths;    ///< after truncation, if any
   std::vector<int64_t> padded_lengths;  ///< real rounded up to the divisor
   std::vector<int64_t> samples_per_rank;
+  /// Empty, or one group id per sample (ScheduleInput::group_ids): samples given a group keep
+  /// their id (>= 0); the others each get a group of their own, -(1 + position).
+  std::vector<int64_t> group_ids;
   int64_t truncated = 0;  ///< samples shortened under OversizePolicy::kTruncate
 };
 

@@ -1,0 +1,155 @@
+"""Data-loader overhead (BENCHMARKS.md figure 13): thdpack.torch over 4 gloo processes.
+
+Per step each rank holds about 1.38M tokens (samples drawn from longtail-32k). Measured in the
+same run, medians over repetitions:
+  - prepare: ThdPacker.step (gather, plan, exchange, pack) per rank, the slowest rank per step;
+  - raw: one all_to_all_single moving the same bytes each rank sent in the step;
+  - wait: with PackedSteps(prefetch=True) and a training step that takes `--train-ms` (a sleep:
+    training runs on the accelerator, not on these cores; default twice the measured prepare
+    time, so that the figure is the cost of the hand-over, not the machine's load), the time the
+    loop waits for data.
+
+    /usr/bin/python3 bench/python_step_bench.py [--ranks 4] [--reps 7] [--out F.json]
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+import thdpack
+from thdpack.torch import ThdPacker
+from thdpack.torch_data import PackedSteps
+
+TOKENS_PER_RANK = 1_380_000
+
+
+def rank_samples(dataset, rank, ranks, steps):
+    """Per step, this rank's samples: consecutive dataset samples up to TOKENS_PER_RANK tokens."""
+    out, at = [], 0
+    for _ in range(steps):
+        for r in range(ranks):
+            chunk, tokens = [], 0
+            while tokens < TOKENS_PER_RANK:
+                chunk.append(at)
+                tokens += dataset.length(at)
+                at += 1
+            if r == rank:
+                out.append(chunk)
+    return out
+
+
+class _Indexed:
+    """A map-style dataset over the mock dataset, returning dicts of numpy arrays."""
+
+    def __init__(self, dataset):
+        self.dataset = dataset
+
+    def __len__(self):
+        return self.dataset.size
+
+    def __getitem__(self, i):
+        return {"input_ids": self.dataset.sample(int(i))["input_ids"]}
+
+
+def _slowest(value):
+    t = torch.tensor([value], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.item())
+
+
+def worker(rank, ranks, store, reps, train_ms, out):
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=ranks)
+    config = thdpack.workload("longtail-32k")["dataset_config"]
+    dataset = thdpack.mock_dataset(config)
+    steps = rank_samples(dataset, rank, ranks, reps)
+    samples = [[dataset.sample(i) for i in chunk] for chunk in steps]
+    packer = ThdPacker(max_seqlen_per_dp_cp_rank=32768, model="llama3-8b")
+    prepare, raw, sent = [], [], []
+    for chunk in samples:
+        dist.barrier()
+        t0 = time.perf_counter()
+        step = packer.step(chunk)
+        prepare.append(_slowest(time.perf_counter() - t0))
+        sent.append(step.result.traffic["exchange_bytes"])
+    for nbytes in sent:
+        # Every rank sends each peer an equal share of what the largest sender sent in the step.
+        per_peer = int(_slowest(float(nbytes))) // (ranks - 1)
+        counts = [0 if r == rank else per_peer for r in range(ranks)]
+        send = torch.zeros(sum(counts), dtype=torch.uint8)
+        recv = torch.empty(sum(counts), dtype=torch.uint8)
+        dist.barrier()
+        t0 = time.perf_counter()
+        dist.all_to_all_single(recv, send, counts, counts)
+        raw.append(_slowest(time.perf_counter() - t0))
+
+    if train_ms <= 0:
+        train_ms = 2e3 * statistics.median(prepare)  # the same on every rank (slowest-rank times)
+    # Prefetch: the same data through PackedSteps, a sleep standing in for the training step.
+    private = ThdPacker(max_seqlen_per_dp_cp_rank=32768, model="llama3-8b", private_groups=True)
+    per_step = len(steps[0])
+    indices = [i for chunk in steps for i in chunk]
+    loader = PackedSteps(private, _Indexed(dataset), samples_per_step=per_step,
+                         sampler=indices[: per_step * reps], prefetch=True)
+    waits = []
+    iterator = iter(loader)
+    while True:
+        t0 = time.perf_counter()
+        step = next(iterator, None)
+        if step is None:
+            break
+        waits.append(time.perf_counter() - t0)
+        time.sleep(train_ms / 1e3)
+    waits = [_slowest(w) for w in waits]
+    if rank == 0:
+        tokens = sum(int(s["input_ids"].size) for s in samples[0])
+        result = {"ranks": ranks, "tokens_per_rank": tokens, "reps": reps,
+                  "prepare_ms": 1e3 * statistics.median(prepare),
+                  "raw_exchange_ms": 1e3 * statistics.median(raw),
+                  "exchange_bytes_per_rank": int(statistics.median(sent)),
+                  "train_ms": train_ms,
+                  # The first step has nothing to overlap with; the rest is the steady state.
+                  "prefetch_wait_ms": 1e3 * statistics.median(waits[1:]),
+                  "first_step_wait_ms": 1e3 * waits[0],
+                  "waits_ms": [round(1e3 * w, 3) for w in waits]}
+        result["prepare_over_raw"] = result["prepare_ms"] / result["raw_exchange_ms"]
+        result["wait_over_raw"] = result["prefetch_wait_ms"] / result["raw_exchange_ms"]
+        with open(out, "w") as f:
+            json.dump(result, f)
+    dist.destroy_process_group()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ranks", type=int, default=4)
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--train-ms", type=float, default=0.0,
+                    help="training step (a sleep); default: twice the measured prepare time")
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="thdpack-bench-") as tmp:
+        path = os.path.join(tmp, "result.json")
+        mp.spawn(worker, args=(args.ranks, os.path.join(tmp, "store"), args.reps, args.train_ms,
+                               path), nprocs=args.ranks, join=True)
+        with open(path) as f:
+            result = json.load(f)
+    print(f"{result['ranks']} gloo ranks, {result['tokens_per_rank']} tokens per rank per step, "
+          f"median of {result['reps']}: prepare {result['prepare_ms']:.1f} ms, raw exchange of "
+          f"the same bytes {result['raw_exchange_ms']:.1f} ms ({result['prepare_over_raw']:.2f}x); "
+          f"with prefetch and a {result['train_ms']:.0f} ms step the loop waits "
+          f"{result['prefetch_wait_ms']:.2f} ms ({100 * result['wait_over_raw']:.1f}% of raw)")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""thdpack.rl.dp_microbatches: the plan's hard constraints over many seeded inputs, equality with
+the balanced scheduler when every group fits one micro-batch, and groups larger than one
+micro-batch kept on one DP rank in consecutive micro-batches."""
+
+import re
+
+import numpy as np
+import pytest
+
+import thdpack
+from thdpack.rl import dp_microbatches
+
+
+def _lengths(rng, n, cap):
+    kind = rng.integers(4)
+    if kind == 0:
+        return rng.integers(1, cap + 1, n)
+    if kind == 1:
+        return np.clip(rng.lognormal(np.log(cap / 8), 1.0, n), 1, cap).astype(np.int64)
+    if kind == 2:
+        return np.where(rng.random(n) < 0.8, rng.integers(1, cap // 16 + 2, n),
+                        rng.integers(cap // 2, cap + 1, n))
+    return np.full(n, rng.integers(1, cap // 2 + 1))
+
+
+def _check(plan, lengths, groups, dp, cap, multiple, divisor):
+    padded = (np.asarray(lengths) + divisor - 1) // divisor * divisor
+    assert len(plan) == dp
+    k = len(plan[0])
+    assert k > 0 and k % multiple == 0 and all(len(rank) == k for rank in plan)
+    seen = sorted(i for rank in plan for pack in rank for i in pack)
+    assert seen == list(range(len(lengths)))
+    where = {}
+    for r, rank in enumerate(plan):
+        for m, pack in enumerate(rank):
+            assert pack and pack == sorted(pack)
+            assert padded[pack].sum() <= cap
+            for i in pack:
+                where[i] = (r, m)
+    if groups is None:
+        return
+    for g in np.unique(groups):
+        members = np.flatnonzero(groups == g)
+        places = sorted({where[int(i)] for i in members})
+        if padded[members].sum() <= cap:
+            assert len(places) == 1, (g, places)
+        else:
+            assert len({r for r, _ in places}) == 1, (g, places)
+            steps = [m for _, m in places]
+            assert steps == list(range(steps[0], steps[0] + len(steps))), (g, places)
+
+
+@pytest.mark.parametrize("seed", range(150))
+def test_constraints_hold_on_random_inputs(seed):
+    rng = np.random.default_rng(seed)
+    dp = int(rng.choice([1, 2, 3, 4, 8]))
+    cp = int(rng.choice([1, 2]))
+    m = int(rng.choice([64, 256, 1000]))
+    cap = m * cp
+    multiple = int(rng.choice([1, 2]))
+    n = int(rng.integers(dp * multiple * 18, dp * multiple * 18 + 200))
+    divisor = thdpack.padding_divisor(cp=cp)
+    lengths = np.minimum(_lengths(rng, n, cap), cap - cap % divisor)
+    groups = None
+    if seed % 3:
+        group_size = int(rng.integers(1, 9))
+        groups = np.repeat(np.arange(n), group_size)[:n]
+        rng.shuffle(groups)
+    try:
+        plan = dp_microbatches(lengths, dp=dp, max_seqlen_per_dp_cp_rank=m, cp=cp,
+                               group_ids=groups, microbatch_multiple=multiple, model="tiny-gpt")
+    except thdpack.InvalidArgument as error:
+        # Only when it is impossible: fewer whole groups (or samples) than micro-batch slots.
+        found = re.search(r"(\d+) (groups|samples) cannot fill dp=\d+ replicas with (\d+)",
+                          str(error))
+        assert found, error
+        assert int(found.group(1)) < dp * int(found.group(3))
+        return
+    _check(plan, lengths, groups, dp, cap, multiple, divisor)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_equals_the_balanced_scheduler_when_groups_fit(seed):
+    rng = np.random.default_rng(100 + seed)
+    n, dp, m = 120, 4, 512
+    lengths = rng.integers(1, m + 1, n)
+    groups = np.arange(n) // 2  # preference pairs
+    lengths = np.minimum(lengths, m // 2)
+    cost = thdpack.CostModel(linear=1.0, quadratic=0.01)
+    plan = dp_microbatches(lengths, dp=dp, max_seqlen_per_dp_cp_rank=m, group_ids=groups,
+                           cost=cost)
+    want = thdpack.schedule(lengths, dp=dp, max_seqlen_per_dp_cp_rank=m, cost=cost,
+                            group_ids=groups)
+    assert plan == [[list(want.pack(k, r)) for k in range(want.num_microbatches)]
+                    for r in range(dp)]
+
+
+def test_a_group_larger_than_a_micro_batch_stays_on_one_rank():
+    # GRPO: 4 prompts x 8 responses; prompt 2's responses total 8 x 300 = 2400 > 1024 tokens.
+    lengths = np.array([100] * 16 + [300] * 8 + [50] * 8)
+    groups = np.repeat(np.arange(4), 8)
+    plan = dp_microbatches(lengths, dp=2, max_seqlen_per_dp_cp_rank=1024, group_ids=groups)
+    _check(plan, lengths, groups, 2, 1024, 1, 1)
+    rank = [r for r in range(2) if any(16 in pack for pack in plan[r])][0]
+    run = [pack for pack in plan[rank] if set(pack) & set(range(16, 24))]
+    assert sorted(i for pack in run for i in pack) == list(range(16, 24))
+    assert [len(p) for p in run] == [3, 3, 2]  # first-fit decreasing at 3 x 300 per 1024
+
+
+def test_bad_input_is_refused_clearly():
+    with pytest.raises(thdpack.InvalidArgument, match="cap"):
+        dp_microbatches([10, 5000, 3, 3], dp=2, max_seqlen_per_dp_cp_rank=1000,
+                        group_ids=[0, 1, 1, 1])
+    with pytest.raises(thdpack.InvalidArgument):
+        dp_microbatches([10, 20, 30], dp=4, max_seqlen_per_dp_cp_rank=1000)
+    with pytest.raises(thdpack.InvalidArgument, match="DP rank"):
+        dp_microbatches([900, 900, 900], dp=2, max_seqlen_per_dp_cp_rank=1000,
+                        group_ids=[0, 0, 0])
+    with pytest.raises(thdpack.InvalidArgument, match=">= 1"):
+        dp_microbatches([10, 0, 30], dp=1, max_seqlen_per_dp_cp_rank=1000)
+    with pytest.raises(thdpack.InvalidArgument, match="group_ids"):
+        dp_microbatches([10, 20], dp=1, max_seqlen_per_dp_cp_rank=1000, group_ids=[1])

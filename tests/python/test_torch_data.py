@@ -1,0 +1,166 @@
+"""thdpack.torch_data.PackedSteps over gloo processes: a restart from state_dict() resumes at the
+exact sample (with and without prefetch, across an epoch boundary), the last partial global batch
+is packed unless drop_last, DistributedSampler's padding repeats are trained once, a DP-only world
+needs no dp_group, a dataset smaller than one global batch still gives a step, and group ids keep
+a group in one micro-batch."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+from torch.utils.data.distributed import DistributedSampler
+
+import thdpack
+from dist_support import run_processes
+from thdpack.torch import ThdPacker
+from thdpack.torch_data import PackedSteps
+
+CONFIG = json.dumps({"mode": "distribution", "type": "lognormal", "min_seq_len": 4,
+                     "max_seq_len": 200, "mean_seq_len": 50, "lognormal_sigma": 1.0,
+                     "size": 1000, "seed": 5})
+
+
+class Items:
+    """A map-style dataset of the first `size` mock samples, as tokenizer-like dicts."""
+
+    def __init__(self, size):
+        self.mock = thdpack.mock_dataset(CONFIG)
+        self.size = size
+
+    def __len__(self):
+        return self.size
+
+    def __getitem__(self, i):
+        sample = self.mock.sample(int(i))
+        return {"input_ids": sample["input_ids"][None, :],
+                "attention_mask": np.ones((1, sample["input_ids"].size))}
+
+
+def record(step):
+    """What a step gave this rank: the global batch's ids, this rank's dataset indices and a
+    digest of its tokens."""
+    tokens = np.concatenate([mb["tokens"].numpy() for mb in step.microbatches])
+    return {"ids": sorted(int(i) for i in step.result.batch.ids),
+            "indices": sorted(step.dataset_indices.values()),
+            "tokens": int(tokens.sum()), "rows": int(tokens.size)}
+
+
+def run(loader, steps=None, state=None):
+    if state is not None:
+        loader.load_state_dict(state)
+    out, iterator = [], iter(loader)
+    for step in iterator:
+        out.append(record(step))
+        if steps is not None and len(out) == steps:
+            break
+    saved = loader.state_dict()
+    iterator.close()
+    return out, saved
+
+
+def _worker(rank, world, out_dir):
+    results = {}
+    dataset = Items(100)
+
+    def loader(prefetch=False, drop_last=False, size=None, per_step=8):
+        data = dataset if size is None else Items(size)
+        packer = ThdPacker(max_seqlen_per_dp_cp_rank=512, private_groups=prefetch)
+        sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle=True, seed=1)
+        return PackedSteps(packer, data, samples_per_step=per_step, sampler=sampler,
+                           drop_last=drop_last, prefetch=prefetch)
+
+    whole = loader()
+    results["whole"] = run(whole)[0] + run(whole)[0]  # epochs 0 and 1
+    for prefetch in (False, True):
+        first = loader(prefetch)
+        head = run(first)[0]
+        part, state = run(first, steps=3)
+        second = loader(prefetch)
+        results[f"resumed_{prefetch}"] = head + part + run(second, state=state)[0]
+        results[f"state_{prefetch}"] = state
+    results["drop_last"] = run(loader(drop_last=True))[0]
+    results["padded"] = run(loader(size=15, per_step=4))[0]
+    results["tiny"] = run(loader(size=5))[0]
+
+    # Group ids through ThdPacker.step: pairs stay in one micro-batch.
+    packer = ThdPacker(max_seqlen_per_dp_cp_rank=512)
+    mine = [dict(dataset.mock.sample(i), group_id=i // 2)
+            for i in range(rank * 40, rank * 40 + 40)]
+    step = packer.step(mine)
+    results["groups"] = [[int(i) for i in mb["sample_ids"]] for mb in step.microbatches]
+    with open(os.path.join(out_dir, f"data{rank}.json"), "w") as f:
+        json.dump(results, f)
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    out = tmp_path_factory.mktemp("data")
+    run_processes(2, _worker, str(out))
+    return [json.loads((out / f"data{r}.json").read_text()) for r in range(2)]
+
+
+def test_resume_gives_the_uninterrupted_stream(results):
+    for rank in results:
+        assert len(rank["whole"]) == 14  # 50 samples per rank per epoch, 8 per step: 7 steps
+        assert rank["resumed_False"] == rank["whole"]
+        assert rank["resumed_True"] == rank["whole"]
+        assert rank["state_True"] == rank["state_False"]
+        assert rank["state_True"]["epoch"] == 1 and rank["state_True"]["consumed"] == 24
+
+
+def test_every_sample_once_per_epoch_and_the_tail_is_packed(results):
+    for epoch in range(2):
+        steps = [s for r in results for s in r["whole"][7 * epoch:7 * epoch + 7]]
+        assert sorted(i for s in steps for i in s["indices"]) == list(range(100))
+    assert [len(s["ids"]) for s in results[0]["whole"][:7]] == [16] * 6 + [4]
+    assert [len(s["ids"]) for s in results[0]["drop_last"]] == [16] * 6
+
+
+def test_distributed_sampler_padding_is_trained_once(results):
+    # 15 samples over 2 ranks: the sampler repeats one index to make 8 per rank; it is skipped.
+    indices = sorted(i for r in results for s in r["padded"] for i in s["indices"])
+    assert indices == list(range(15))
+    assert [len(s["ids"]) for s in results[0]["padded"]] == [8, 7]
+
+
+def test_a_dataset_smaller_than_one_global_batch_gives_a_step(results):
+    assert [len(s["ids"]) for s in results[0]["tiny"]] == [5]
+
+
+def test_group_ids_keep_pairs_together(results):
+    packs = [pack for r in results for pack in r["groups"]]
+    assert sorted(i for p in packs for i in p) == list(range(80))
+    for pack in packs:
+        assert all(i ^ 1 in pack for i in pack)
+
+
+def _megatron_worker(rank, world, out_dir):
+    # tp 2 x dp 2 in Megatron order; only the TP groups are given: the DP group comes from the
+    # topology. TP rank 1 does not read and follows the readers' decisions.
+    import torch.distributed as dist
+
+    tp_groups = [dist.new_group([0, 1]), dist.new_group([2, 3])]
+    packer = ThdPacker(max_seqlen_per_dp_cp_rank=512, tp_group=tp_groups[rank // 2],
+                       private_groups=True)
+    data = Items(39)
+    sampler = DistributedSampler(data, num_replicas=2, rank=packer.coordinates["dp"],
+                                 shuffle=False)
+    steps = PackedSteps(packer, data, samples_per_step=6, sampler=sampler, prefetch=True)
+    out = {"reads": packer.reads_data, "coordinates": packer.coordinates,
+           "steps": [record(step) for step in steps],
+           "tokens": [[mb["tokens"].tolist() for mb in step.microbatches] for step in
+                      PackedSteps(packer, data, samples_per_step=6, sampler=sampler)]}
+    with open(os.path.join(out_dir, f"megatron{rank}.json"), "w") as f:
+        json.dump(out, f)
+
+
+def test_megatron_reading_with_a_dp_group_built_from_the_topology(tmp_path):
+    run_processes(4, _megatron_worker, str(tmp_path))
+    ranks = [json.loads((tmp_path / f"megatron{r}.json").read_text()) for r in range(4)]
+    assert [r["reads"] for r in ranks] == [True, False, True, False]
+    assert [r["coordinates"]["dp"] for r in ranks] == [0, 0, 1, 1]
+    assert len({len(r["steps"]) for r in ranks}) == 1 and len(ranks[0]["steps"]) == 4
+    assert ranks[0]["tokens"] == ranks[1]["tokens"] and ranks[2]["tokens"] == ranks[3]["tokens"]
+    indices = sorted(i for r in (ranks[0], ranks[2]) for s in r["steps"] for i in s["indices"])
+    assert indices == list(range(39))
