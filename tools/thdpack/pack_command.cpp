@@ -359,8 +359,6 @@ Command add_pack_command(CLI::App& app) {
                   "write a self-contained HTML page with pictures of the packing (packs against "
                   "the bounds, pack fill, padding)")
       ->check(non_empty());
-      "also write the packs as a Megatron indexed dataset PREFIX (one document per pack)");
-  cmd->add_option("--dtype", f->dtype, "token dtype of --materialize")->capture_default_str();
   cmd->add_flag("--tokens-only", f->tokens_only,
                 "let --materialize drop the loss_mask / labels of JSONL samples (refused without "
                 "this flag; the pack file keeps them)");
