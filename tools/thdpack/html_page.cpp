@@ -63,9 +63,10 @@ std::string html_table(const std::vector<std::string>& header,
   for (const auto& h : header) out << "<th>" << html_escape(h) << "</th>";
   out << "</tr></thead><tbody>\n";
   for (size_t r = 0; r < rows.size(); ++r) {
-    out << "<tr" << (r < row_classes.size() && !row_classes[r].empty()
-                         ? " class=\"" + html_escape(row_classes[r]) + "\""
-                         : std::string())
+    out << "<tr"
+        << (r < row_classes.size() && !row_classes[r].empty()
+                ? " class=\"" + html_escape(row_classes[r]) + "\""
+                : std::string())
         << ">";
     for (const auto& cell : rows[r]) out << "<td>" << html_escape(cell) << "</td>";
     out << "</tr>\n";
