@@ -95,16 +95,7 @@ std::string padding_section(const PackReportInput& in) {
   chart.id = "padding";
   chart.y_label = "tokens";
   chart.width = 320;
-  ChartBar bar;
-  bar.label = "packs x C";
-  bar.segments = {
-      {static_cast<double>(real),
-       "real tokens: " + std::to_string(real),
-       "real",
-       {{"part", "real"}}},
-      {padding, "padding to the divisor: " + fixed(padding, 0), "padding", {{"part", "padding"}}},
-      {unused, "unused capacity: " + fixed(unused, 0), "unused", {{"part", "unused"}}}};
-  chart.bars.push_back(std::move(bar));
+  chart.bars.push_back(token_use_bar("packs x C", real, in.result.padded_tokens, allocated));
   return "<section id=\"padding-section\"><h2>Real tokens, padding, unused capacity</h2>\n" +
          render_bar_chart(chart) +
          html_table({"real", "padding", "unused", "unused share"},

@@ -349,17 +349,9 @@ std::string padding_section(const PlanReportInput& in) {
     const auto real = static_cast<double>(p.stats.real_tokens);
     const auto padding = static_cast<double>(p.stats.padded_tokens - p.stats.real_tokens);
     const double unused = allocated - static_cast<double>(p.stats.padded_tokens);
-    ChartBar bar;
-    bar.label = p.scheduler;
+    ChartBar bar =
+        token_use_bar(p.scheduler, p.stats.real_tokens, p.stats.padded_tokens, allocated);
     bar.data = {{"scheduler", p.scheduler}};
-    bar.segments = {
-        {real, "real tokens: " + fixed(real, 0), "real", {{"part", "real"}}},
-        {padding, "padding to the divisor: " + fixed(padding, 0), "padding", {{"part", "padding"}}},
-        {unused,
-         "unused capacity: " + fixed(unused, 0) + " (" + percent(unused / allocated, 1) + ")",
-         "unused",
-         {{"part", "unused"}}},
-    };
     chart.bars.push_back(std::move(bar));
     rows.push_back({p.scheduler, fixed(real, 0), fixed(padding, 0),
                     percent(p.stats.padding_fraction, 2), fixed(unused, 0),
