@@ -24,8 +24,8 @@ import re
 import subprocess
 import sys
 
-REGION = re.compile(r"(<!-- generated: (?P<command>.+?) -->\n)(?P<body>.*?)(<!-- end generated -->)",
-                    re.DOTALL)
+REGION = re.compile(
+    r"(<!-- generated: (?P<command>.+?) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.DOTALL)
 
 
 def run(command, root, bin_dir):

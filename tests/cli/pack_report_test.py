@@ -7,12 +7,10 @@ Usage: pack_report_test.py THDPACK OUT_DIR [pack flags ...]   (needs the build's
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
-from report_browser_test import Elements, chromium, fail
+from report_browser_test import fail, render
 
 import thdpack
 
@@ -26,18 +24,7 @@ def main():
         [binary, "pack", *flags, "--report", report, "--out", packs_path, "--json",
          "--no-progress"], check=True, stdout=subprocess.PIPE, text=True).stdout)
 
-    profile = tempfile.mkdtemp(prefix="thdpack_chromium_")
-    try:
-        dom, log = chromium(["--dump-dom", "file://" + os.path.abspath(report)], profile)
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
-    errors = [l for l in log.splitlines() if "Uncaught" in l or ":CONSOLE" in l]
-    if errors:
-        fail(f"script error in the browser: {errors[0]}")
-    page = Elements()
-    page.feed(dom)
-    if page.body.get("data-rendered") != "ok":
-        fail("the page's script did not finish")
+    page, _ = render(report)
 
     bounds = {a["data-what"]: float(a["data-value"]) for tag, a, _, _ in page.found
               if tag == "g" and "data-what" in a}

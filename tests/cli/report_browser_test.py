@@ -71,6 +71,27 @@ def chromium(args, profile):
     return p.stdout, p.stderr
 
 
+def render(report, screenshot=None):
+    """The page as headless Chromium leaves it (an Elements parse of its DOM), failing on a script
+    error or when the page's script did not finish; with `screenshot`, also a picture of it."""
+    profile = tempfile.mkdtemp(prefix="thdpack_chromium_")
+    url = "file://" + os.path.abspath(report)
+    try:
+        dom, log = chromium(["--dump-dom", url], profile)
+        if screenshot:
+            chromium([f"--screenshot={screenshot}", "--window-size=1100,1600", url], profile)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    errors = [l for l in log.splitlines() if "Uncaught" in l or ":CONSOLE" in l]
+    if errors:
+        fail(f"script error in the browser: {errors[0]}")
+    page = Elements()
+    page.feed(dom)
+    if page.body.get("data-rendered") != "ok":
+        fail("the page's script did not finish (body lacks data-rendered=\"ok\")")
+    return page, dom
+
+
 def expected_figures(plans_file, step):
     """Per scheduler: replica times, micro-batch times, fill bins, unused tokens; from the plan
     file alone (plan_stats.hpp's model: pack cost = sum of cost(padded length) / cp, plus the
@@ -131,28 +152,15 @@ def main():
 
     shot = "none (--static)"
     if static:
-        dom = page
+        parser = Elements()
+        parser.feed(page)
     else:
-        profile = tempfile.mkdtemp(prefix="thdpack_chromium_")
-        try:
-            dom, log = chromium(["--dump-dom", "file://" + os.path.abspath(report)], profile)
-            shot = os.path.join(out_dir, "report.png")
-            chromium([f"--screenshot={shot}", "--window-size=1100,1600",
-                      "file://" + os.path.abspath(report)], profile)
-        finally:
-            shutil.rmtree(profile, ignore_errors=True)
+        shot = os.path.join(out_dir, "report.png")
+        parser, dom = render(report, shot)
         with open(os.path.join(out_dir, "report.dom.html"), "w", encoding="utf-8") as f:
             f.write(dom)
-        errors = [l for l in log.splitlines() if "Uncaught" in l or ":CONSOLE" in l]
-        if errors:
-            fail(f"script error in the browser: {errors[0]}")
         if not os.path.exists(shot) or os.path.getsize(shot) < 20000:
             fail(f"no screenshot, or a blank one: {shot}")
-
-    parser = Elements()
-    parser.feed(dom)
-    if not static and parser.body.get("data-rendered") != "ok":
-        fail("the page's script did not finish (body lacks data-rendered=\"ok\")")
     with open(plans_path, encoding="utf-8") as f:
         plans_file = json.load(f)
     step = int(parser.body["data-step"])

@@ -9,13 +9,11 @@ Usage: run_report_test.py MPIEXEC THDPACK OUT_DIR RANKS [run flags, --dp among t
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
-from report_browser_test import Elements, chromium, close, fail  # noqa: E402
+from report_browser_test import close, fail, render  # noqa: E402
 
 
 def main():
@@ -29,18 +27,7 @@ def main():
         [mpiexec, "-np", ranks, binary, "run", *flags, "--report", report, "--json"], check=True,
         stdout=subprocess.PIPE, text=True, env=env, timeout=240).stdout)
 
-    profile = tempfile.mkdtemp(prefix="thdpack_chromium_")
-    try:
-        dom, log = chromium(["--dump-dom", "file://" + os.path.abspath(report)], profile)
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
-    errors = [l for l in log.splitlines() if "Uncaught" in l or ":CONSOLE" in l]
-    if errors:
-        fail(f"script error in the browser: {errors[0]}")
-    page = Elements()
-    page.feed(dom)
-    if page.body.get("data-rendered") != "ok":
-        fail("the page's script did not finish")
+    page, _ = render(report)
 
     dp = int(flags[flags.index("--dp") + 1])
     checked = 0

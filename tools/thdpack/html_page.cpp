@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "table.hpp"
 #include "thdpack/core/errors.hpp"
 
 namespace thdpack::cli {
@@ -63,9 +64,10 @@ std::string html_table(const std::vector<std::string>& header,
   for (const auto& h : header) out << "<th>" << html_escape(h) << "</th>";
   out << "</tr></thead><tbody>\n";
   for (size_t r = 0; r < rows.size(); ++r) {
-    out << "<tr" << (r < row_classes.size() && !row_classes[r].empty()
-                         ? " class=\"" + html_escape(row_classes[r]) + "\""
-                         : std::string())
+    out << "<tr"
+        << (r < row_classes.size() && !row_classes[r].empty()
+                ? " class=\"" + html_escape(row_classes[r]) + "\""
+                : std::string())
         << ">";
     for (const auto& cell : rows[r]) out << "<td>" << html_escape(cell) << "</td>";
     out << "</tr>\n";
@@ -83,6 +85,25 @@ std::string html_settings(const std::vector<std::pair<std::string, std::string>>
   for (const auto& [name, value] : settings)
     out += "<dt>" + html_escape(name) + "</dt><dd>" + html_escape(value) + "</dd>";
   return out + "</dl>\n";
+}
+
+ChartBar token_use_bar(const std::string& label, int64_t real, int64_t padded, double allocated) {
+  const auto padding = static_cast<double>(padded - real);
+  const double unused = allocated - static_cast<double>(padded);
+  ChartBar bar;
+  bar.label = label;
+  bar.segments = {
+      {static_cast<double>(real),
+       "real tokens: " + std::to_string(real),
+       "real",
+       {{"part", "real"}}},
+      {padding, "padding to the divisor: " + fixed(padding, 0), "padding", {{"part", "padding"}}},
+      {unused,
+       "unused capacity: " + fixed(unused, 0) + " (" +
+           percent(allocated > 0 ? unused / allocated : 0, 2) + ")",
+       "unused",
+       {{"part", "unused"}}}};
+  return bar;
 }
 
 void write_html_page(const std::string& path, const std::string& title,

@@ -4,6 +4,7 @@
 // chart segment under the pointer, shows its <title> in a corner box, and finally sets
 // document.body.dataset.rendered = "ok", which tests read back to know it ran without error.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,11 @@ std::string html_details(const std::string& summary, const std::string& body);
 
 /// A <dl> of the run's settings: (name, value) pairs, escaped.
 std::string html_settings(const std::vector<std::pair<std::string, std::string>>& settings);
+
+/// A bar stacked from the real tokens, the padding to the divisor and the capacity no sample uses,
+/// of `allocated` token slots holding `padded` padded tokens (segments carry data-part="real",
+/// "padding", "unused").
+ChartBar token_use_bar(const std::string& label, int64_t real, int64_t padded, double allocated);
 
 /// Writes the page: `title` (escaped), data-* attributes on <body>, and `body` (HTML). Throws
 /// InvalidArgument when `path` cannot be written.

@@ -13,8 +13,6 @@ namespace {
 
 constexpr int kFillBins = 20;  // 5% each: offline packs are mostly full
 
-std::string percent(double fraction, int decimals) { return fixed(100 * fraction, decimals) + "%"; }
-
 std::string bounds_section(const PackReportInput& in) {
   const int64_t packs = in.result.packs.count();
   BarChart chart;
@@ -30,15 +28,17 @@ std::string bounds_section(const PackReportInput& in) {
     ChartBar bar;
     bar.label = label;
     bar.data = {{"what", what}};
-    bar.segments.push_back({static_cast<double>(value), label + ": " + std::to_string(value),
-                            what == "packs" ? "count" : "bound-bar", {}});
+    bar.segments.push_back({static_cast<double>(value),
+                            label + ": " + std::to_string(value),
+                            what == "packs" ? "count" : "bound-bar",
+                            {}});
     chart.bars.push_back(std::move(bar));
     rows.push_back({label, std::to_string(value)});
   }
-  const double over_l2 = in.result.lower_bound_l2 > 0
-                             ? static_cast<double>(packs) /
-                                       static_cast<double>(in.result.lower_bound_l2) - 1
-                             : 0;
+  const double over_l2 =
+      in.result.lower_bound_l2 > 0
+          ? static_cast<double>(packs) / static_cast<double>(in.result.lower_bound_l2) - 1
+          : 0;
   return "<section id=\"bounds-section\"><h2>Packs against the lower bounds: " +
          percent(over_l2, 3) +
          " over L2</h2>\n<p>L1: padded tokens / C rounded up; L2: Martello and Toth's bound, "
@@ -52,11 +52,11 @@ std::string fill_section(const PackReportInput& in) {
   double lowest = 1;
   for (int64_t p = 0; p < packs.count(); ++p) {
     int64_t tokens = 0;
-    for (int64_t i : packs.bin(p)) tokens += round_up(in.lengths[static_cast<size_t>(i)], in.divisor);
+    for (int64_t i : packs.bin(p))
+      tokens += round_up(in.lengths[static_cast<size_t>(i)], in.divisor);
     const double fill = static_cast<double>(tokens) / static_cast<double>(in.capacity);
     lowest = std::min(lowest, fill);
-    counts[static_cast<size_t>(
-        std::clamp(static_cast<int>(fill * kFillBins), 0, kFillBins - 1))]++;
+    counts[static_cast<size_t>(std::clamp(static_cast<int>(fill * kFillBins), 0, kFillBins - 1))]++;
   }
   BarChart chart;
   chart.id = "fill";
@@ -69,8 +69,8 @@ std::string fill_section(const PackReportInput& in) {
     ChartBar bar;
     bar.label = std::to_string(b * 100 / kFillBins);
     bar.data = {{"bin", std::to_string(b)}};
-    bar.segments.push_back({static_cast<double>(n), std::to_string(n) + " packs " + range + " full",
-                            "fill", {}});
+    bar.segments.push_back(
+        {static_cast<double>(n), std::to_string(n) + " packs " + range + " full", "fill", {}});
     chart.bars.push_back(std::move(bar));
     if (n > 0) rows.push_back({range, std::to_string(n)});
   }
@@ -78,8 +78,8 @@ std::string fill_section(const PackReportInput& in) {
          " overall, emptiest pack " + percent(lowest, 1) +
          "</h2>\n<p>Packs by padded tokens / C, in bins of 5% (labels: the bin's lower "
          "edge).</p>\n" +
-         render_bar_chart(chart) + html_details("numbers: fill", html_table({"fill", "packs"}, rows)) +
-         "</section>\n";
+         render_bar_chart(chart) +
+         html_details("numbers: fill", html_table({"fill", "packs"}, rows)) + "</section>\n";
 }
 
 std::string padding_section(const PackReportInput& in) {
@@ -95,13 +95,7 @@ std::string padding_section(const PackReportInput& in) {
   chart.id = "padding";
   chart.y_label = "tokens";
   chart.width = 320;
-  ChartBar bar;
-  bar.label = "packs x C";
-  bar.segments = {
-      {static_cast<double>(real), "real tokens: " + std::to_string(real), "real", {{"part", "real"}}},
-      {padding, "padding to the divisor: " + fixed(padding, 0), "padding", {{"part", "padding"}}},
-      {unused, "unused capacity: " + fixed(unused, 0), "unused", {{"part", "unused"}}}};
-  chart.bars.push_back(std::move(bar));
+  chart.bars.push_back(token_use_bar("packs x C", real, in.result.padded_tokens, allocated));
   return "<section id=\"padding-section\"><h2>Real tokens, padding, unused capacity</h2>\n" +
          render_bar_chart(chart) +
          html_table({"real", "padding", "unused", "unused share"},

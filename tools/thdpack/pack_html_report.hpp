@@ -1,8 +1,8 @@
 #pragma once
-// `thdpack pack --report FILE.html`: the offline packing as one self-contained page (html_page.hpp):
-// packs against the L1 and L2 lower bounds, a histogram of pack fill, and real tokens, padding and
-// unused capacity, with the numbers in tables and data-* attributes (data-what, data-bin,
-// data-part, data-value).
+// `thdpack pack --report FILE.html`: the offline packing as one self-contained page
+// (html_page.hpp): packs against the L1 and L2 lower bounds, a histogram of pack fill, and real
+// tokens, padding and unused capacity, with the numbers in tables and data-* attributes (data-what,
+// data-bin, data-part, data-value).
 
 #include <cstdint>
 #include <span>

@@ -1,12 +1,11 @@
 #include "plan_html_report.hpp"
 
-#include "html_page.hpp"
-
 #include <algorithm>
 #include <numeric>
 #include <sstream>
 #include <unordered_map>
 
+#include "html_page.hpp"
 #include "svg_chart.hpp"
 #include "table.hpp"
 #include "thdpack/core/errors.hpp"
@@ -79,10 +78,6 @@ std::vector<double> cp_work(const Plan& plan, const PlanReportInput& in,
   return work;
 }
 
-std::string percent(double fraction, int decimals = 1) {
-  return fixed(100 * fraction, decimals) + "%";
-}
-
 std::string settings_html(const PlanReportInput& in) {
   const PlanRunInfo& info = in.info;
   return html_settings(
@@ -108,10 +103,9 @@ std::string summary_html(const PlanReportInput& in) {
       rows.push_back({s["name"].get<std::string>(), "failed: " + s["error"].get<std::string>()});
       continue;
     }
-    rows.push_back({s["name"].get<std::string>(),
-                    fixed(s["microbatches_mean"].get<double>(), 2),
+    rows.push_back({s["name"].get<std::string>(), fixed(s["microbatches_mean"].get<double>(), 2),
                     fixed(s["microbatch_lower_bound_mean"].get<double>(), 2),
-                    percent(s["fill_mean"].get<double>()),
+                    percent(s["fill_mean"].get<double>(), 1),
                     percent(s["padding_fraction_mean"].get<double>(), 2),
                     fixed(s["step_cost_mean"].get<double>() * units.scale, 3),
                     fixed(s["step_ratio_mean"].get<double>(), 4) + "x",
@@ -145,8 +139,8 @@ std::string replica_section(const PlanReportInput& in,
          "class=\"straggler-key\">straggler</span>. Same scale for every scheduler.</p>\n";
   for (const auto& p : in.plans) {
     const auto& costs = p.stats.replica_step_costs;
-    const int straggler = static_cast<int>(std::max_element(costs.begin(), costs.end()) -
-                                           costs.begin());
+    const int straggler =
+        static_cast<int>(std::max_element(costs.begin(), costs.end()) - costs.begin());
     const double mean =
         std::accumulate(costs.begin(), costs.end(), 0.0) / static_cast<double>(costs.size());
     BarChart chart;
@@ -167,21 +161,21 @@ std::string replica_section(const PlanReportInput& in,
       for (int64_t k = 0; k < p.plan.num_microbatches(); ++k) {
         const PackFigures f = pack_figures(p.plan.pack(k, r), in, at);
         largest = std::max(largest, f.cost);
-        bar.segments.push_back(
-            {f.cost * units.scale,
-             "replica " + std::to_string(r) + ", micro-batch " + std::to_string(k) + ": " +
-                 std::to_string(p.plan.pack(k, r).size()) + " samples, " +
-                 std::to_string(f.padded) + " tokens, " + fixed(f.cost * units.scale, 4) + " " +
-                 units.name,
-             k % 2 ? "mb alt" : "mb",
-             {{"k", std::to_string(k)}, {"tokens", std::to_string(f.padded)}}});
+        bar.segments.push_back({f.cost * units.scale,
+                                "replica " + std::to_string(r) + ", micro-batch " +
+                                    std::to_string(k) + ": " +
+                                    std::to_string(p.plan.pack(k, r).size()) + " samples, " +
+                                    std::to_string(f.padded) + " tokens, " +
+                                    fixed(f.cost * units.scale, 4) + " " + units.name,
+                                k % 2 ? "mb alt" : "mb",
+                                {{"k", std::to_string(k)}, {"tokens", std::to_string(f.padded)}}});
       }
       if (bubble_share > 0) {
-        bar.segments.push_back({bubble_share * largest * units.scale,
-                                "1F1B bubble: " + fixed(bubble_share * largest * units.scale, 4) +
-                                    " " + units.name,
-                                "bubble",
-                                {{"k", "bubble"}}});
+        bar.segments.push_back(
+            {bubble_share * largest * units.scale,
+             "1F1B bubble: " + fixed(bubble_share * largest * units.scale, 4) + " " + units.name,
+             "bubble",
+             {{"k", "bubble"}}});
       }
       rows.push_back({std::to_string(r), std::to_string(p.plan.num_microbatches()),
                       fixed(costs[static_cast<size_t>(r)] * units.scale, 4),
@@ -194,14 +188,14 @@ std::string replica_section(const PlanReportInput& in,
                            "lower bound " + fixed(p.stats.step_lower_bound * units.scale, 3),
                            "bound"});
     chart.lines.push_back({mean * units.scale, "mean " + fixed(mean * units.scale, 3), "mean"});
-    out << "<h3>" << html_escape(p.scheduler) << ": step " << fixed(p.stats.step_cost * units.scale, 3)
-        << " " << units.name << ", straggler replica " << straggler << ", max/mean "
-        << fixed(p.stats.imbalance, 4) << "</h3>\n"
+    out << "<h3>" << html_escape(p.scheduler) << ": step "
+        << fixed(p.stats.step_cost * units.scale, 3) << " " << units.name << ", straggler replica "
+        << straggler << ", max/mean " << fixed(p.stats.imbalance, 4) << "</h3>\n"
         << render_bar_chart(chart)
         << html_details("numbers: " + p.scheduler + " per replica",
-                   html_table({"replica", "micro-batches", "modeled (" + units.name + ")",
-                               "vs mean", ""},
-                              rows, classes));
+                        html_table({"replica", "micro-batches", "modeled (" + units.name + ")",
+                                    "vs mean", ""},
+                                   rows, classes));
   }
   out << "</section>\n";
   return out.str();
@@ -249,15 +243,14 @@ std::string microbatch_section(const PlanReportInput& in) {
     out << "<h3>" << html_escape(s.name) << "</h3>\n"
         << render_bar_chart(chart)
         << html_details("numbers: " + s.name + " per step",
-                   html_table({"step", "micro-batches", "bound"}, rows));
+                        html_table({"step", "micro-batches", "bound"}, rows));
   }
   out << "</section>\n";
   return out.str();
 }
 
 /// How full the packs are: a histogram of padded tokens / C.
-std::string fill_section(const PlanReportInput& in,
-                         const std::unordered_map<int64_t, size_t>& at) {
+std::string fill_section(const PlanReportInput& in, const std::unordered_map<int64_t, size_t>& at) {
   std::ostringstream out;
   out << "<section id=\"fill\"><h2>Pack fill (step " << in.step
       << ")</h2>\n<p>Packs by padded tokens / C, in bins of 10%.</p>\n";
@@ -268,7 +261,8 @@ std::string fill_section(const PlanReportInput& in,
       const double fill = static_cast<double>(pack_figures(p.plan.pack_at(i), in, at).padded) /
                           static_cast<double>(in.info.capacity);
       lowest = std::min(lowest, fill);
-      counts[static_cast<size_t>(std::clamp(static_cast<int>(fill * kFillBins), 0, kFillBins - 1))]++;
+      counts[static_cast<size_t>(
+          std::clamp(static_cast<int>(fill * kFillBins), 0, kFillBins - 1))]++;
     }
     BarChart chart;
     chart.id = "fill-" + p.scheduler;
@@ -280,16 +274,17 @@ std::string fill_section(const PlanReportInput& in,
       ChartBar bar;
       bar.label = range;
       bar.data = {{"scheduler", p.scheduler}, {"bin", std::to_string(b)}};
-      bar.segments.push_back({static_cast<double>(counts[static_cast<size_t>(b)]),
-                              std::to_string(counts[static_cast<size_t>(b)]) + " packs " + range +
-                                  " full",
-                              "fill",
-                              {}});
+      bar.segments.push_back(
+          {static_cast<double>(counts[static_cast<size_t>(b)]),
+           std::to_string(counts[static_cast<size_t>(b)]) + " packs " + range + " full",
+           "fill",
+           {}});
       chart.bars.push_back(std::move(bar));
       rows.push_back({range, std::to_string(counts[static_cast<size_t>(b)])});
     }
     out << "<h3>" << html_escape(p.scheduler) << ": " << p.plan.num_packs() << " packs, fill "
-        << percent(p.stats.fill) << " of dp x K x C, emptiest pack " << percent(lowest) << "</h3>\n"
+        << percent(p.stats.fill, 1) << " of dp x K x C, emptiest pack " << percent(lowest, 1)
+        << "</h3>\n"
         << render_bar_chart(chart)
         << html_details("numbers: " + p.scheduler + " fill", html_table({"fill", "packs"}, rows));
   }
@@ -323,8 +318,8 @@ std::string cp_section(const PlanReportInput& in, const std::unordered_map<int64
       bar.label = "cp " + std::to_string(r);
       bar.data = {{"scheduler", p.scheduler}, {"cp-rank", std::to_string(r)}};
       bar.segments.push_back({work[r],
-                              "CP rank " + std::to_string(r) + ": " + fixed(work[r], 0) +
-                                  " (" + fixed(work[r] / mean, 4) + " of the mean)",
+                              "CP rank " + std::to_string(r) + ": " + fixed(work[r], 0) + " (" +
+                                  fixed(work[r] / mean, 4) + " of the mean)",
                               "cpwork",
                               {}});
       chart.bars.push_back(std::move(bar));
@@ -334,7 +329,7 @@ std::string cp_section(const PlanReportInput& in, const std::unordered_map<int64
         << fixed(*std::max_element(work.begin(), work.end()) / mean, 4) << "</h3>\n"
         << render_bar_chart(chart)
         << html_details("numbers: " + p.scheduler + " CP work",
-                   html_table({"CP rank", "work", "vs mean"}, rows));
+                        html_table({"CP rank", "work", "vs mean"}, rows));
   }
   out << "</section>\n";
   return out.str();
@@ -349,25 +344,18 @@ std::string padding_section(const PlanReportInput& in) {
   chart.width = std::min(720, 200 + 120 * static_cast<int>(in.plans.size()));
   std::vector<std::vector<std::string>> rows;
   for (const auto& p : in.plans) {
-    const double allocated = static_cast<double>(p.plan.num_packs()) *
-                             static_cast<double>(in.info.capacity);
+    const double allocated =
+        static_cast<double>(p.plan.num_packs()) * static_cast<double>(in.info.capacity);
     const auto real = static_cast<double>(p.stats.real_tokens);
     const auto padding = static_cast<double>(p.stats.padded_tokens - p.stats.real_tokens);
     const double unused = allocated - static_cast<double>(p.stats.padded_tokens);
-    ChartBar bar;
-    bar.label = p.scheduler;
+    ChartBar bar =
+        token_use_bar(p.scheduler, p.stats.real_tokens, p.stats.padded_tokens, allocated);
     bar.data = {{"scheduler", p.scheduler}};
-    bar.segments = {
-        {real, "real tokens: " + fixed(real, 0), "real", {{"part", "real"}}},
-        {padding, "padding to the divisor: " + fixed(padding, 0), "padding",
-         {{"part", "padding"}}},
-        {unused, "unused capacity: " + fixed(unused, 0) + " (" + percent(unused / allocated) + ")",
-         "unused", {{"part", "unused"}}},
-    };
     chart.bars.push_back(std::move(bar));
     rows.push_back({p.scheduler, fixed(real, 0), fixed(padding, 0),
                     percent(p.stats.padding_fraction, 2), fixed(unused, 0),
-                    percent(unused / allocated)});
+                    percent(unused / allocated, 1)});
   }
   return "<section id=\"padding-section\"><h2>Padding and unused capacity (step " +
          std::to_string(in.step) +

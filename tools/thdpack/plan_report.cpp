@@ -200,7 +200,8 @@ PlanWriter::PlanWriter(const std::string& path, const PlanRunInfo& info) : file_
                          {"global_batch", info.global_batch},
                          {"model", info.model},
                          {"gpu_tflops", info.gpu_tflops},
-                         {"cost", {{"linear", info.cost.linear}, {"quadratic", info.cost.quadratic}}}};
+                         {"cost",
+                          {{"linear", info.cost.linear}, {"quadratic", info.cost.quadratic}}}};
   std::string text = head.dump();
   text.pop_back();  // reopen the object to append "steps"
   out_ << text << ",\"steps\":[";

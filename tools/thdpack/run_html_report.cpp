@@ -81,21 +81,26 @@ std::string steps_section(const RunReportInput& in) {
     ChartBar bytes;
     bytes.label = std::to_string(s.step);
     bytes.data = {{"step", std::to_string(s.step)}};
-    bytes.segments = {{minimum / 1e6, "minimum: " + fixed(minimum / 1e6, 3) + " MB", "real",
+    bytes.segments = {{minimum / 1e6,
+                       "minimum: " + fixed(minimum / 1e6, 3) + " MB",
+                       "real",
                        {{"part", "minimum"}, {"bytes", std::to_string(s.exchange_minimum)}}},
-                      {excess / 1e6, "above the minimum: " + fixed(excess / 1e6, 3) + " MB",
-                       "padding", {{"part", "excess"}, {"bytes", fixed(excess, 0)}}}};
+                      {excess / 1e6,
+                       "above the minimum: " + fixed(excess / 1e6, 3) + " MB",
+                       "padding",
+                       {{"part", "excess"}, {"bytes", fixed(excess, 0)}}}};
     exchange.bars.push_back(std::move(bytes));
     ChartBar time;
     time.label = std::to_string(s.step);
     time.data = {{"step", std::to_string(s.step)}, {"part", "wall"}};
     time.segments.push_back(
-        {1e3 * s.seconds_max, "step " + std::to_string(s.step) + ": " +
-                                  fixed(1e3 * s.seconds_max, 2) + " ms",
-         "count", {}});
+        {1e3 * s.seconds_max,
+         "step " + std::to_string(s.step) + ": " + fixed(1e3 * s.seconds_max, 2) + " ms",
+         "count",
+         {}});
     wall.bars.push_back(std::move(time));
-    rows.push_back({std::to_string(s.step), std::to_string(s.microbatches),
-                    fixed(100 * s.fill, 1) + "%", fixed(s.step_ratio, 4) + "x",
+    rows.push_back({std::to_string(s.step), std::to_string(s.microbatches), percent(s.fill, 1),
+                    fixed(s.step_ratio, 4) + "x",
                     s.dp_balanced_ratio > 0 ? fixed(s.dp_balanced_ratio, 4) + "x" : "-",
                     std::to_string(s.exchange_bytes), std::to_string(s.exchange_minimum),
                     std::to_string(s.collectives_max), fixed(1e3 * s.seconds_max, 2),

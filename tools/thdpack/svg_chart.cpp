@@ -36,7 +36,8 @@ std::string tick_text(double v) {
 }
 
 void write_data(std::ostringstream& out, const DataAttributes& data) {
-  for (const auto& [name, value] : data) out << " data-" << name << "=\"" << html_escape(value) << '"';
+  for (const auto& [name, value] : data)
+    out << " data-" << name << "=\"" << html_escape(value) << '"';
 }
 
 }  // namespace
@@ -46,12 +47,23 @@ std::string html_escape(const std::string& text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -88,8 +100,8 @@ std::string render_bar_chart(const BarChart& chart) {
       << chart.width << ' ' << chart.height << "\" data-y-max=\"" << data_number(top) << "\">\n";
   // Axis, grid and tick labels.
   for (double v = 0; v <= top + step / 2; v += step) {
-    out << "<line class=\"grid\" x1=\"" << kLeft << "\" x2=\"" << chart.width - kRight
-        << "\" y1=\"" << num(y_of(v)) << "\" y2=\"" << num(y_of(v)) << "\"/>"
+    out << "<line class=\"grid\" x1=\"" << kLeft << "\" x2=\"" << chart.width - kRight << "\" y1=\""
+        << num(y_of(v)) << "\" y2=\"" << num(y_of(v)) << "\"/>"
         << "<text class=\"tick\" x=\"" << kLeft - 6 << "\" y=\"" << num(y_of(v) + 4)
         << "\" text-anchor=\"end\">" << tick_text(v) << "</text>\n";
   }
@@ -104,8 +116,8 @@ std::string render_bar_chart(const BarChart& chart) {
     const double x = kLeft + slot * static_cast<double>(b) + (slot - bar_w) / 2;
     double sum = 0;
     for (const auto& s : bar.segments) sum += s.value;
-    out << "<g class=\"bar " << html_escape(bar.css_class) << "\" data-value=\""
-        << data_number(sum) << '"';
+    out << "<g class=\"bar " << html_escape(bar.css_class) << "\" data-value=\"" << data_number(sum)
+        << '"';
     write_data(out, bar.data);
     out << ">\n";
     double base = 0;
@@ -144,8 +156,8 @@ std::string render_bar_chart(const BarChart& chart) {
         << "</text><title>" << html_escape(line.label) << "</title></g>\n";
   }
   out << "<line class=\"axis\" x1=\"" << kLeft << "\" x2=\"" << kLeft << "\" y1=\"" << kTop
-      << "\" y2=\"" << num(kTop + plot_h) << "\"/><line class=\"axis\" x1=\"" << kLeft
-      << "\" x2=\"" << chart.width - kRight << "\" y1=\"" << num(kTop + plot_h) << "\" y2=\""
+      << "\" y2=\"" << num(kTop + plot_h) << "\"/><line class=\"axis\" x1=\"" << kLeft << "\" x2=\""
+      << chart.width - kRight << "\" y1=\"" << num(kTop + plot_h) << "\" y2=\""
       << num(kTop + plot_h) << "\"/>\n</svg>\n";
   return out.str();
 }

@@ -33,6 +33,8 @@ void Table::print(std::ostream& out) const {
   for (const auto& row : rows_) line(row);
 }
 
+std::string percent(double fraction, int decimals) { return fixed(100 * fraction, decimals) + "%"; }
+
 std::string fixed(double value, int decimals) {
   char buffer[64];
   std::snprintf(buffer, sizeof(buffer), "%.*f", decimals, value);

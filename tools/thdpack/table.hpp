@@ -24,5 +24,7 @@ class Table {
 
 /// Fixed-point formatting: fixed(1.23456, 2) == "1.23".
 std::string fixed(double value, int decimals);
+/// A fraction as a percentage: percent(0.1234, 1) == "12.3%".
+std::string percent(double fraction, int decimals);
 
 }  // namespace thdpack::cli
