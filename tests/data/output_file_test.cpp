@@ -221,9 +221,9 @@ TEST(IndexedDatasetWriter, NothingIsAddedAfterFinish) {
   writer.finish();
   writer.finish();  // again: nothing
   expect_throw_with<InvalidArgument>([&] { writer.add_sequence(std::vector<int64_t>{2}); },
-                                     {"is finished; no sequence can be added"});
+                                     {"after finish()"});
   expect_throw_with<InvalidArgument>([&] { writer.add_length_only(4); },
-                                     {"is finished; no sequence can be added"});
+                                     {"after finish()"});
   EXPECT_EQ(IndexedDataset::open(dir.file("d"))->size(), 1);
 }
 

@@ -67,6 +67,7 @@ void JobFlags::add_to(CLI::App& cmd) {
          "--sample-order", sample_order,
          "which DP rank holds which sample of a global batch: contiguous (rank r holds a "
          "block) or megatron (rank r holds samples k*dp + r, as MegatronPretrainingSampler)")
+      ->check(non_empty())
       ->capture_default_str();
   cmd.add_option("--thd-max-packed-sequences", max_sequences_per_pack,
                  "if > 0, at most this many samples in one pack (0: no cap)")

@@ -203,6 +203,7 @@ Command add_run_command(CLI::App& app) {
   cmd->add_option("--tail-align", flags->tail_align,
                   "static shapes (CUDA graphs): none, multiple (rows of every pack rounded up to "
                   "--tail-multiple) or capacity (every pack M x cp rows)")
+      ->check(non_empty())
       ->capture_default_str();
   cmd->add_option("--tail-multiple", flags->tail_multiple,
                   "N for --tail-align multiple (a multiple of the padding divisor)")
