@@ -175,8 +175,12 @@ Sample sample_from_python(py::handle object, int64_t default_id, int64_t ignore_
   }
   const std::string who = "sample " + std::to_string(s.id) + ": ";
   if (s.input_ids.empty()) throw InvalidArgument(who + "input_ids is empty");
-  if (has_mask && has_labels) {
-    throw InvalidArgument(who + "give either loss_mask or labels, not both");
+  // Unshifted labels already say which positions train (the ignore id); a mask beside them is
+  // ambiguous. Shifted labels (Megatron's convention) come with Megatron's loss_mask.
+  if (has_mask && has_labels && !s.labels_shifted) {
+    throw InvalidArgument(who +
+                          "give either loss_mask or labels, not both (both only with "
+                          "labels_shifted=True, Megatron's convention)");
   }
   try {
     if (has_mask) require_length("loss_mask", s.loss_mask.size(), s.input_ids.size());

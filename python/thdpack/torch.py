@@ -153,7 +153,13 @@ class ThdPacker:
                 tokens_on_last_stage=tokens_on_last_stage)
         except Exception as e:  # noqa: BLE001 - every error must reach the peers
             error = e
-        self._raise_together(error, "ThdPacker")
+        try:
+            self._raise_together(error, "ThdPacker")
+        finally:
+            # No cycle frame -> error -> traceback -> frame: the groups this frame holds are freed
+            # with the exception, not by a later garbage collection on whichever thread runs it (a
+            # gloo group destroyed on a gloo thread aborts the process).
+            error = None
         if mpi_comm is not None:
             world = mpi4py_communicator(mpi_comm)
             groups = {}
@@ -191,7 +197,10 @@ class ThdPacker:
         mark = np.array([size - rank if error is not None else 0], dtype=np.int64)
         failed = self._max(mark)
         if error is not None:
-            raise error
+            try:
+                raise error
+            finally:
+                error = None  # no cycle frame -> error -> traceback -> frame (see __init__)
         if failed > 0:
             raise _thdpack.InvalidArgument(
                 f"{what}: rank {size - failed} failed (its own error says why); every rank stops")
