@@ -40,15 +40,16 @@ void validate_dynamic_cp_input(std::span<const int64_t> ids,
   validate_schedule_input(ScheduleInput{ids, padded_lengths, {}, {}}, pool);
 }
 
-namespace {
-
-bool allowed_group_size(int size, const DynamicCpOptions& o) {
+bool allowed_cp_group_size(int size, const DynamicCpOptions& o) {
   if (size == o.ranks()) return true;
-  for (int64_t c = o.min_cp; c <= o.ranks(); c *= 2) {
-    if (c == size) return true;
+  if (size < o.min_cp || size > o.ranks()) return false;
+  for (int64_t c = 1; c <= size; c *= 2) {
+    if (c == size || c * o.min_cp == size) return true;
   }
   return false;
 }
+
+namespace {
 
 [[noreturn]] void violation(int64_t k, size_t g, const std::string& what) {
   throw InternalError("dynamic CP plan: micro-batch " + std::to_string(k) + ", group " +
@@ -81,7 +82,7 @@ void check_dynamic_cp_plan(const DynamicCpPlan& plan, std::span<const int64_t> i
     for (size_t g = 0; g < mb.groups.size(); ++g) {
       const CpGroup& group = mb.groups[g];
       if (group.first_rank != next_rank) violation(k, g, "does not start where the last ended");
-      if (!allowed_group_size(group.size, options)) {
+      if (!allowed_cp_group_size(group.size, options)) {
         violation(k, g, "size " + std::to_string(group.size) + " is not an allowed CP size");
       }
       if (group.ids.empty()) violation(k, g, "holds no sample");

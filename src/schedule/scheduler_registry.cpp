@@ -17,12 +17,17 @@ std::unique_ptr<Scheduler> make_scheduler(const std::string& name) {
   detail::throw_unknown_name("scheduler", name, scheduler_names());
 }
 
-std::vector<std::string> dynamic_cp_scheduler_names() { return {"default_dynamic_cp"}; }
+std::vector<std::string> dynamic_cp_scheduler_names() {
+  return {"default_dynamic_cp", "balanced_dynamic_cp"};
+}
 
 DynamicCpPlan schedule_dynamic_cp(const std::string& name, std::span<const int64_t> ids,
                                   std::span<const int64_t> padded_lengths,
                                   const DynamicCpOptions& options) {
   if (name == "default_dynamic_cp") return schedule_default_dynamic_cp(ids, padded_lengths, options);
+  if (name == "balanced_dynamic_cp") {
+    return schedule_balanced_dynamic_cp(ids, padded_lengths, options);
+  }
   detail::throw_unknown_name("dynamic CP scheduler", name, dynamic_cp_scheduler_names());
 }
 

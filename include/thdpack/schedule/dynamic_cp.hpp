@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "thdpack/schedule/cp_cost_model.hpp"
+
 namespace thdpack {
 
 struct DynamicCpOptions {
@@ -29,6 +31,9 @@ struct DynamicCpOptions {
   int64_t max_seqlen_per_dp_cp_rank = 0;
   /// Smallest CP group a sample may use (Megatron's min_cp_size), >= 1.
   int min_cp = 1;
+  /// What a sample costs one rank of its group; default_dynamic_cp ignores it (it always uses
+  /// Megatron's L²/c), balanced_dynamic_cp minimises the modeled step under it.
+  CpCostModel cost = CpCostModel::megatron_workload();
 
   /// G = dp·cp.
   int ranks() const { return dp * cp; }
@@ -75,7 +80,31 @@ DynamicCpPlan schedule_default_dynamic_cp(std::span<const int64_t> ids,
                                           std::span<const int64_t> padded_lengths,
                                           const DynamicCpOptions& options);
 
-/// Names of the dynamic-CP schedulers: "default_dynamic_cp".
+/// Ours: chooses each sample's CP size, group and micro-batch together to minimise the modeled
+/// step under options.cost, with the same contracts (docs/schedulers.md).
+DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
+                                           std::span<const int64_t> padded_lengths,
+                                           const DynamicCpOptions& options);
+
+/// True when a group of `size` ranks is one a dynamic-CP plan may use: G itself, or a power of
+/// two, or min_cp times a power of two, at most G.
+bool allowed_cp_group_size(int size, const DynamicCpOptions& options);
+
+/// Modeled figures of a dynamic-CP plan under `cost`. A micro-batch lasts as long as its slowest
+/// group (groups change between micro-batches, so ranks meet at every micro-batch); the step is
+/// the sum over micro-batches. The lower bound is max(Σ over samples of the smallest rank-time a
+/// sample can occupy / G, the largest single-sample time at its best allowed size).
+struct DynamicCpStats {
+  double step = 0;
+  double lower_bound = 0;
+  int64_t microbatches = 0;
+  int64_t groups = 0;
+};
+DynamicCpStats evaluate_dynamic_cp_plan(const DynamicCpPlan& plan, std::span<const int64_t> ids,
+                                        std::span<const int64_t> padded_lengths,
+                                        const DynamicCpOptions& options, const CpCostModel& cost);
+
+/// Names of the dynamic-CP schedulers: "default_dynamic_cp", "balanced_dynamic_cp".
 std::vector<std::string> dynamic_cp_scheduler_names();
 /// The plan of the dynamic-CP scheduler `name`; throws InvalidArgument listing the names when
 /// unknown, and whatever that scheduler throws.
