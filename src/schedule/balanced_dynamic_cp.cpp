@@ -1,24 +1,19 @@
 // "balanced_dynamic_cp": CP size, group and micro-batch chosen together to minimise the modeled
 // step (the sum over micro-batches of the slowest group) under the CP cost model.
 //
-// 1. Each sample takes the allowed CP size with the least area (rank-seconds = c·time): extra
-//    ranks only add exposed communication and per-step overhead to the same compute.
-// 2. Level packing, most costly samples first (time at that size, ties by id): a micro-batch is a
-//    level whose height is its slowest group. Each sample goes where it raises the sum of heights
-//    least: into an existing group of its size with token room, or a new group on free ranks of a
-//    micro-batch; among equal raises an existing group before a new one, then the tightest fit,
-//    then the earliest micro-batch. When nothing can take it, a new micro-batch opens.
-// 3. Each micro-batch then spends its free ranks: the slowest group grows to its next allowed
-//    size while that lowers the micro-batch's height; ranks still free go to the growth that
-//    raises the height least (smallest groups first), and when no growth fits the free ranks
-//    the micro-batch becomes one group of all G ranks (always within the token cap).
-// 4. With a VPP group, micro-batches are split (the least costly group of the micro-batch with the
-//    most groups moves to a new one) until the count is a multiple.
+// 1. Samples come by rank-time (c·time at their smallest allowed size), most first, ties by id.
+// 2. For a micro-batch count K (from the token bound up, in VPP multiples), samples are dealt to
+//    the micro-batch with the least rank-time that has token room; each micro-batch is then packed
+//    at the lowest height it reaches (bisection): at a height H a sample joins the group, existing
+//    or new, where it adds the least rank-time and still finishes by H; a new group takes the
+//    smallest allowed size that finishes in time, so long samples spread until they do.
+// 3. Free ranks: the slowest group grows while that lowers the height; ranks still free go to the
+//    growth that raises it least; when none fits, the micro-batch runs as one group of all ranks.
+// 4. The first K that packs and a few more are tried; the smallest modeled step wins.
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numeric>
 #include <optional>
 #include <string>
 #include <vector>
