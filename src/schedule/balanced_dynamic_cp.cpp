@@ -188,7 +188,8 @@ std::optional<Level> pack_at_height(const std::vector<const Item*>& items, doubl
   return level;
 }
 
-/// The lowest height (to within kHeightTolerance) at which the micro-batch packs; empty when it never does.
+/// The lowest height (to within kHeightTolerance) at which the micro-batch packs; empty when it
+/// never does.
 std::optional<Level> pack_microbatch(const std::vector<const Item*>& items,
                                      const DynamicCpOptions& o) {
   double area = 0;
@@ -264,11 +265,10 @@ DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
   for (size_t i = 0; i < ids.size(); ++i) {
     auto sizes = detail::candidate_cp_sizes(padded_lengths[i], options);
     if (sizes.empty()) {
-      throw InvalidArgument(
-          "balanced_dynamic_cp: sample " + std::to_string(ids[i]) + " has " +
-          std::to_string(padded_lengths[i]) + " tokens, more than M x dp*cp = " +
-          std::to_string(options.max_seqlen_per_dp_cp_rank * options.ranks()) +
-          "; raise --max-seqlen-per-dp-cp-rank or truncate");
+      throw InvalidArgument("balanced_dynamic_cp: sample " + std::to_string(ids[i]) + " has " +
+                            std::to_string(padded_lengths[i]) + " tokens, more than M x dp*cp = " +
+                            std::to_string(options.max_seqlen_per_dp_cp_rank * options.ranks()) +
+                            "; raise --max-seqlen-per-dp-cp-rank or truncate");
     }
     const double area = options.cost.area(padded_lengths[i], sizes.front());
     items[i] = {ids[i], padded_lengths[i], std::move(sizes), area};

@@ -23,15 +23,18 @@ double CpCostModel::time(int64_t length, int cp) const {
   return compute_s + exposed_s + step_overhead_seconds * static_cast<double>(layers) * c;
 }
 
-CpCostModel CpCostModel::megatron_workload() { return CpCostModel{}; }
+CpCostModel CpCostModel::megatron_workload() {
+  return CpCostModel{};
+}
 
 CpCostModel CpCostModel::from_model(const ModelSpec& model, double tflops, int bytes_per_value,
                                     double link_gbytes_per_second, double step_overhead_us) {
   auto bad = [](double v) { return !std::isfinite(v) || v < 0; };
   if (bad(tflops) || tflops == 0 || bytes_per_value < 1 || bad(link_gbytes_per_second) ||
       bad(step_overhead_us)) {
-    throw InvalidArgument("CP cost model: TFLOP/s must be > 0, bytes per value >= 1, link GB/s and "
-                          "step overhead >= 0 and finite");
+    throw InvalidArgument(
+        "CP cost model: TFLOP/s must be > 0, bytes per value >= 1, link GB/s and "
+        "step overhead >= 0 and finite");
   }
   CpCostModel m;
   m.compute = CostModel::from_model(model);

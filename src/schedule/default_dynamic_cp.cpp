@@ -232,8 +232,8 @@ DynamicCpPlan schedule_default_dynamic_cp(std::span<const int64_t> ids,
   DynamicCpPlan plan;
   plan.ranks = ranks;
   if (remaining.empty()) return plan;
-  const int longest_cp =
-      cp_min_for_length(remaining.front().length, options.max_seqlen_per_dp_cp_rank, options.min_cp);
+  const int longest_cp = cp_min_for_length(remaining.front().length,
+                                           options.max_seqlen_per_dp_cp_rank, options.min_cp);
   if (longest_cp > ranks) {
     throw InvalidArgument("default_dynamic_cp: sample " + std::to_string(remaining.front().id) +
                           " has " + std::to_string(remaining.front().length) +

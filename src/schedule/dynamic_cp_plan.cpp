@@ -32,7 +32,8 @@ void validate_dynamic_cp_input(std::span<const int64_t> ids,
                                std::span<const int64_t> padded_lengths,
                                const DynamicCpOptions& options) {
   if (options.dp < 1 || options.cp < 1 || options.microbatch_multiple < 1 || options.min_cp < 1) {
-    throw InvalidArgument("dynamic CP options: dp, cp, microbatch_multiple and min_cp must be >= 1");
+    throw InvalidArgument(
+        "dynamic CP options: dp, cp, microbatch_multiple and min_cp must be >= 1");
   }
   // The samples form one pool over all G ranks: validate them as one DP rank's.
   ScheduleOptions pool;
@@ -99,8 +100,9 @@ void check_dynamic_cp_plan(const DynamicCpPlan& plan, std::span<const int64_t> i
       next_rank += group.size;
     }
     if (next_rank != ranks) {
-      violation(k, mb.groups.size(), "groups cover " + std::to_string(next_rank) + " of " +
-                                         std::to_string(ranks) + " ranks");
+      violation(
+          k, mb.groups.size(),
+          "groups cover " + std::to_string(next_rank) + " of " + std::to_string(ranks) + " ranks");
     }
   }
   if (seen.size() != ids.size()) {

@@ -45,4 +45,21 @@ DynamicCpStats evaluate_dynamic_cp_plan(const DynamicCpPlan& plan, std::span<con
   return stats;
 }
 
+double fixed_cp_modeled_step(const Plan& plan, std::span<const int64_t> ids,
+                             std::span<const int64_t> padded_lengths, int cp,
+                             const CpCostModel& cost) {
+  std::unordered_map<int64_t, int64_t> length_of;
+  length_of.reserve(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) length_of.emplace(ids[i], padded_lengths[i]);
+  double slowest = 0;
+  for (int r = 0; r < plan.dp(); ++r) {
+    double t = 0;
+    for (int64_t k = 0; k < plan.num_microbatches(); ++k) {
+      for (const int64_t id : plan.pack(k, r)) t += cost.time(length_of.at(id), cp);
+    }
+    slowest = std::max(slowest, t);
+  }
+  return slowest;
+}
+
 }  // namespace thdpack

@@ -35,8 +35,7 @@ TEST(CpCostModel, ExposedCommunicationAndStepOverheadMakeWideGroupsCostlyForShor
   EXPECT_LT(m.area(131072, 16), 1.01 * m.area(131072, 8));
   EXPECT_NEAR(m.time(131072, 16) / m.time(131072, 8), 0.5, 0.01);
   EXPECT_THROW(CpCostModel::from_model(model_preset("llama3-8b"), 0, 2, 50, 20), InvalidArgument);
-  EXPECT_THROW(CpCostModel::from_model(model_preset("llama3-8b"), 400, 2, -1, 20),
-               InvalidArgument);
+  EXPECT_THROW(CpCostModel::from_model(model_preset("llama3-8b"), 400, 2, -1, 20), InvalidArgument);
 }
 
 TEST(BalancedDynamicCp, PropertiesHoldOverTenThousandRandomCases) {
@@ -105,10 +104,12 @@ TEST(BalancedDynamicCp, BeatsDefaultDynamicCpOnLongTailsUnderBothCosts) {
       o.cp = 4;
       o.max_seqlen_per_dp_cp_rank = 16384;
       o.cost = cost;
-      ours += evaluate_dynamic_cp_plan(schedule_balanced_dynamic_cp(ids, lengths, o), ids,
-                                       lengths, o, cost).step;
+      ours += evaluate_dynamic_cp_plan(schedule_balanced_dynamic_cp(ids, lengths, o), ids, lengths,
+                                       o, cost)
+                  .step;
       megatron += evaluate_dynamic_cp_plan(schedule_default_dynamic_cp(ids, lengths, o), ids,
-                                           lengths, o, cost).step;
+                                           lengths, o, cost)
+                      .step;
     }
     EXPECT_LT(ours, megatron);
   }

@@ -35,7 +35,9 @@ DynamicCpPlan plan_for(const std::vector<int64_t>& lengths, const DynamicCpOptio
   return plan;
 }
 
-DynamicCpMicrobatch microbatch(std::vector<CpGroup> groups) { return {std::move(groups)}; }
+DynamicCpMicrobatch microbatch(std::vector<CpGroup> groups) {
+  return {std::move(groups)};
+}
 
 TEST(DynamicCp, CpMinIsTheSmallestPowerOfTwoThatKeepsEachRankWithinM) {
   EXPECT_EQ(cp_min_for_length(1, 100, 1), 1);
@@ -54,8 +56,7 @@ TEST(DefaultDynamicCp, ShortSamplesTakeNewSingleRankGroupsAndPackWhereTheMaximum
   // cp-2 group raises the maximum to 12500). The last 50 joins that group: the maximum stays.
   const auto plan = plan_for({150, 100, 50, 50}, options(2, 2, 100));
   ASSERT_EQ(plan.num_microbatches(), 1);
-  EXPECT_EQ(plan.microbatches[0],
-            microbatch({{0, 2, {0}}, {2, 1, {1}}, {3, 1, {2, 3}}}));
+  EXPECT_EQ(plan.microbatches[0], microbatch({{0, 2, {0}}, {2, 1, {1}}, {3, 1, {2, 3}}}));
   EXPECT_EQ(plan.microbatches[0].group_of(1).size, 2);
   EXPECT_EQ(plan.microbatches[0].group_of(3).ids, (std::vector<int64_t>{2, 3}));
 }

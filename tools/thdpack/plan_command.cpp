@@ -6,12 +6,14 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "dynamic_cp_plan.hpp"
 #include "job_flags.hpp"
 #include "plan_report.hpp"
 #include "progress.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/workloads.hpp"
 #include "thdpack/packing/packed_batch.hpp"
+#include "thdpack/schedule/dynamic_cp.hpp"
 #include "thdpack/schedule/global_batch.hpp"
 #include "thdpack/schedule/plan_stats.hpp"
 #include "thdpack/schedule/scheduler.hpp"
@@ -27,12 +29,17 @@ struct PlanFlags {
   bool json = false;
   std::string plan_out;
   bool no_progress = false;
+  DynamicCpFlags dynamic_cp;
 };
 
 int run_plan(const PlanFlags& f) {
   if (f.steps < 1) throw InvalidArgument("--steps must be >= 1");
   if (f.gpu_tflops <= 0) throw InvalidArgument("--gpu-tflops must be > 0");
   const Job job = resolve_job(f.job);
+  if (is_dynamic_cp_scheduler(f.scheduler)) {
+    return run_dynamic_cp_plan(job, f.scheduler, f.steps, f.gpu_tflops, f.dynamic_cp, f.json,
+                               std::cout);
+  }
   const ScheduleOptions options =
       ScheduleOptions::from_topology(job.topology, job.max_seqlen_per_dp_cp_rank, job.cost);
   PlanRunInfo info;
@@ -124,7 +131,10 @@ Command add_plan_command(CLI::App& app) {
   cmd->add_option("--steps", flags->steps, "global batches to plan")->capture_default_str();
   std::string names = "all";
   for (const auto& n : scheduler_names()) names += ", " + n;
-  cmd->add_option("--scheduler", flags->scheduler, "scheduler: " + names)->capture_default_str();
+  for (const auto& n : dynamic_cp_scheduler_names()) names += ", " + n;
+  cmd->add_option("--scheduler", flags->scheduler,
+                  "scheduler: " + names + " (a dynamic CP scheduler is shown beside fixed CP)")
+      ->capture_default_str();
   cmd->add_option("--gpu-tflops", flags->gpu_tflops,
                   "achieved TFLOP/s per GPU, to show modeled step time in ms")
       ->capture_default_str();
@@ -134,6 +144,7 @@ Command add_plan_command(CLI::App& app) {
       "write the plans (per step, micro-batch and DP replica, the ordered global sample "
       "ids) to this JSON file");
   cmd->add_flag("--no-progress", flags->no_progress, "no progress bar");
+  flags->dynamic_cp.add_to(*cmd);
   return {cmd, [flags] { return run_plan(*flags); }};
 }
 

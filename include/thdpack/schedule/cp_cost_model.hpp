@@ -28,12 +28,12 @@
 namespace thdpack {
 
 struct CpCostModel {
-  CostModel compute{0.0, 1.0};        ///< FLOPs (or work units) of one sample, whole
-  double flops_per_second = 1.0;      ///< achieved per GPU
-  double kv_bytes_per_token = 0.0;    ///< K and V of all layers
-  double passes = 3.0;                ///< forward K/V, backward K/V and dK/dV
-  double link_bytes_per_second = 0;   ///< per rank, ring direction; 0 turns communication off
-  double step_overhead_seconds = 0;   ///< per ring step and layer
+  CostModel compute{0.0, 1.0};       ///< FLOPs (or work units) of one sample, whole
+  double flops_per_second = 1.0;     ///< achieved per GPU
+  double kv_bytes_per_token = 0.0;   ///< K and V of all layers
+  double passes = 3.0;               ///< forward K/V, backward K/V and dK/dV
+  double link_bytes_per_second = 0;  ///< per rank, ring direction; 0 turns communication off
+  double step_overhead_seconds = 0;  ///< per ring step and layer
   int64_t layers = 1;
 
   /// Modeled seconds (or units) one rank of a group of `cp` ranks spends on a sample of `length`.

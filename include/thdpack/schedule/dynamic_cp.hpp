@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "thdpack/schedule/cp_cost_model.hpp"
+#include "thdpack/schedule/scheduler.hpp"
 
 namespace thdpack {
 
@@ -103,6 +104,13 @@ struct DynamicCpStats {
 DynamicCpStats evaluate_dynamic_cp_plan(const DynamicCpPlan& plan, std::span<const int64_t> ids,
                                         std::span<const int64_t> padded_lengths,
                                         const DynamicCpOptions& options, const CpCostModel& cost);
+
+/// The modeled step of a fixed-CP plan (scheduler.hpp) under the same cost: every pack runs on a
+/// group of `cp` ranks; replicas do not meet between micro-batches, so the step is the slowest
+/// replica's sum. Comparable with DynamicCpStats::step for the same samples.
+double fixed_cp_modeled_step(const Plan& plan, std::span<const int64_t> ids,
+                             std::span<const int64_t> padded_lengths, int cp,
+                             const CpCostModel& cost);
 
 /// Names of the dynamic-CP schedulers: "default_dynamic_cp", "balanced_dynamic_cp".
 std::vector<std::string> dynamic_cp_scheduler_names();
