@@ -4,9 +4,9 @@
 // 1. Samples come by rank-time (c·time at their smallest allowed size), most first, ties by id.
 // 2. For a micro-batch count K (from the token bound up, in VPP multiples), samples are dealt to
 //    the micro-batch with the least rank-time that has token room; each micro-batch is then packed
-//    at the lowest height it reaches (bisection): at a height H a sample joins the group, existing
-//    or new, where it adds the least rank-time and still finishes by H; a new group takes the
-//    smallest allowed size that finishes in time, so long samples spread until they do.
+//    at the lowest height it reaches (bisection): at a height H a sample joins an existing group
+//    with token room and time left (the least rank-time added), else opens a group of the
+//    smallest allowed size that finishes by H, so long samples spread until they do.
 // 3. Free ranks: the slowest group grows while that lowers the height; ranks still free go to the
 //    growth that raises it least; when none fits, the micro-batch runs as one group of all ranks.
 // 4. The first K that packs and a few more are tried; the smallest modeled step wins.
@@ -143,10 +143,10 @@ int size_for_height(const Item& item, double height, const DynamicCpOptions& o) 
 }
 
 /// The groups of one micro-batch that all finish by `height`, or nothing when the samples do not
-/// fit. Samples come most costly first; each goes where it adds the least area (rank-seconds):
-/// into an existing group of an allowed size with token room and time left, or into a new group
-/// of the smallest size that finishes in time; equal areas go to an existing group, the one with
-/// the least time left after it.
+/// fit. Samples come most costly first. A sample joins an existing group when one of an allowed
+/// size has token room and time left for it (the least rank-time added, then the least time left
+/// after it): that time is spent anyway, while a new group takes ranks. Otherwise it opens a group
+/// of the smallest allowed size that finishes in time.
 std::optional<Level> pack_at_height(const std::vector<const Item*>& items, double height,
                                     const DynamicCpOptions& o) {
   const int64_t m = o.max_seqlen_per_dp_cp_rank;
@@ -155,10 +155,9 @@ std::optional<Level> pack_at_height(const std::vector<const Item*>& items, doubl
   for (const Item* item : items) {
     const int fresh = size_for_height(*item, height, o);
     const double fresh_time = cost.time(item->length, fresh);
-    double best_area = fresh <= level.free && fresh_time <= height
-                           ? fresh * fresh_time
-                           : std::numeric_limits<double>::infinity();
+    const bool fresh_fits = fresh <= level.free && fresh_time <= height;
     Group* best = nullptr;
+    double best_area = 0;
     double best_left = 0;
     for (auto& g : level.groups) {
       if (g.size < item->sizes.front() || g.tokens + item->length > m * g.size) continue;
@@ -166,14 +165,14 @@ std::optional<Level> pack_at_height(const std::vector<const Item*>& items, doubl
       const double left = height - g.time - t;
       if (left < 0) continue;
       const double area = g.size * t;
-      if (area < best_area || (area == best_area && (best == nullptr || left < best_left))) {
+      if (best == nullptr || area < best_area || (area == best_area && left < best_left)) {
         best = &g;
         best_area = area;
         best_left = left;
       }
     }
     if (best == nullptr) {
-      if (!std::isfinite(best_area)) return std::nullopt;
+      if (!fresh_fits) return std::nullopt;
       level.free -= fresh;
       level.groups.push_back(Group{fresh, 0, 0.0, {}, {}});
       best = &level.groups.back();
