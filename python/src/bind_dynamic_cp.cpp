@@ -3,6 +3,7 @@
 
 #include "bindings.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
+#include "thdpack/schedule/flops.hpp"
 
 namespace thdpack::python {
 
@@ -26,7 +27,9 @@ void bind_dynamic_cp(py::module_& m) {
   m.def(
       "schedule_dynamic_cp",
       [](const Array<int64_t>& padded_lengths, int dp, int cp, int64_t max_seqlen,
-         const std::string& name, int multiple, int min_cp, const py::object& ids) {
+         const std::string& name, int multiple, int min_cp, const py::object& ids,
+         const py::object& model, double gpu_tflops, double cp_link_gbps,
+         double cp_step_overhead_us) {
         const std::vector<int64_t> lengths = vector_of(padded_lengths, "padded_lengths");
         std::vector<int64_t> id_values;
         if (ids.is_none()) {
@@ -40,6 +43,10 @@ void bind_dynamic_cp(py::module_& m) {
         o.max_seqlen_per_dp_cp_rank = max_seqlen;
         o.microbatch_multiple = multiple;
         o.min_cp = min_cp;
+        if (!model.is_none()) {
+          o.cost = CpCostModel::from_model(model_preset(model.cast<std::string>()), gpu_tflops, 2,
+                                           cp_link_gbps, cp_step_overhead_us);
+        }
         DynamicCpPlan plan;
         {
           py::gil_scoped_release release;
@@ -51,8 +58,13 @@ void bind_dynamic_cp(py::module_& m) {
       py::arg("padded_lengths"), py::kw_only(), py::arg("dp"), py::arg("cp"),
       py::arg("max_seqlen_per_dp_cp_rank"), py::arg("scheduler") = "default_dynamic_cp",
       py::arg("microbatch_multiple") = 1, py::arg("min_cp") = 1, py::arg("ids") = py::none(),
+      py::arg("model") = py::none(), py::arg("gpu_tflops") = kDefaultGpuTflops,
+      py::arg("cp_link_gbps") = kDefaultCpLinkGBps,
+      py::arg("cp_step_overhead_us") = kDefaultCpStepOverheadUs,
       "Plans one global batch with dynamic CP (no communication): plan[k] lists micro-batch k's "
-      "CP groups as (first_rank, size, ids), in rank order, covering all dp*cp ranks.");
+      "CP groups as (first_rank, size, ids), in rank order, covering all dp*cp ranks. With a "
+      "model preset, balanced_dynamic_cp minimises the full CP cost model (docs/schedulers.md); "
+      "without, Megatron's L^2/cp workload.");
 }
 
 }  // namespace thdpack::python

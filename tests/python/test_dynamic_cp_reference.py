@@ -195,3 +195,21 @@ def test_scheduler_matches_the_reference_over_random_cases(seed_block):
         else:
             agreed_plans += 1
     assert agreed_plans > 400
+
+
+def test_balanced_dynamic_cp_keeps_the_contracts_under_the_full_cost_model():
+    rng = random.Random(5)
+    lengths = [64 * max(4, min(2048, int(rng.lognormvariate(4.5, 1.5)))) for _ in range(200)]
+    plan = thdpack.schedule_dynamic_cp(lengths, dp=8, cp=4, max_seqlen_per_dp_cp_rank=16384,
+                                       scheduler="balanced_dynamic_cp", model="llama3-8b")
+    seen = []
+    for mb in plan:
+        assert [g[0] for g in mb] == [sum(g[1] for g in mb[:i]) for i in range(len(mb))]
+        assert sum(g[1] for g in mb) == 32
+        for _, size, ids in mb:
+            assert sum(lengths[i] for i in ids) <= 16384 * size
+            seen.extend(ids)
+    assert sorted(seen) == list(range(200))
+    with pytest.raises(thdpack.InvalidArgument, match="unknown dynamic CP scheduler"):
+        thdpack.schedule_dynamic_cp(lengths, dp=8, cp=4, max_seqlen_per_dp_cp_rank=16384,
+                                    scheduler="fastest")
