@@ -151,6 +151,18 @@ def cp_table(quality):
     return "\n".join(lines)
 
 
+def dynamic_cp_table(dynamic_cp):
+    lines = ["| workload | dp·cp | samples | cost | dp_balanced, fixed cp | default_dynamic_cp | "
+             "balanced_dynamic_cp | ours vs Megatron | plan ms (ours) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in dynamic_cp["dynamic_cp"]:
+        lines.append(f"| {r['workload']} | {r['ranks']} | {r['samples']} | {r['cost']} | "
+                     f"{r['dp_balanced']:.4f}x (cp {r['fixed_cp']}) | {r['default_dynamic_cp']:.4f}x | "
+                     f"{r['balanced_dynamic_cp']:.4f}x | "
+                     f"{r['default_dynamic_cp'] / r['balanced_dynamic_cp']:.3f}x | {r['plan_ms']:.1f} |")
+    return "\n".join(lines)
+
+
 def pipeline_table(runs):
     lines = ["| ranks | layout | bytes/rank (ours / Megatron-style) | exchange vs minimum (ours / Megatron-style) | collectives per step | s per 1M tokens (ours / Megatron-style) |",
              "|---|---|---|---|---|---|"]
@@ -208,7 +220,8 @@ def reorder_table(runs):
     return "\n".join(lines)
 
 
-def render(speed, quality, pipeline=None, pack=None, moe=None, reorder=None, planner=None):
+def render(speed, quality, pipeline=None, pack=None, moe=None, reorder=None, planner=None,
+           dynamic_cp=None):
     cpu = platform.processor() or platform.machine()
     return "\n\n".join([
         f"Measured by `bash scripts/bench.sh` ({cpu}, single thread; medians over repetitions; "
@@ -224,7 +237,15 @@ def render(speed, quality, pipeline=None, pack=None, moe=None, reorder=None, pla
         "lengths fill whole packs exactly, and many equal lengths; dp_balanced and plain LPT + "
         "first-fit on the same inputs in the same run; quality never worse than LPT + first-fit on "
         "any input):\n\n" + planner_table(planner)
-    ] if planner else []) + [
+    ] if planner else []) + ([
+        "**Dynamic context parallelism** (figure 12; `thdpack_dynamic_cp_bench`: modeled step / lower "
+        "bound, medians over seeds, 8 samples per rank of the dp·cp group; `L^2/cp` is Megatron's "
+        "workload, `full` the CP cost model of docs/schedulers.md with its defaults (Llama-3-8B, "
+        "400 TFLOP/s, 50 GB/s ring link, 20 us per ring step and layer); a dynamic-CP step is the sum "
+        "over micro-batches of the slowest CP group, a fixed-CP step the slowest replica's sum; the "
+        "bound is max(least rank-time of all samples / (dp·cp), slowest single sample)):\n\n"
+        + dynamic_cp_table(dynamic_cp)
+    ] if dynamic_cp else []) + [
         "**Offline packing fill** (figure 3):\n\n" + fill_table(quality),
         "**Hard constraints** (figure 6):\n\n" + violation_table(quality),
         "**CP balance**, max/mean causal-attention work across CP ranks (figure 7; step = work-weighted "
@@ -266,6 +287,7 @@ def main():
     ap.add_argument("--moe", nargs="*", default=[])
     ap.add_argument("--reorder", nargs="*", default=[])
     ap.add_argument("--planner")
+    ap.add_argument("--dynamic-cp")
     ap.add_argument("--readme")
     args = ap.parse_args()
     with open(args.speed) as f:
@@ -292,7 +314,11 @@ def main():
     if args.planner:
         with open(args.planner) as f:
             planner = json.load(f)
-    text = render(speed, quality, pipeline, pack, moe, reorder, planner)
+    dynamic_cp = None
+    if args.dynamic_cp:
+        with open(args.dynamic_cp) as f:
+            dynamic_cp = json.load(f)
+    text = render(speed, quality, pipeline, pack, moe, reorder, planner, dynamic_cp)
     print(text)
     if args.readme:
         with open(args.readme) as f:

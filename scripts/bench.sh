@@ -19,6 +19,7 @@ if [ "$quick" = 1 ]; then
     --benchmark_out_format=json
   ./build/bin/thdpack_quality_bench --quick --out "$out/quality.json"
   ./build/bin/thdpack_planner_bench --quick --out "$out/planner.json"
+  ./build/bin/thdpack_dynamic_cp_bench --quick --out "$out/dynamic_cp.json"
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 8 \
     ./build/bin/thdpack_pipeline_bench --tp 2 --cp 2 --dp 2 --steps 2 --out "$out/pipeline.json" >/dev/null
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 8 \
@@ -26,7 +27,7 @@ if [ "$quick" = 1 ]; then
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 4 \
     ./build/bin/thdpack reorder --microbatches 4 --compute-ms 1 --json >"$out/reorder.json"
   /usr/bin/python3 bench/report.py --speed "$out/speed.json" --quality "$out/quality.json" \
-    --planner "$out/planner.json" \
+    --planner "$out/planner.json" --dynamic-cp "$out/dynamic_cp.json" \
     --pipeline "$out/pipeline.json" --moe "$out/moe.json" --reorder "$out/reorder.json" >/dev/null
   echo "[bench] quick run OK ($out)"
   exit 0
@@ -36,6 +37,8 @@ fi
 ./build/bin/thdpack_quality_bench --out bench/results/quality.json
 # The planner's worst case: 25 seeds x 8 distributions per case, then ~1M samples as dp grows.
 ./build/bin/thdpack_planner_bench --seeds 25 --large-seeds 1 --out bench/results/planner.json
+# Dynamic CP (figure 12): fixed CP, default_dynamic_cp and balanced_dynamic_cp, 15 seeds per case.
+./build/bin/thdpack_dynamic_cp_bench --seeds 15 --out bench/results/dynamic_cp.json
 # Python packing at 1M samples against the native call.
 PYTHONPATH=build/python /usr/bin/python3 bench/python_packing_bench.py \
   --speed-bench build/bin/thdpack_speed_bench --out bench/results/python_packing.json
@@ -86,6 +89,6 @@ done <<RUNS
 RUNS
 
 /usr/bin/python3 bench/report.py --speed bench/results/speed.json --quality bench/results/quality.json \
-  --planner bench/results/planner.json \
+  --planner bench/results/planner.json --dynamic-cp bench/results/dynamic_cp.json \
   --pipeline bench/results/pipeline_*.json --pack bench/results/pack.json \
   --moe bench/results/moe_*.json --reorder bench/results/reorder_*.json --readme README.md

@@ -22,6 +22,8 @@
 #include "thdpack/data/workloads.hpp"
 
 #include "thdpack/schedule/cost_model.hpp"
+#include "thdpack/schedule/cp_cost_model.hpp"
+#include "thdpack/schedule/dynamic_cp.hpp"
 #include "thdpack/schedule/flops.hpp"
 #include "thdpack/schedule/global_batch.hpp"
 #include "thdpack/schedule/plan_stats.hpp"
@@ -36,6 +38,7 @@
 #include "thdpack/comm/local_communicator.hpp"
 #include "thdpack/comm/process_groups.hpp"
 
+#include "thdpack/pipeline/dynamic_cp_delivery.hpp"
 #include "thdpack/pipeline/moe_dispatch.hpp"
 #include "thdpack/pipeline/pipeline.hpp"
 #include "thdpack/pipeline/reorder_exchange.hpp"

@@ -76,5 +76,6 @@ void bind_pipeline(py::module_& m);
 void bind_datasets(py::module_& m);
 void bind_moe(py::module_& m);
 void bind_reorder(py::module_& m);
+void bind_dynamic_cp(py::module_& m);
 
 }  // namespace thdpack::python

@@ -61,4 +61,5 @@ PYBIND11_MODULE(_thdpack, m) {
   bind_datasets(m);
   bind_moe(m);
   bind_reorder(m);
+  bind_dynamic_cp(m);
 }

@@ -133,6 +133,14 @@ def schedule(padded_lengths: IntArray, *, dp: int, max_seqlen_per_dp_cp_rank: in
              samples_per_rank: Optional[IntArray] = None,
              group_ids: Optional[IntArray] = None,
              max_sequences_per_pack: int = 0) -> Plan: ...
+def dynamic_cp_scheduler_names() -> list[str]: ...
+def schedule_dynamic_cp(padded_lengths: IntArray, *, dp: int, cp: int,
+                        max_seqlen_per_dp_cp_rank: int, scheduler: str = "default_dynamic_cp",
+                        microbatch_multiple: int = 1, min_cp: int = 1,
+                        ids: Optional[IntArray] = None, model: Optional[str] = None,
+                        gpu_tflops: float = 400.0, cp_link_gbps: float = 50.0,
+                        cp_step_overhead_us: float = 20.0
+                        ) -> list[list[tuple[int, int, list[int]]]]: ...
 def evaluate_plan(plan: Plan, padded_lengths: IntArray, *, max_seqlen_per_dp_cp_rank: int,
                   cp: int = 1, pp: int = 1, cost: CostModel = ..., ids: Optional[IntArray] = None,
                   real_lengths: Optional[IntArray] = None) -> dict[str, Any]: ...

@@ -68,6 +68,13 @@ const std::vector<Workload>& all() {
        16384,
        4,
        {{32, 1024}}},
+      {"longctx-128k",
+       "long context: lognormal mean 8000, sigma 1.5, [256, 131072], cp 8 (the 32 ranks of dp 8 "
+       "x cp 4; fixed CP needs cp 8 to hold 131072 tokens at M = 16384)",
+       lognormal(256, 131072, 8000, 1.5),
+       16384,
+       8,
+       {{4, 256}, {32, 2048}}},
   };
   return kWorkloads;
 }

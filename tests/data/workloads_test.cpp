@@ -29,12 +29,13 @@ void expect_lognormal(const MockConfig& c, int64_t lo, int64_t hi, double mean, 
   EXPECT_DOUBLE_EQ(c.lognormal_sigma, sigma);
 }
 
-TEST(WorkloadCatalog, HasTheFiveBenchmarkWorkloads) {
+TEST(WorkloadCatalog, HasTheSixBenchmarkWorkloads) {
   const std::vector<std::string> names = workload_names();
-  EXPECT_EQ(names.size(), 5u);
+  EXPECT_EQ(names.size(), 6u);
   EXPECT_EQ(
       std::set<std::string>(names.begin(), names.end()),
-      (std::set<std::string>{"sft-8k", "longtail-32k", "uniform-16k", "bimodal-16k", "rl-64k"}));
+      (std::set<std::string>{"sft-8k", "longtail-32k", "uniform-16k", "bimodal-16k", "rl-64k",
+                                      "longctx-128k"}));
   for (const std::string& n : names) {
     const Workload w = workload(n);
     EXPECT_EQ(w.name, n);

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "dynamic_cp_plan.hpp"
 #include "flag_values.hpp"
 #include "job_flags.hpp"
 #include "plan_html_report.hpp"
@@ -14,6 +15,7 @@
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/workloads.hpp"
 #include "thdpack/packing/packed_batch.hpp"
+#include "thdpack/schedule/dynamic_cp.hpp"
 #include "thdpack/schedule/global_batch.hpp"
 #include "thdpack/schedule/plan_stats.hpp"
 #include "thdpack/schedule/scheduler.hpp"
@@ -34,12 +36,21 @@ struct PlanFlags {
   std::string report;
   int64_t report_step = 0;
   bool no_progress = false;
+  DynamicCpFlags dynamic_cp;
 };
 
 int run_plan(const PlanFlags& f) {
   if (f.report_step < 0 || f.report_step >= f.steps)
     throw InvalidArgument("--report-step must be in [0, --steps)");
   const Job job = resolve_job(f.job);
+  if (is_dynamic_cp_scheduler(f.scheduler)) {
+    if (!f.plan_out.empty() || !f.report.empty()) {
+      throw InvalidArgument("--plan-out and --report are not written for the dynamic CP schedulers "
+                            "yet; leave them out with --scheduler " + f.scheduler);
+    }
+    return run_dynamic_cp_plan(job, f.scheduler, f.steps, f.gpu_tflops, f.dynamic_cp, f.json,
+                               std::cout);
+  }
   ScheduleOptions options =
       ScheduleOptions::from_topology(job.topology, job.max_seqlen_per_dp_cp_rank, job.cost);
   options.max_sequences_per_pack = job.max_sequences_per_pack;
@@ -148,8 +159,9 @@ Command add_plan_command(CLI::App& app) {
       ->capture_default_str();
   std::string names = "all";
   for (const auto& n : scheduler_names()) names += ", " + n;
+  for (const auto& n : dynamic_cp_scheduler_names()) names += ", " + n;
   cmd->add_option("--scheduler,--sequence-packing-scheduler", flags->scheduler,
-                  "scheduler: " + names)
+                  "scheduler: " + names + " (a dynamic CP scheduler is shown beside fixed CP)")
       ->check(non_empty())
       ->capture_default_str();
   cmd->add_option("--gpu-tflops", flags->gpu_tflops,
@@ -170,6 +182,7 @@ Command add_plan_command(CLI::App& app) {
       ->check(non_negative_integer())
       ->capture_default_str();
   cmd->add_flag("--no-progress", flags->no_progress, "no progress bar");
+  flags->dynamic_cp.add_to(*cmd);
   return {cmd, [flags] { return run_plan(*flags); }};
 }
 

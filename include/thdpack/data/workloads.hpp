@@ -1,6 +1,6 @@
 #pragma once
 // Named, seeded workloads of BENCHMARKS.md (sft-8k, longtail-32k, uniform-16k, bimodal-16k,
-// rl-64k): a mock length distribution, the per-rank cap M, the CP size and reference batch sizes.
+// rl-64k, longctx-128k): a mock length distribution, the per-rank cap M, the CP size and reference batch sizes.
 
 #include <cstdint>
 #include <string>

@@ -1,0 +1,59 @@
+#pragma once
+// The modeled time of one sample on one rank of a CP group of c ranks (SPEC §5, "ours, with
+// dynamic CP"), in seconds:
+//
+//   time(L, c) = compute + exposed + overhead
+//   compute    = (linear·L + quadratic·L²) / c / flops_per_second
+//   comm       = passes · (c−1)/c · kv_bytes_per_token · L / link_bytes_per_second
+//   exposed    = max(0, comm − quadratic·L²/c / flops_per_second)
+//   overhead   = step_overhead_seconds · layers · c
+//
+// compute is the sample's training FLOPs (SPEC §6) split evenly over the group (zigzag CP).
+// Ring attention passes each rank's K/V (kv_bytes_per_token = 2·kv_heads·head_dim·bytes·layers
+// per token) around the ring: every rank receives (c−1)/c of the sample's K/V in the forward pass
+// and, in the backward pass, K/V again plus their gradients (passes = 3). Each ring step overlaps
+// its transfer with the attention of the chunk it holds, so only the part of the transfer that
+// outlasts the rank's attention compute (the quadratic term) is exposed. Each ring step also pays
+// a fixed cost per layer (kernel launches, synchronisation): c steps per layer; with c = 1 it is
+// the attention kernel's own launch. That term makes tiny chunks inefficient.
+//
+// Megatron's workload L²/c is megatron_workload(): linear 0, quadratic 1, no communication, no
+// overhead, one unit per second. docs/schedulers.md gives the defaults and their sources.
+
+#include <cstdint>
+
+#include "thdpack/schedule/cost_model.hpp"
+#include "thdpack/schedule/flops.hpp"
+
+namespace thdpack {
+
+struct CpCostModel {
+  CostModel compute{0.0, 1.0};       ///< FLOPs (or work units) of one sample, whole
+  double flops_per_second = 1.0;     ///< achieved per GPU
+  double kv_bytes_per_token = 0.0;   ///< K and V of all layers
+  double passes = 3.0;               ///< forward K/V, backward K/V and dK/dV
+  double link_bytes_per_second = 0;  ///< per rank, ring direction; 0 turns communication off
+  double step_overhead_seconds = 0;  ///< per ring step and layer
+  int64_t layers = 1;
+
+  /// Modeled seconds (or units) one rank of a group of `cp` ranks spends on a sample of `length`.
+  double time(int64_t length, int cp) const;
+  /// cp·time: the rank-seconds a sample occupies.
+  double area(int64_t length, int cp) const { return cp * time(length, cp); }
+
+  /// Megatron's default_dynamic_cp workload: L²/c.
+  static CpCostModel megatron_workload();
+  /// From a model preset: training FLOPs at `tflops` TFLOP/s per GPU, K/V of `bytes_per_value`
+  /// bytes (2 for bf16), a ring link of `link_gbytes_per_second` GB/s (0: no communication
+  /// cost), and `step_overhead_us` microseconds per ring step and layer. Throws InvalidArgument
+  /// on values that are negative, not finite, or (tflops) not positive.
+  static CpCostModel from_model(const ModelSpec& model, double tflops, int bytes_per_value,
+                                double link_gbytes_per_second, double step_overhead_us);
+};
+
+/// Defaults of from_model (docs/schedulers.md says where they come from).
+inline constexpr double kDefaultGpuTflops = 400.0;
+inline constexpr double kDefaultCpLinkGBps = 50.0;
+inline constexpr double kDefaultCpStepOverheadUs = 20.0;
+
+}  // namespace thdpack

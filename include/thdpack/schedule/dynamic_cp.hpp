@@ -1,0 +1,135 @@
+#pragma once
+// Dynamic context parallelism (SPEC §5): every micro-batch splits the G = dp·cp ranks of the
+// dp_cp group into contiguous CP groups of their own size; each group runs its samples with
+// context parallelism over its members. Short samples skip CP communication; long ones spread
+// over many ranks.
+//
+// Contracts every dynamic-CP plan keeps (check_dynamic_cp_plan verifies them):
+// - every input sample appears in exactly one group of exactly one micro-batch;
+// - in every micro-batch the groups are contiguous rank ranges that cover [0, G) in order, each
+//   non-empty;
+// - a group of size c holds at most M·c tokens (padded lengths): each rank's share stays <= M;
+// - the micro-batch count is a multiple of microbatch_multiple (the VPP group);
+// - deterministic: the same input and options give a bit-identical plan.
+// Plans are pure functions of the gathered lengths: no communication.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "thdpack/schedule/cp_cost_model.hpp"
+#include "thdpack/schedule/scheduler.hpp"
+
+namespace thdpack {
+
+struct DynamicCpOptions {
+  int dp = 1;
+  int cp = 1;
+  /// K must be a multiple of this (the VPP micro-batch group size, 1 without VPP).
+  int microbatch_multiple = 1;
+  /// M: token budget of one micro-batch on one rank.
+  int64_t max_seqlen_per_dp_cp_rank = 0;
+  /// Smallest CP group a sample may use (Megatron's min_cp_size), >= 1.
+  int min_cp = 1;
+  /// What a sample costs one rank of its group; default_dynamic_cp ignores it (it always uses
+  /// Megatron's L²/c), balanced_dynamic_cp minimises the modeled step under it.
+  CpCostModel cost = CpCostModel::megatron_workload();
+
+  /// G = dp·cp.
+  int ranks() const { return dp * cp; }
+};
+
+/// One CP group of one micro-batch: ranks [first_rank, first_rank + size) run `ids` (in order).
+struct CpGroup {
+  int first_rank = 0;
+  int size = 1;
+  std::vector<int64_t> ids;
+
+  bool operator==(const CpGroup&) const = default;
+};
+
+/// The groups of one micro-batch, in rank order.
+struct DynamicCpMicrobatch {
+  std::vector<CpGroup> groups;
+
+  /// The group that holds `rank` (its local_cp_size is that group's size). Throws
+  /// InvalidArgument when no group holds it.
+  const CpGroup& group_of(int rank) const;
+  bool operator==(const DynamicCpMicrobatch&) const = default;
+};
+
+/// A dynamic-CP schedule for one global batch over G ranks.
+struct DynamicCpPlan {
+  int ranks = 1;
+  std::vector<DynamicCpMicrobatch> microbatches;
+
+  int64_t num_microbatches() const { return static_cast<int64_t>(microbatches.size()); }
+  bool operator==(const DynamicCpPlan&) const = default;
+};
+
+/// Smallest CP size a sample of `length` padded tokens needs: max(min_cp, 2^ceil(log2(L/M))),
+/// computed exactly in integers. Requires length >= 1, M >= 1, min_cp >= 1.
+int cp_min_for_length(int64_t length, int64_t max_seqlen_per_dp_cp_rank, int min_cp);
+
+/// Megatron-LM's default_dynamic_cp scheduler (dev, packing-aware), reproduced exactly; the
+/// rules, ties and orders are in docs/schedulers.md. `ids` and `padded_lengths` have the same size
+/// (ids unique, lengths >= 1, usually padded to 2·dp·cp). Throws InvalidArgument on bad input,
+/// when the longest sample needs more than G ranks, and in the cases where Megatron itself fails
+/// (doubling that cannot cover G during the VPP split, no micro-batch left to split).
+DynamicCpPlan schedule_default_dynamic_cp(std::span<const int64_t> ids,
+                                          std::span<const int64_t> padded_lengths,
+                                          const DynamicCpOptions& options);
+
+/// Ours: chooses each sample's CP size, group and micro-batch together to minimise the modeled
+/// step under options.cost, with the same contracts (docs/schedulers.md).
+DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
+                                           std::span<const int64_t> padded_lengths,
+                                           const DynamicCpOptions& options);
+
+/// True when a group of `size` ranks is one a dynamic-CP plan may use: G itself, or a power of
+/// two, or min_cp times a power of two, at most G.
+bool allowed_cp_group_size(int size, const DynamicCpOptions& options);
+
+/// Modeled figures of a dynamic-CP plan under `cost`. A micro-batch lasts as long as its slowest
+/// group (groups change between micro-batches, so ranks meet at every micro-batch); the step is
+/// the sum over micro-batches. The lower bound is max(Σ over samples of the smallest rank-time a
+/// sample can occupy / G, the largest single-sample time at its best allowed size).
+struct DynamicCpStats {
+  double step = 0;
+  double lower_bound = 0;
+  int64_t microbatches = 0;
+  int64_t groups = 0;
+};
+DynamicCpStats evaluate_dynamic_cp_plan(const DynamicCpPlan& plan, std::span<const int64_t> ids,
+                                        std::span<const int64_t> padded_lengths,
+                                        const DynamicCpOptions& options, const CpCostModel& cost);
+
+/// The modeled step of a fixed-CP plan (scheduler.hpp) under the same cost: every pack runs on a
+/// group of `cp` ranks; replicas do not meet between micro-batches, so the step is the slowest
+/// replica's sum. Comparable with DynamicCpStats::step for the same samples.
+double fixed_cp_modeled_step(const Plan& plan, std::span<const int64_t> ids,
+                             std::span<const int64_t> padded_lengths, int cp,
+                             const CpCostModel& cost);
+
+/// Names of the dynamic-CP schedulers: "default_dynamic_cp", "balanced_dynamic_cp".
+std::vector<std::string> dynamic_cp_scheduler_names();
+/// The plan of the dynamic-CP scheduler `name`; throws InvalidArgument listing the names when
+/// unknown, and whatever that scheduler throws.
+DynamicCpPlan schedule_dynamic_cp(const std::string& name, std::span<const int64_t> ids,
+                                  std::span<const int64_t> padded_lengths,
+                                  const DynamicCpOptions& options);
+
+/// Checks options (dp, cp, microbatch_multiple, min_cp >= 1, M >= 1) and input (same sizes,
+/// lengths >= 1, unique ids); throws InvalidArgument. Every dynamic-CP scheduler calls it first.
+void validate_dynamic_cp_input(std::span<const int64_t> ids,
+                               std::span<const int64_t> padded_lengths,
+                               const DynamicCpOptions& options);
+
+/// Verifies the contracts above for `plan` against the input it was made from; throws
+/// InternalError naming the micro-batch and group of the first violation.
+void check_dynamic_cp_plan(const DynamicCpPlan& plan, std::span<const int64_t> ids,
+                           std::span<const int64_t> padded_lengths,
+                           const DynamicCpOptions& options);
+
+}  // namespace thdpack

@@ -1,0 +1,50 @@
+// The CP cost model (formula and its reasoning in cp_cost_model.hpp).
+
+#include "thdpack/schedule/cp_cost_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "thdpack/core/errors.hpp"
+
+namespace thdpack {
+
+double CpCostModel::time(int64_t length, int cp) const {
+  const auto l = static_cast<double>(length);
+  const double c = cp;
+  const double compute_s = compute.cost(length) / c / flops_per_second;
+  double exposed_s = 0.0;
+  if (link_bytes_per_second > 0 && cp > 1) {
+    const double comm_s = passes * (c - 1) / c * kv_bytes_per_token * l / link_bytes_per_second;
+    const double attention_s = compute.quadratic * l * l / c / flops_per_second;
+    exposed_s = std::max(0.0, comm_s - attention_s);
+  }
+  return compute_s + exposed_s + step_overhead_seconds * static_cast<double>(layers) * c;
+}
+
+CpCostModel CpCostModel::megatron_workload() {
+  return CpCostModel{};
+}
+
+CpCostModel CpCostModel::from_model(const ModelSpec& model, double tflops, int bytes_per_value,
+                                    double link_gbytes_per_second, double step_overhead_us) {
+  auto bad = [](double v) { return !std::isfinite(v) || v < 0; };
+  if (bad(tflops) || tflops == 0 || bytes_per_value < 1 || bad(link_gbytes_per_second) ||
+      bad(step_overhead_us)) {
+    throw InvalidArgument(
+        "CP cost model: TFLOP/s must be > 0, bytes per value >= 1, link GB/s and "
+        "step overhead >= 0 and finite");
+  }
+  CpCostModel m;
+  m.compute = CostModel::from_model(model);
+  m.flops_per_second = tflops * 1e12;
+  m.kv_bytes_per_token = 2.0 * static_cast<double>(model.kv_heads * model.head_dim) *
+                         bytes_per_value * static_cast<double>(model.layers);
+  m.link_bytes_per_second = link_gbytes_per_second * 1e9;
+  m.step_overhead_seconds = step_overhead_us * 1e-6;
+  m.layers = model.layers;
+  return m;
+}
+
+}  // namespace thdpack

@@ -1,0 +1,114 @@
+// Dynamic-CP plan helpers shared by every dynamic-CP scheduler: the smallest CP size of a sample,
+// the group lookup and the contract check.
+
+#include <algorithm>
+#include <string>
+#include <unordered_map>
+
+#include "thdpack/core/errors.hpp"
+#include "thdpack/schedule/dynamic_cp.hpp"
+#include "thdpack/schedule/scheduler.hpp"
+
+namespace thdpack {
+
+int cp_min_for_length(int64_t length, int64_t max_seqlen_per_dp_cp_rank, int min_cp) {
+  if (length < 1 || max_seqlen_per_dp_cp_rank < 1 || min_cp < 1) {
+    throw InvalidArgument("cp_min_for_length: length, M and min_cp must be >= 1");
+  }
+  // Smallest power of two p with length <= p·M, i.e. L/p <= M.
+  int64_t p = 1;
+  while ((length + p - 1) / p > max_seqlen_per_dp_cp_rank) p *= 2;
+  return static_cast<int>(std::max<int64_t>(min_cp, p));
+}
+
+const CpGroup& DynamicCpMicrobatch::group_of(int rank) const {
+  for (const auto& g : groups) {
+    if (rank >= g.first_rank && rank < g.first_rank + g.size) return g;
+  }
+  throw InvalidArgument("dynamic CP micro-batch: no group holds rank " + std::to_string(rank));
+}
+
+void validate_dynamic_cp_input(std::span<const int64_t> ids,
+                               std::span<const int64_t> padded_lengths,
+                               const DynamicCpOptions& options) {
+  if (options.dp < 1 || options.cp < 1 || options.microbatch_multiple < 1 || options.min_cp < 1) {
+    throw InvalidArgument(
+        "dynamic CP options: dp, cp, microbatch_multiple and min_cp must be >= 1");
+  }
+  // The samples form one pool over all G ranks: validate them as one DP rank's.
+  ScheduleOptions pool;
+  pool.max_seqlen_per_dp_cp_rank = options.max_seqlen_per_dp_cp_rank;
+  validate_schedule_input(ScheduleInput{ids, padded_lengths, {}, {}}, pool);
+}
+
+bool allowed_cp_group_size(int size, const DynamicCpOptions& o) {
+  if (size == o.ranks()) return true;
+  if (size < o.min_cp || size > o.ranks()) return false;
+  for (int64_t c = 1; c <= size; c *= 2) {
+    if (c == size || c * o.min_cp == size) return true;
+  }
+  return false;
+}
+
+namespace {
+
+[[noreturn]] void violation(int64_t k, size_t g, const std::string& what) {
+  throw InternalError("dynamic CP plan: micro-batch " + std::to_string(k) + ", group " +
+                      std::to_string(g) + ": " + what);
+}
+
+}  // namespace
+
+void check_dynamic_cp_plan(const DynamicCpPlan& plan, std::span<const int64_t> ids,
+                           std::span<const int64_t> padded_lengths,
+                           const DynamicCpOptions& options) {
+  const int ranks = options.ranks();
+  if (plan.ranks != ranks) {
+    throw InternalError("dynamic CP plan: covers " + std::to_string(plan.ranks) +
+                        " ranks, expected dp*cp = " + std::to_string(ranks));
+  }
+  if (plan.num_microbatches() % options.microbatch_multiple != 0) {
+    throw InternalError("dynamic CP plan: " + std::to_string(plan.num_microbatches()) +
+                        " micro-batches are not a multiple of " +
+                        std::to_string(options.microbatch_multiple));
+  }
+  std::unordered_map<int64_t, int64_t> length_of;
+  length_of.reserve(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) length_of.emplace(ids[i], padded_lengths[i]);
+  std::unordered_map<int64_t, int> seen;
+  seen.reserve(ids.size());
+  for (int64_t k = 0; k < plan.num_microbatches(); ++k) {
+    const auto& mb = plan.microbatches[static_cast<size_t>(k)];
+    int next_rank = 0;
+    for (size_t g = 0; g < mb.groups.size(); ++g) {
+      const CpGroup& group = mb.groups[g];
+      if (group.first_rank != next_rank) violation(k, g, "does not start where the last ended");
+      if (!allowed_cp_group_size(group.size, options)) {
+        violation(k, g, "size " + std::to_string(group.size) + " is not an allowed CP size");
+      }
+      if (group.ids.empty()) violation(k, g, "holds no sample");
+      int64_t tokens = 0;
+      for (const int64_t id : group.ids) {
+        const auto it = length_of.find(id);
+        if (it == length_of.end()) violation(k, g, "unknown sample id " + std::to_string(id));
+        if (++seen[id] > 1) violation(k, g, "sample " + std::to_string(id) + " scheduled twice");
+        tokens += it->second;
+      }
+      if (tokens > options.max_seqlen_per_dp_cp_rank * group.size) {
+        violation(k, g, std::to_string(tokens) + " tokens exceed M x group size");
+      }
+      next_rank += group.size;
+    }
+    if (next_rank != ranks) {
+      violation(
+          k, mb.groups.size(),
+          "groups cover " + std::to_string(next_rank) + " of " + std::to_string(ranks) + " ranks");
+    }
+  }
+  if (seen.size() != ids.size()) {
+    throw InternalError("dynamic CP plan: " + std::to_string(ids.size() - seen.size()) +
+                        " samples are not scheduled");
+  }
+}
+
+}  // namespace thdpack

@@ -1,0 +1,42 @@
+#pragma once
+// The CP group sizes a sample may run on under dynamic CP.
+
+#include <cstdint>
+#include <vector>
+
+#include "thdpack/schedule/dynamic_cp.hpp"
+
+namespace thdpack::detail {
+
+/// Ascending sizes a sample of `length` tokens may use: cp_min·2^j <= G, then G itself when it is
+/// not one of those and the sample fits (length <= M·G). Empty when the sample needs more than G.
+inline std::vector<int> candidate_cp_sizes(int64_t length, const DynamicCpOptions& o) {
+  std::vector<int> sizes;
+  const int ranks = o.ranks();
+  for (int64_t c = cp_min_for_length(length, o.max_seqlen_per_dp_cp_rank, o.min_cp); c <= ranks;
+       c *= 2) {
+    sizes.push_back(static_cast<int>(c));
+  }
+  if ((sizes.empty() || sizes.back() != ranks) &&
+      length <= o.max_seqlen_per_dp_cp_rank * static_cast<int64_t>(ranks)) {
+    sizes.push_back(ranks);
+  }
+  return sizes;
+}
+
+/// The size of `sizes` with the smallest area (cp·time); ties go to the smaller size.
+inline int least_area_cp_size(int64_t length, const std::vector<int>& sizes,
+                              const CpCostModel& cost) {
+  int best = sizes.front();
+  double best_area = cost.area(length, best);
+  for (const int c : sizes) {
+    const double a = cost.area(length, c);
+    if (a < best_area) {
+      best = c;
+      best_area = a;
+    }
+  }
+  return best;
+}
+
+}  // namespace thdpack::detail

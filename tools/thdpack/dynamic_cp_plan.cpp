@@ -1,0 +1,193 @@
+#include "dynamic_cp_plan.hpp"
+
+#include <nlohmann/json.hpp>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+#include "flag_values.hpp"
+#include "table.hpp"
+#include "thdpack/core/errors.hpp"
+#include "thdpack/packing/packed_batch.hpp"
+#include "thdpack/schedule/dynamic_cp.hpp"
+#include "thdpack/schedule/global_batch.hpp"
+#include "thdpack/schedule/scheduler.hpp"
+
+namespace thdpack::cli {
+namespace {
+
+struct Row {
+  std::string name;
+  std::string cp;
+  double microbatches = 0;
+  double groups = 0;  ///< CP groups per micro-batch (fixed CP: dp)
+  double step = 0;
+  double ratio = 0;
+  std::string error;
+};
+
+CpCostModel cost_for(const Job& job, double tflops, const DynamicCpFlags& f) {
+  if (!job.model.empty()) {
+    return CpCostModel::from_model(model_preset(job.model), tflops, 2, f.link_gbps,
+                                   f.step_overhead_us);
+  }
+  CpCostModel c;  // direct coefficients: compute only, no K/V size known
+  c.compute = job.cost;
+  c.flops_per_second = tflops * 1e12;
+  return c;
+}
+
+}  // namespace
+
+void DynamicCpFlags::add_to(CLI::App& command) {
+  command
+      .add_option("--cp-link-gbps", link_gbps,
+                  "dynamic CP cost: ring-attention link bandwidth per rank, GB/s (0: no "
+                  "communication cost)")
+      ->check(non_negative_number(1e6))
+      ->capture_default_str();
+  command
+      .add_option("--cp-step-overhead-us", step_overhead_us,
+                  "dynamic CP cost: fixed microseconds per ring step and layer")
+      ->check(non_negative_number(1e9))
+      ->capture_default_str();
+  command.add_option("--min-cp", min_cp, "dynamic CP: smallest CP group a sample may use")
+      ->check(positive_integer(std::numeric_limits<int>::max()))
+      ->capture_default_str();
+}
+
+bool is_dynamic_cp_scheduler(const std::string& name) {
+  for (const auto& n : dynamic_cp_scheduler_names()) {
+    if (n == name) return true;
+  }
+  return false;
+}
+
+int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, double gpu_tflops,
+                        const DynamicCpFlags& flags, bool json, std::ostream& out) {
+  if (!(flags.link_gbps >= 0)) throw InvalidArgument("--cp-link-gbps must be >= 0");
+  if (!(flags.step_overhead_us >= 0)) throw InvalidArgument("--cp-step-overhead-us must be >= 0");
+  if (flags.min_cp < 1) throw InvalidArgument("--min-cp must be >= 1");
+  const CpCostModel cost = cost_for(job, gpu_tflops, flags);
+  const Topology& t = job.topology;
+  const ScheduleOptions fixed_cp =
+      ScheduleOptions::from_topology(t, job.max_seqlen_per_dp_cp_rank, job.cost);
+  DynamicCpOptions dynamic;
+  dynamic.dp = t.dp();
+  dynamic.cp = t.cp();
+  dynamic.microbatch_multiple = t.microbatch_multiple();
+  dynamic.max_seqlen_per_dp_cp_rank = job.max_seqlen_per_dp_cp_rank;
+  dynamic.min_cp = flags.min_cp;
+  dynamic.cost = cost;
+  const bool sequence_parallel = job.divisor != padding_divisor({.cp = t.cp()});
+  const int64_t dynamic_divisor = padding_divisor({.cp = t.cp(),
+                                                   .tp = t.tp(),
+                                                   .sequence_parallel = sequence_parallel,
+                                                   .dynamic_cp = true,
+                                                   .dp = t.dp()});
+
+  // Fixed CP first, then every dynamic-CP scheduler.
+  std::vector<Row> rows(2);
+  rows[0].name = "dp_balanced";
+  rows[1].name = "balanced";
+  rows[0].cp = rows[1].cp = std::to_string(t.cp());
+  for (const auto& n : dynamic_cp_scheduler_names()) {
+    rows.emplace_back();
+    rows.back().name = n;
+    rows.back().cp = "dynamic";
+  }
+  double bound_sum = 0;
+  const GlobalBatchOptions batch_options = job.batch_options();
+  for (int64_t step = 0; step < steps; ++step) {
+    const GlobalBatch batch = make_global_batch(*job.workload.dataset, step, batch_options);
+    std::vector<int64_t> dyn_lengths(batch.real_lengths.size());
+    for (size_t i = 0; i < dyn_lengths.size(); ++i) {
+      dyn_lengths[i] = round_up(batch.real_lengths[i], dynamic_divisor);
+    }
+    const double bound = evaluate_dynamic_cp_plan(DynamicCpPlan{dynamic.ranks(), {}}, batch.ids,
+                                                  dyn_lengths, dynamic, cost)
+                             .lower_bound;
+    bound_sum += bound;
+    const ScheduleInput input{batch.ids, batch.padded_lengths, batch.samples_per_rank, {}};
+    for (size_t r = 0; r < 2; ++r) {
+      Row& row = rows[r];
+      if (!row.error.empty()) continue;
+      try {
+        const Plan plan = make_scheduler(row.name)->schedule(input, fixed_cp);
+        row.microbatches += static_cast<double>(plan.num_microbatches());
+        row.groups += t.dp();
+        row.step += fixed_cp_modeled_step(plan, batch.ids, batch.padded_lengths, t.cp(), cost);
+      } catch (const InvalidArgument& e) {
+        row.error = "step " + std::to_string(step) + ": " + e.what();
+      }
+    }
+    for (size_t r = 2; r < rows.size(); ++r) {
+      Row& row = rows[r];
+      if (!row.error.empty()) continue;
+      try {
+        const DynamicCpPlan plan = schedule_dynamic_cp(row.name, batch.ids, dyn_lengths, dynamic);
+        check_dynamic_cp_plan(plan, batch.ids, dyn_lengths, dynamic);
+        const DynamicCpStats stats =
+            evaluate_dynamic_cp_plan(plan, batch.ids, dyn_lengths, dynamic, cost);
+        row.microbatches += static_cast<double>(stats.microbatches);
+        row.groups += static_cast<double>(stats.groups) / static_cast<double>(stats.microbatches);
+        row.step += stats.step;
+      } catch (const InvalidArgument& e) {
+        row.error = "step " + std::to_string(step) + ": " + e.what();
+      }
+    }
+  }
+  const auto n = static_cast<double>(steps);
+  for (auto& row : rows) {
+    row.ratio = row.step / bound_sum;
+    row.microbatches /= n;
+    row.groups /= n;
+    row.step /= n;
+  }
+  if (json) {
+    nlohmann::json j = {{"workload", job.workload.name},
+                        {"ranks", dynamic.ranks()},
+                        {"dp", t.dp()},
+                        {"cp", t.cp()},
+                        {"steps", steps},
+                        {"lower_bound_mean", bound_sum / n},
+                        {"cp_link_gbps", flags.link_gbps},
+                        {"cp_step_overhead_us", flags.step_overhead_us},
+                        {"schedulers", nlohmann::json::array()}};
+    for (const auto& row : rows) {
+      j["schedulers"].push_back({{"name", row.name},
+                                 {"cp", row.cp},
+                                 {"microbatches_mean", row.microbatches},
+                                 {"groups_per_microbatch", row.groups},
+                                 {"step_mean", row.step},
+                                 {"step_ratio", row.ratio},
+                                 {"error", row.error}});
+    }
+    out << j.dump(2) << '\n';
+  } else {
+    out << "workload   " << job.workload.name << ": " << job.workload.description << '\n'
+        << "layout     " << t.describe() << " (dynamic CP over all " << dynamic.ranks()
+        << " dp x cp ranks, padding divisor " << dynamic_divisor << ")\n"
+        << "cost       " << (job.model.empty() ? "direct coefficients" : job.model) << " at "
+        << fixed(gpu_tflops, 0) << " TFLOP/s, ring link " << fixed(flags.link_gbps, 0) << " GB/s, "
+        << fixed(flags.step_overhead_us, 0) << " us per ring step and layer\n"
+        << "steps      " << steps << " x global batch " << job.global_batch << " samples\n\n";
+    Table table({"scheduler", "cp", "mb/step", "groups/mb", "step s", "vs bound"});
+    for (const auto& row : rows) {
+      if (!row.error.empty()) {
+        table.add_row({row.name, "failed: " + row.error});
+        continue;
+      }
+      table.add_row({row.name, row.cp, fixed(row.microbatches, 1), fixed(row.groups, 1),
+                     fixed(row.step, 3), fixed(row.ratio, 4) + "x"});
+    }
+    table.left_align(0);
+    table.print(out);
+  }
+  for (const auto& row : rows) {
+    if (row.name == name && !row.error.empty()) return 2;
+  }
+  return 0;
+}
+
+}  // namespace thdpack::cli

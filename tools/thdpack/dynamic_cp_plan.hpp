@@ -1,0 +1,32 @@
+#pragma once
+// `thdpack plan --scheduler default_dynamic_cp | balanced_dynamic_cp`: fixed CP and dynamic CP side
+// by side under the CP cost model (docs/schedulers.md), over the same global batches.
+
+#include <CLI/CLI.hpp>
+#include <ostream>
+#include <string>
+
+#include "job_flags.hpp"
+#include "thdpack/schedule/cp_cost_model.hpp"
+
+namespace thdpack::cli {
+
+struct DynamicCpFlags {
+  double link_gbps = kDefaultCpLinkGBps;
+  double step_overhead_us = kDefaultCpStepOverheadUs;
+  int min_cp = 1;
+
+  void add_to(CLI::App& command);
+};
+
+/// True for the names of dynamic-CP schedulers.
+bool is_dynamic_cp_scheduler(const std::string& name);
+
+/// Plans `steps` global batches with dp_balanced and balanced at the layout's fixed cp and with
+/// every dynamic-CP scheduler over all dp·cp ranks; prints a table (or JSON) of micro-batches, CP
+/// groups and modeled step time against the shared lower bound. Returns 2 when the scheduler
+/// `name` failed, else 0.
+int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, double gpu_tflops,
+                        const DynamicCpFlags& flags, bool json, std::ostream& out);
+
+}  // namespace thdpack::cli
