@@ -3,9 +3,10 @@
 For each input kind (JSONL, lengths file, mock config file, Megatron indexed dataset), each way of
 naming the same file again (the same path, another spelling of it, a symbolic link, a hard link, the
 companion .idx of an indexed prefix) and each writer (convert --out, pack -o, pack --materialize,
-plan --plan-out), the command must exit 2 with one line saying which input the output is, leave
+plan --plan-out, pack --report, plan --report), the command must exit 2 with one line saying which input the output is, leave
 every input byte-identical and leave no temporary file behind. A control run per writer and input
-with a fresh output must succeed, so the check cannot pass by failing everything.
+with a fresh output must succeed, so the check cannot pass by failing everything. A report naming another output of the same command
+(pack -o, pack --materialize, plan --plan-out) is refused too, leaving that file as it was.
 
 Usage: check_inputs_intact.py THDPACK WORKDIR
 """
@@ -80,7 +81,44 @@ def writers(source_args, output):
                                                          "--materialize", prefix]),
         ("plan --plan-out", ["plan"] + source_args + ["--dp", "1", "--global-batch", "2", "--steps", "1",
                                                       "--plan-out", output]),
+        ("pack --report", ["pack"] + source_args + ["-C", "16", "--report", output]),
+        ("plan --report", ["plan"] + source_args + ["--dp", "1", "--global-batch", "2", "--steps", "1",
+                                                    "--report", output]),
     ]
+
+
+def check_report_onto_outputs(source_args, folder):
+    """--report naming the command's other output (again or through a link) is refused."""
+    existing = os.path.join(folder, "existing.bin")
+    with open(existing, "w") as f:
+        f.write("kept\n")
+    link = os.path.join(folder, "existing-link.bin")
+    os.symlink("existing.bin", link)
+    checked = 0
+    for report in (existing, link):
+        for writer, argv in [
+                ("pack -o", ["pack"] + source_args + ["-C", "16", "-o", existing,
+                                                      "--report", report]),
+                ("pack --materialize", ["pack"] + source_args + [
+                    "-C", "16", "-o", os.path.join(folder, "m.thdpacks"),
+                    "--materialize", existing[:-4], "--report", report]),
+                ("plan --plan-out", ["plan"] + source_args + [
+                    "--dp", "1", "--global-batch", "2", "--steps", "1", "--plan-out", existing,
+                    "--report", report])]:
+            result = run(argv)
+            where = "--report %s onto %s" % (report, writer)
+            lines = result.stderr.strip().splitlines()
+            assert result.returncode == 2, "%s: exit %d\n%s" % (
+                where, result.returncode, result.stderr)
+            assert len(lines) == 1 and "is the same file as" in lines[0], (
+                "%s: %s" % (where, result.stderr))
+            with open(existing) as f:
+                assert f.read() == "kept\n", "%s: %s changed" % (where, existing)
+            no_temporaries(folder)
+            checked += 1
+    os.remove(link)
+    os.remove(existing)
+    return checked
 
 
 def no_temporaries(folder):
@@ -122,6 +160,7 @@ def main():
                 kind, writer, result.stderr)
             no_temporaries(folder)
             controls += 1
+        cases += check_report_onto_outputs(source_args, folder)
     print("ok: %d refused outputs, %d controls" % (cases, controls))
 
 

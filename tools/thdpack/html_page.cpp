@@ -5,6 +5,7 @@
 
 #include "table.hpp"
 #include "thdpack/core/errors.hpp"
+#include "thdpack/data/output_file.hpp"
 
 namespace thdpack::cli {
 namespace {
@@ -108,16 +109,18 @@ ChartBar token_use_bar(const std::string& label, int64_t real, int64_t padded, d
 
 void write_html_page(const std::string& path, const std::string& title,
                      const DataAttributes& body_data, const std::string& body) {
-  std::ofstream out(path);
-  if (!out) throw InvalidArgument("cannot write the report to '" + path + "'");
+  std::ostringstream out;
   out << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>"
       << html_escape(title) << "</title>\n<style>" << kStyle << "</style></head>\n<body";
   for (const auto& [name, value] : body_data)
     out << " data-" << name << "=\"" << html_escape(value) << '"';
   out << ">\n<div id=\"hover\"></div>\n<h1>" << html_escape(title) << "</h1>\n"
       << body << "<script>" << kScript << "</script>\n</body></html>\n";
-  out.close();
-  if (!out) throw InvalidArgument("failed writing the report to '" + path + "'");
+  // Through OutputFile: an input is never replaced, and a failed write leaves what was there.
+  const std::string page = out.str();
+  OutputFile file(path);
+  file.write(page.data(), page.size());
+  file.commit();
 }
 
 }  // namespace thdpack::cli

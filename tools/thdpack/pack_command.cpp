@@ -172,12 +172,24 @@ int run_pack(const PackFlags& f) {
     outputs.push_back(f.materialize + ".bin");
     outputs.push_back(f.materialize + ".idx");
   }
+  if (!f.report.empty()) outputs.push_back(f.report);
   refuse_replacing_inputs(outputs);
   // --materialize reads the pack file back: neither of its files may be the pack file.
-  for (size_t i = 1; i < outputs.size(); ++i) {
+  const size_t materialized = f.materialize.empty() ? 0 : 2;
+  for (size_t i = 1; i <= materialized; ++i) {
     if (std::filesystem::weakly_canonical(outputs[i]) == std::filesystem::weakly_canonical(f.out)) {
       throw InvalidArgument("--materialize " + f.materialize + " would write " + outputs[i] +
                             ", which is the pack file of --out; give another prefix");
+    }
+  }
+  // The report may not replace another output.
+  if (!f.report.empty()) {
+    for (size_t i = 0; i + 1 < outputs.size(); ++i) {
+      if (std::filesystem::weakly_canonical(outputs[i]) ==
+          std::filesystem::weakly_canonical(f.report)) {
+        throw InvalidArgument("--report " + f.report + " is the same file as the output " +
+                              outputs[i] + "; write the report somewhere else");
+      }
     }
   }
   require_memory_for(f.limit > 0 ? std::min(f.limit, w.dataset->size()) : w.dataset->size());

@@ -2,6 +2,7 @@
 // padding, how imbalanced, what modeled step time, for each scheduler. No communication, no GPUs.
 
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -13,6 +14,7 @@
 #include "plan_report.hpp"
 #include "progress.hpp"
 #include "thdpack/core/errors.hpp"
+#include "thdpack/data/output_file.hpp"
 #include "thdpack/data/workloads.hpp"
 #include "thdpack/packing/packed_batch.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
@@ -50,6 +52,17 @@ int run_plan(const PlanFlags& f) {
     }
     return run_dynamic_cp_plan(job, f.scheduler, f.steps, f.gpu_tflops, f.dynamic_cp, f.json,
                                std::cout);
+  }
+  // Both outputs are checked against the inputs (leased while `job` lives) and against each
+  // other before planning, so a refused output leaves every file as it was.
+  std::vector<std::string> outputs;
+  if (!f.plan_out.empty()) outputs.push_back(f.plan_out);
+  if (!f.report.empty()) outputs.push_back(f.report);
+  refuse_replacing_inputs(outputs);
+  if (outputs.size() == 2 &&
+      std::filesystem::weakly_canonical(f.plan_out) == std::filesystem::weakly_canonical(f.report)) {
+    throw InvalidArgument("--report " + f.report + " is the same file as --plan-out " +
+                          f.plan_out + "; write the report somewhere else");
   }
   ScheduleOptions options =
       ScheduleOptions::from_topology(job.topology, job.max_seqlen_per_dp_cp_rank, job.cost);
