@@ -17,6 +17,7 @@
 #include "run_report.hpp"
 #include "thdpack/comm/mpi_communicator.hpp"
 #include "thdpack/core/errors.hpp"
+#include "thdpack/data/output_file.hpp"
 #include "thdpack/pipeline/pipeline.hpp"
 #include "thdpack/pipeline/step_verification.hpp"
 
@@ -111,7 +112,7 @@ std::vector<AgreedOption> agreed_options(const RunFlags& f, const Job& job) {
 // Resolves the job on this rank and checks it against the other ranks: every rank returns the
 // same job, or every rank throws the same error (the first failing rank's, or the first option
 // that differs), so no rank is left waiting in a collective its peers never enter.
-Job agreed_job(Communicator& world, const RunFlags& f, int world_size) {
+Job agreed_job(Communicator& world, const RunFlags& f, int rank, int world_size) {
   std::optional<Job> job;
   RankSetup setup;
   try {
@@ -122,6 +123,8 @@ Job agreed_job(Communicator& world, const RunFlags& f, int world_size) {
           "global batch (" + std::to_string(job->global_batch) +
           " samples) must be a multiple of dp=" + std::to_string(job->topology.dp()));
     }
+    // Rank 0 writes the report: its path is checked against the inputs before the run starts.
+    if (rank == 0 && !f.report.empty()) refuse_replacing_inputs(f.report);
     setup.options = agreed_options(f, *job);
   } catch (const InvalidArgument& e) {
     setup.error = e.what();
@@ -139,7 +142,7 @@ Job agreed_job(Communicator& world, const RunFlags& f, int world_size) {
 
 int run(const RunFlags& f, int rank, int world_size) {
   MpiCommunicator world(MPI_COMM_WORLD, MpiOptions{.timeout_seconds = f.timeout});
-  const Job job = agreed_job(world, f, world_size);
+  const Job job = agreed_job(world, f, rank, world_size);
   const PipelineOptions options = pipeline_options(f, job);
   Pipeline pipeline(world, options);
   const Dataset& dataset = *job.workload.dataset;
@@ -162,7 +165,6 @@ int run(const RunFlags& f, int rank, int world_size) {
   }
   report.finish();
   if (!f.report.empty()) report.write_html(f.report);
-  (void)rank;
   return 0;
 }
 
