@@ -103,6 +103,12 @@ std::vector<AgreedOption> agreed_options(const RunFlags& f, const Job& job) {
           {"--cp-mode", f.cp_mode},
           {"--oversize", f.job.oversize},
           {"--no-verify", f.no_verify ? "set" : "not set"},
+          {"--sample-order", sample_order_name(job.sample_order)},
+          {"--thd-max-packed-sequences", std::to_string(job.max_sequences_per_pack)},
+          {"--tail-align", f.tail_align},
+          {"--tail-multiple", std::to_string(f.tail_multiple)},
+          {"--tail-policy", f.tail_policy},
+          {"--fixed-cu-seqlens-entries", std::to_string(f.fixed_cu_seqlens_entries)},
           {"the cost model", number(job.cost.linear) + " x L + " + number(job.cost.quadratic) +
                                  " x L^2"},
           {"the data source", job.workload.source.kind + " " + job.workload.source.spec},
@@ -123,6 +129,7 @@ Job agreed_job(Communicator& world, const RunFlags& f, int rank, int world_size)
           "global batch (" + std::to_string(job->global_batch) +
           " samples) must be a multiple of dp=" + std::to_string(job->topology.dp()));
     }
+    (void)pipeline_options(f, *job);  // a bad value fails every rank together
     // Rank 0 writes the report: its path is checked against the inputs before the run starts.
     if (rank == 0 && !f.report.empty()) refuse_replacing_inputs(f.report);
     setup.options = agreed_options(f, *job);
