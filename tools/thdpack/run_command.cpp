@@ -162,6 +162,8 @@ int run(const RunFlags& f, int rank, int world_size) {
       local = local_samples(dataset, job, pipeline, step);
     } catch (const Error& e) {
       pipeline.fail_step(e.what());  // the peers are waiting in this step: every rank stops
+    } catch (const std::exception& e) {
+      pipeline.fail_step(std::string("unexpected error: ") + e.what());
     }
     const StepResult result = pipeline.run_step(local);
     if (!f.no_verify) {
