@@ -70,8 +70,14 @@ int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, 
   if (flags.min_cp < 1) throw InvalidArgument("--min-cp must be >= 1");
   const CpCostModel cost = cost_for(job, gpu_tflops, flags);
   const Topology& t = job.topology;
-  const ScheduleOptions fixed_cp =
+  // The dynamic-CP schedulers have no cap on the sequences of a pack: refused rather than ignored.
+  if (job.max_sequences_per_pack > 0) {
+    throw InvalidArgument("--thd-max-packed-sequences is not supported by the dynamic CP "
+                          "schedulers; leave it out with --scheduler " + name);
+  }
+  ScheduleOptions fixed_cp =
       ScheduleOptions::from_topology(t, job.max_seqlen_per_dp_cp_rank, job.cost);
+  fixed_cp.max_sequences_per_pack = job.max_sequences_per_pack;
   DynamicCpOptions dynamic;
   dynamic.dp = t.dp();
   dynamic.cp = t.cp();
