@@ -179,16 +179,35 @@ class PackedSteps:
 def packed_steps(packer, next_chunk, samples_per_step: int, drop_last: bool):
     """Steps while any reader has samples: ``next_chunk()`` -> (up to samples_per_step samples,
     extra) on reader ranks (not called elsewhere); yields (step, extra). Collective per step: one
-    allreduce of each DP index's count decides, identically on every rank, whether to stop."""
+    allreduce of each DP index's count decides, identically on every rank, whether to stop; an
+    error from ``next_chunk()`` on any rank travels in it too, so every rank raises."""
     coordinates = packer.coordinates
     dp = packer.options.topology.dp
     source = packer.reads_data and coordinates["tp"] == coordinates["cp"] == coordinates["pp"] == 0
     while True:
-        chunk, extra = next_chunk() if packer.reads_data else ([], None)
-        counts = np.zeros(dp, dtype=np.int64)
-        if source:
+        chunk, extra, error = [], None, None
+        if packer.reads_data:
+            try:
+                chunk, extra = next_chunk()
+            except Exception as e:  # noqa: BLE001 - the peers wait in the allreduce: tell them
+                error = e
+        # counts[dp]: dp - (the lowest DP rank whose next_chunk() raised), 0 if none.
+        counts = np.zeros(dp + 1, dtype=np.int64)
+        if source and error is None:
             counts[coordinates["dp"]] = len(chunk)
+        if error is not None:
+            counts[dp] = dp - coordinates["dp"]
         counts = packer.reduce_max(counts)
+        if error is not None:
+            try:
+                raise error
+            finally:
+                error = None  # no cycle frame -> error -> traceback -> frame
+        if counts[dp] > 0:
+            raise _thdpack.InvalidArgument(
+                f"DP rank {dp - int(counts[dp])} failed to read its samples (its own error says "
+                "why); every rank stops")
+        counts = counts[:dp]
         if counts.max() == 0 or (drop_last and counts.min() < samples_per_step):
             return
         need = dp * packer.options.topology.microbatch_multiple
