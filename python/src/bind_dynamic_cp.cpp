@@ -2,6 +2,7 @@
 // their own size.
 
 #include "bindings.hpp"
+#include "strict_values.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
 #include "thdpack/schedule/flops.hpp"
 
@@ -26,16 +27,16 @@ void bind_dynamic_cp(py::module_& m) {
   m.def("dynamic_cp_scheduler_names", &dynamic_cp_scheduler_names);
   m.def(
       "schedule_dynamic_cp",
-      [](const Array<int64_t>& padded_lengths, int dp, int cp, int64_t max_seqlen,
+      [](const py::object& padded_lengths, int dp, int cp, int64_t max_seqlen,
          const std::string& name, int multiple, int min_cp, const py::object& ids,
          const py::object& model, double gpu_tflops, double cp_link_gbps,
          double cp_step_overhead_us) {
-        const std::vector<int64_t> lengths = vector_of(padded_lengths, "padded_lengths");
+        const std::vector<int64_t> lengths = int64_values(padded_lengths, "padded_lengths");
         std::vector<int64_t> id_values;
         if (ids.is_none()) {
           for (size_t i = 0; i < lengths.size(); ++i) id_values.push_back(static_cast<int64_t>(i));
         } else {
-          id_values = vector_of(ids.cast<Array<int64_t>>(), "ids");
+          id_values = int64_values(ids, "ids");
         }
         DynamicCpOptions o;
         o.dp = dp;

@@ -4,6 +4,7 @@
 #include <pybind11/functional.h>
 
 #include "bindings.hpp"
+#include "strict_values.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/pipeline/pipeline.hpp"
 #include "thdpack/pipeline/step_verification.hpp"
@@ -179,7 +180,7 @@ void bind_pipeline(py::module_& m) {
             try {
               local = samples_of(samples, p.pipeline->options().ignore_id);
               if (!group_ids.is_none()) {
-                groups = vector_of(group_ids.cast<Array<int64_t>>(), "group_ids");
+                groups = int64_values(group_ids, "group_ids");
               }
             } catch (const std::exception& e) {
               // The peers are already waiting in this step: tell them before raising here.

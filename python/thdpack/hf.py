@@ -53,6 +53,14 @@ def _flat(value, name: str, index: int) -> np.ndarray:
     return array
 
 
+def _integers(array: np.ndarray, name: str, index: int) -> np.ndarray:
+    """int64 values of an integer array; floats (truncated) and bools (read as 0/1) are refused."""
+    if array.size and (not np.issubdtype(array.dtype, np.integer) or array.dtype == np.bool_):
+        raise _thdpack.InvalidArgument(
+            f"feature {index}: {name} must be integers, not {array.dtype} values")
+    return array.astype(np.int64)
+
+
 class ThdCollator:
     """Flattens a list of tokenized features into one ``[1, T]`` row with varlen metadata."""
 
@@ -80,9 +88,13 @@ class ThdCollator:
     def _sequence(self, feature: dict, index: int):
         if "input_ids" not in feature:
             raise _thdpack.InvalidArgument(f"feature {index} has no 'input_ids'")
-        ids = _flat(feature["input_ids"], "input_ids", index).astype(np.int64)
-        labels = ids if feature.get("labels") is None else _flat(
-            feature["labels"], "labels", index).astype(np.int64)
+        ids = _integers(_flat(feature["input_ids"], "input_ids", index), "input_ids", index)
+        if ids.size and ids.min() < 0:
+            at = int(np.argmin(ids))
+            raise _thdpack.InvalidArgument(
+                f"feature {index}: input_ids[{at}] is {int(ids[at])}; token ids must be >= 0")
+        labels = ids if feature.get("labels") is None else _integers(
+            _flat(feature["labels"], "labels", index), "labels", index)
         if labels.shape != ids.shape:
             raise _thdpack.InvalidArgument(
                 f"feature {index}: labels has {labels.size} entries, input_ids {ids.size}")

@@ -284,11 +284,15 @@ def wrap_data_iterator(data_iterator, config, num_microbatches: int, pg_collecti
         data_iterator = data_iterator[0] if pp_rank == 0 else data_iterator[-1]
     samples = []
     if packer.reads_data:
-        if data_iterator is None:
-            raise _thdpack.InvalidArgument(
-                f"rank {packer.coordinates} reads data (TP rank 0 of the first or last stage) but "
-                "was given no data iterator")
-        samples = _pull(data_iterator, num_microbatches, packer.coordinates["dp"])
+        try:
+            if data_iterator is None:
+                raise _thdpack.InvalidArgument(
+                    f"rank {packer.coordinates} reads data (TP rank 0 of the first or last stage) "
+                    "but was given no data iterator")
+            samples = _pull(data_iterator, num_microbatches, packer.coordinates["dp"])
+        except Exception as e:  # noqa: BLE001 - the peers wait in this step: tell them
+            # Raises here, and on every peer an error naming this rank.
+            packer.pipeline.fail_step(f"{type(e).__name__}: {e}")
     step = packer.step(samples)
     flops = step.flops
     sums = (float(flops["seqlen_sum_padded"]), float(flops["seqlen_squared_sum_padded"]))

@@ -38,9 +38,14 @@ def _cost_model(model, cost):
     return _thdpack.CostModel.from_model(spec)
 
 
+def _integer_dtype(array: np.ndarray) -> bool:
+    """Integers only: floats would be truncated and bools read as 0/1."""
+    return np.issubdtype(array.dtype, np.integer) and array.dtype != np.bool_
+
+
 def _as_lengths(lengths) -> np.ndarray:
     out = np.asarray(lengths)
-    if out.ndim != 1 or (out.size and not np.issubdtype(out.dtype, np.integer)):
+    if out.ndim != 1 or (out.size and not _integer_dtype(out)):
         raise _thdpack.InvalidArgument("lengths must be a 1-D sequence of integers")
     if out.size and out.min() < 1:
         at = int(np.argmin(out))
@@ -69,7 +74,12 @@ def dp_microbatches(lengths: Sequence[int], *, dp: int, max_seqlen_per_dp_cp_ran
     padded = (real + d - 1) // d * d
     capacity = max_seqlen_per_dp_cp_rank * cp
     cost = _cost_model(model, cost)
-    groups = None if group_ids is None else np.asarray(group_ids, dtype=np.int64)
+    groups = None if group_ids is None else np.asarray(group_ids)
+    if groups is not None and groups.size and not _integer_dtype(groups):
+        raise _thdpack.InvalidArgument(
+            f"group_ids must be integers, not {groups.dtype} values")
+    if groups is not None:
+        groups = groups.astype(np.int64)
     if groups is not None and groups.shape != real.shape:
         raise _thdpack.InvalidArgument(
             f"group_ids has {groups.size} entries for {real.size} lengths")

@@ -32,7 +32,10 @@ rank takes ``samples_per_step`` of them per step.
   the next sample. Samplers with ``set_epoch`` are reseeded per epoch, as in torch.
 - ``prefetch=True`` prepares step N+1 in a background thread while step N trains; the C++ pipeline
   runs without the GIL. The packer's collectives then run concurrently with the training loop's, so
-  the packer must own its process groups: build it with ``ThdPacker(..., private_groups=True)``.
+  the packer must own its process groups: build it with ``ThdPacker(..., private_groups=True)``
+  (otherwise, and with an mpi4py communicator, ``prefetch=True`` raises ``InvalidArgument``).
+- ``samples_per_step`` below the VPP group (``topology.microbatch_multiple``) raises
+  ``InvalidArgument``: no step could give every DP rank its micro-batches.
 """
 
 from __future__ import annotations
@@ -78,6 +81,19 @@ class PackedSteps:
                  drop_last: bool = False, prefetch: bool = False):
         if samples_per_step < 1:
             raise _thdpack.InvalidArgument(f"samples_per_step must be >= 1, got {samples_per_step}")
+        multiple = packer.options.topology.microbatch_multiple
+        if samples_per_step < multiple:
+            raise _thdpack.InvalidArgument(
+                f"samples_per_step={samples_per_step} cannot fill the {multiple} micro-batches "
+                f"(the VPP group) every DP rank needs per step; give at least {multiple}")
+        if prefetch and getattr(packer, "_mpi_comm", None) is not None:
+            raise _thdpack.InvalidArgument(
+                "prefetch=True is not supported with an mpi4py communicator: the packer's "
+                "collectives would run beside the training loop's on the same communicator")
+        if prefetch and getattr(packer, "_control", None) is None:
+            raise _thdpack.InvalidArgument(
+                "prefetch=True runs the packer's collectives beside the training loop's; build "
+                "the packer with ThdPacker(..., private_groups=True) so that it owns its groups")
         self.packer = packer
         self.dataset = dataset
         self.samples_per_step = samples_per_step
@@ -163,16 +179,35 @@ class PackedSteps:
 def packed_steps(packer, next_chunk, samples_per_step: int, drop_last: bool):
     """Steps while any reader has samples: ``next_chunk()`` -> (up to samples_per_step samples,
     extra) on reader ranks (not called elsewhere); yields (step, extra). Collective per step: one
-    allreduce of each DP index's count decides, identically on every rank, whether to stop."""
+    allreduce of each DP index's count decides, identically on every rank, whether to stop; an
+    error from ``next_chunk()`` on any rank travels in it too, so every rank raises."""
     coordinates = packer.coordinates
     dp = packer.options.topology.dp
     source = packer.reads_data and coordinates["tp"] == coordinates["cp"] == coordinates["pp"] == 0
     while True:
-        chunk, extra = next_chunk() if packer.reads_data else ([], None)
-        counts = np.zeros(dp, dtype=np.int64)
-        if source:
+        chunk, extra, error = [], None, None
+        if packer.reads_data:
+            try:
+                chunk, extra = next_chunk()
+            except Exception as e:  # noqa: BLE001 - the peers wait in the allreduce: tell them
+                error = e
+        # counts[dp]: dp - (the lowest DP rank whose next_chunk() raised), 0 if none.
+        counts = np.zeros(dp + 1, dtype=np.int64)
+        if source and error is None:
             counts[coordinates["dp"]] = len(chunk)
+        if error is not None:
+            counts[dp] = dp - coordinates["dp"]
         counts = packer.reduce_max(counts)
+        if error is not None:
+            try:
+                raise error
+            finally:
+                error = None  # no cycle frame -> error -> traceback -> frame
+        if counts[dp] > 0:
+            raise _thdpack.InvalidArgument(
+                f"DP rank {dp - int(counts[dp])} failed to read its samples (its own error says "
+                "why); every rank stops")
+        counts = counts[:dp]
         if counts.max() == 0 or (drop_last and counts.min() < samples_per_step):
             return
         need = dp * packer.options.topology.microbatch_multiple

@@ -132,3 +132,23 @@ def test_numpy_output_and_errors():
         ThdCollator()([{"input_ids": [1, 2], "attention_mask": [0, 0]}])
     with pytest.raises(thdpack.InvalidArgument, match="cp_rank"):
         ThdCollator(cp_size=2, cp_rank=2)
+
+
+@pytest.mark.parametrize("input_ids,needle", [
+    ([1.9, 2.5, -3.0], "input_ids must be integers"),
+    ([1.0, 2.0], "input_ids must be integers"),
+    ([True, False], "input_ids must be integers"),
+    (np.array([1, 2], dtype=np.float32), "input_ids must be integers"),
+    ([1, 2, -3], r"input_ids\[2\] is -3"),
+    (torch.tensor([[4, -1]]), r"input_ids\[1\] is -1"),
+])
+def test_token_ids_that_are_not_non_negative_integers_are_refused(input_ids, needle):
+    with pytest.raises(thdpack.InvalidArgument, match=needle):
+        ThdCollator()([{"input_ids": input_ids}])
+
+
+def test_labels_must_be_integers_but_may_be_negative():
+    with pytest.raises(thdpack.InvalidArgument, match="labels must be integers"):
+        ThdCollator()([{"input_ids": [1, 2], "labels": [1.5, 2.0]}])
+    out = ThdCollator(return_tensors="np")([{"input_ids": [1, 2], "labels": [-100, 2]}])
+    assert list(np.asarray(out["labels"]).ravel())[:2] == [-100, 2]

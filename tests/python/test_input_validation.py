@@ -319,7 +319,19 @@ ARRAY_ENTRY_POINTS = {
     "pack_offline": lambda v: thdpack.pack_offline(v, capacity=1 << 40),
     "image_patches": lambda v: thdpack.image_patches(v, thdpack.ReorderCost()),
     "sample_cost": lambda v: thdpack.sample_cost(v, thdpack.ReorderCost()),
+    "schedule_dynamic_cp": lambda v: thdpack.schedule_dynamic_cp(
+        v, dp=1, cp=1, max_seqlen_per_dp_cp_rank=1 << 40),
+    "schedule_dynamic_cp ids": lambda v: thdpack.schedule_dynamic_cp(
+        [4] * len(v), dp=1, cp=1, max_seqlen_per_dp_cp_rank=64, ids=v),
+    "Pipeline.run_step group_ids": lambda v: through_run_step_group_ids(v),
 }
+
+
+def through_run_step_group_ids(group_ids):
+    world = solo_world()
+    pipeline = thdpack.Pipeline(world, solo_options(), dp_group=world, tp_group=world)
+    pipeline.run_step([{"id": i, "input_ids": [1, 2]} for i in range(len(group_ids))],
+                      group_ids=group_ids)
 
 
 @pytest.mark.parametrize("entry", ARRAY_ENTRY_POINTS)

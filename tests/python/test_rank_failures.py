@@ -1,5 +1,6 @@
 """A failure on one rank reaches every rank: ThdPacker set-up that fails on one rank (before any
-collective) and a malformed sample on one rank raise on every rank, well within the process
+collective), a malformed sample on one rank, and a data set or data iterator that raises on one
+rank raise on every rank, well within the process
 group's timeout, instead of leaving the peers blocked in new_group or allgatherv."""
 
 import datetime
@@ -7,13 +8,17 @@ import json
 import os
 import tempfile
 import time
+from types import SimpleNamespace
 
 import pytest
+import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import thdpack
+import thdpack.megatron as tm
 import thdpack.torch as tt
+from thdpack.torch_data import PackedSteps
 
 # Far below torch's 30-minute default; a rank left waiting fails the test instead of hanging it.
 GROUP_TIMEOUT_S = 30
@@ -70,6 +75,53 @@ def _not_a_dict_on_one_rank(rank, world):
     packer.step(samples)
 
 
+class _Tokens:
+    """A map-style dataset whose items raise on rank `failing` from index `first_bad` on."""
+
+    def __init__(self, rank, failing, first_bad):
+        self.bad = rank == failing
+        self.first_bad = first_bad
+
+    def __len__(self):
+        return 60
+
+    def __getitem__(self, i):
+        if self.bad and i >= self.first_bad:
+            raise OSError(f"cannot read item {i}")
+        return list(range(1, 9))
+
+
+def _dataset_error_on_one_rank(rank, world, prefetch=False):
+    packer = _packer(rank, world, private_groups=prefetch)
+    steps = PackedSteps(packer, _Tokens(rank, 1, 13), samples_per_step=4, prefetch=prefetch)
+    for _ in steps:  # the first step is good; DP rank 1's second chunk raises
+        pass
+
+
+def _megatron_iterator_error_on_one_rank(rank, world):
+    config = SimpleNamespace(sequence_packing_scheduler="dp_balanced",
+                             max_seqlen_per_dp_cp_rank=64, context_parallel_size=1,
+                             sequence_parallel=False, virtual_pipeline_model_parallel_size=None,
+                             microbatch_group_size_per_vp_stage=None)
+
+    def items():
+        for step in range(2):
+            for j in range(4):
+                if rank == 2 and step == 1 and j == 2:
+                    raise OSError("the data loader's worker died")
+                t = torch.arange(1, 9)
+                yield {"tokens": t, "labels": torch.cat([t[1:], t[-1:]]),
+                       "loss_mask": torch.ones(8), "position_ids": torch.arange(8)}
+
+    source = items()
+    try:
+        for _ in range(2):
+            tm.wrap_data_iterator(source, config, 4)
+    finally:
+        # The cached packer's groups go now, not at interpreter exit after the process group.
+        tm._packers.clear()
+
+
 def _all_good(rank, world):
     packer = _packer(rank, world)
     step = packer.step([_sample(rank * 10 + j) for j in range(4)])
@@ -82,8 +134,12 @@ CASES = {
     "bad_max_seqlen": _bad_max_seqlen_on_one_rank,
     "malformed_sample": _malformed_sample_on_one_rank,
     "not_a_dict": _not_a_dict_on_one_rank,
+    "dataset_error": _dataset_error_on_one_rank,
+    "dataset_error_prefetch": lambda rank, world: _dataset_error_on_one_rank(rank, world, True),
+    "megatron_iterator_error": _megatron_iterator_error_on_one_rank,
 }
-FAILING_RANK = {"bad_order": 2, "bad_max_seqlen": 0, "malformed_sample": 1, "not_a_dict": 0}
+FAILING_RANK = {"bad_order": 2, "bad_max_seqlen": 0, "malformed_sample": 1, "not_a_dict": 0,
+                "dataset_error": 1, "dataset_error_prefetch": 1, "megatron_iterator_error": 2}
 
 
 @pytest.mark.parametrize("case", sorted(FAILING_RANK))

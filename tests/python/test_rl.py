@@ -120,3 +120,16 @@ def test_bad_input_is_refused_clearly():
         dp_microbatches([10, 0, 30], dp=1, max_seqlen_per_dp_cp_rank=1000)
     with pytest.raises(thdpack.InvalidArgument, match="group_ids"):
         dp_microbatches([10, 20], dp=1, max_seqlen_per_dp_cp_rank=1000, group_ids=[1])
+
+
+@pytest.mark.parametrize("group_ids", [[0.4, 0.6, 1.2], [0.0, 1.0, 1.0], [True, False, True],
+                                       np.array([0, 1, 1], dtype=np.float32)])
+def test_group_ids_that_are_not_integers_are_refused(group_ids):
+    with pytest.raises(thdpack.InvalidArgument, match="group_ids must be integers"):
+        dp_microbatches([4, 4, 4], dp=1, max_seqlen_per_dp_cp_rank=64, group_ids=group_ids)
+
+
+@pytest.mark.parametrize("lengths", [[4.7, 4, 4], [4.0, 4.0], [True, True], np.array([4.0])])
+def test_lengths_that_are_not_integers_are_refused(lengths):
+    with pytest.raises(thdpack.InvalidArgument, match="lengths must be a 1-D sequence of integers"):
+        dp_microbatches(lengths, dp=1, max_seqlen_per_dp_cp_rank=64)

@@ -164,3 +164,33 @@ def test_megatron_reading_with_a_dp_group_built_from_the_topology(tmp_path):
     assert ranks[0]["tokens"] == ranks[1]["tokens"] and ranks[2]["tokens"] == ranks[3]["tokens"]
     indices = sorted(i for r in (ranks[0], ranks[2]) for s in r["steps"] for i in s["indices"])
     assert indices == list(range(39))
+
+
+def _refusal_worker(rank, world, out_dir):
+    outcome = {}
+    data = Items(20)
+    shared = ThdPacker(max_seqlen_per_dp_cp_rank=512)
+    try:
+        PackedSteps(shared, data, samples_per_step=4, prefetch=True)
+    except thdpack.InvalidArgument as error:
+        outcome["prefetch"] = str(error)
+    outcome["prefetch_private"] = len(list(PackedSteps(
+        ThdPacker(max_seqlen_per_dp_cp_rank=512, private_groups=True), data, samples_per_step=4,
+        prefetch=True)))
+    vpp = ThdPacker(max_seqlen_per_dp_cp_rank=512, vpp=2, vpp_group=4)
+    try:
+        PackedSteps(vpp, data, samples_per_step=3)
+    except thdpack.InvalidArgument as error:
+        outcome["multiple"] = str(error)
+    outcome["multiple_steps"] = len(list(PackedSteps(vpp, data, samples_per_step=4)))
+    with open(os.path.join(out_dir, "refusals.json"), "w") as f:
+        json.dump(outcome, f)
+
+
+def test_prefetch_without_private_groups_and_too_few_samples_per_step_are_refused(tmp_path):
+    run_processes(1, _refusal_worker, str(tmp_path))
+    outcome = json.loads((tmp_path / "refusals.json").read_text())
+    assert "private_groups=True" in outcome.get("prefetch", "")
+    assert outcome["prefetch_private"] == 5
+    assert "samples_per_step=3" in outcome.get("multiple", "")
+    assert outcome["multiple_steps"] == 5

@@ -122,3 +122,23 @@ def test_misuse_fails_on_every_rank_with_a_clear_error(tmp_path):
         outcome = json.loads((tmp_path / f"misuse{r}.json").read_text())
         assert "cp group holds world ranks" in outcome["swapped"]
         assert "must hold the same samples" in outcome["disagree"]
+
+
+def _group_ids_worker(rank, world, out_dir):
+    packer = tt.ThdPacker(max_seqlen_per_dp_cp_rank=256)
+    dataset = thdpack.mock_dataset(CONFIG)
+    outcome = {}
+    for name, group_ids in {"bool": [0, True], "float": [0.5, 1.5]}.items():
+        try:
+            packer.step([dataset.sample(0), dataset.sample(1)], group_ids=group_ids)
+        except thdpack.InvalidArgument as error:
+            outcome[name] = str(error)
+    with open(os.path.join(out_dir, "group_ids.json"), "w") as f:
+        json.dump(outcome, f)
+
+
+def test_step_refuses_group_ids_that_are_not_integers(tmp_path):
+    run_processes(1, _group_ids_worker, str(tmp_path))
+    outcome = json.loads((tmp_path / "group_ids.json").read_text())
+    assert set(outcome) == {"bool", "float"}
+    assert all("group_ids" in message for message in outcome.values()), outcome
