@@ -1,6 +1,5 @@
 #include "html_page.hpp"
 
-#include <fstream>
 #include <sstream>
 
 #include "table.hpp"
