@@ -154,31 +154,31 @@ TEST(PipelineLocalErrors, BadLossMaskLengthOnOneReaderFailsOnEveryRank) {
   std::atomic<int> own{0};
   std::atomic<int> peers{0};
   EXPECT_THROW(
-      run_local(c.world_size(),
-                [&](Communicator& world) {
-                  const PipelineOptions o = testing::options_of(c);
-                  Pipeline p(world, o);
-                  auto s = testing::local_samples(o, world.rank(), 0, 16);
-                  if (world.rank() == 2 && !s.empty()) {
-                    s[0].loss_mask.assign(s[0].input_ids.size() + 1, 1.0f);
-                  }
-                  try {
-                    p.run_step(s);
-                  } catch (const InvalidArgument& e) {
-                    const std::string what = e.what();
-                    if (world.rank() == 2) {
-                      EXPECT_NE(what.find("loss_mask has"), std::string::npos) << what;
-                      ++own;
-                    } else {
-                      EXPECT_NE(what.find("rank 2 could not prepare its samples"),
-                                std::string::npos)
-                          << what;
-                      ++peers;
-                    }
-                    throw;
-                  }
-                },
-                LocalOptions{.timeout_seconds = 10.0}),
+      run_local(
+          c.world_size(),
+          [&](Communicator& world) {
+            const PipelineOptions o = testing::options_of(c);
+            Pipeline p(world, o);
+            auto s = testing::local_samples(o, world.rank(), 0, 16);
+            if (world.rank() == 2 && !s.empty()) {
+              s[0].loss_mask.assign(s[0].input_ids.size() + 1, 1.0f);
+            }
+            try {
+              p.run_step(s);
+            } catch (const InvalidArgument& e) {
+              const std::string what = e.what();
+              if (world.rank() == 2) {
+                EXPECT_NE(what.find("loss_mask has"), std::string::npos) << what;
+                ++own;
+              } else {
+                EXPECT_NE(what.find("rank 2 could not prepare its samples"), std::string::npos)
+                    << what;
+                ++peers;
+              }
+              throw;
+            }
+          },
+          LocalOptions{.timeout_seconds = 10.0}),
       InvalidArgument);
   EXPECT_EQ(own.load(), 1);
   EXPECT_EQ(peers.load(), c.world_size() - 1);
