@@ -57,6 +57,10 @@ void IndexedDatasetWriter::require_open(const char* call) const {
     throw InvalidArgument(std::string(call) + " after finish(): '" + prefix_ +
                           "' is complete; open a new IndexedDatasetWriter to write more");
   }
+  if (!bin_) {
+    throw InvalidArgument(std::string(call) + " after a failed finish(): '" + prefix_ +
+                          "' was not written; open a new IndexedDatasetWriter");
+  }
 }
 
 void IndexedDatasetWriter::add_sequence(std::span<const int64_t> tokens) {
@@ -121,7 +125,20 @@ void IndexedDatasetWriter::end_document() {
 
 void IndexedDatasetWriter::finish() {
   if (finished_) return;
+  if (!bin_) {
+    throw InvalidArgument("finish() failed earlier for '" + prefix_ +
+                          "': nothing was moved into place; open a new IndexedDatasetWriter");
+  }
+  try {
+    write_and_commit();
+  } catch (...) {
+    bin_.reset();  // removes the temporary .bin; later calls report the failed finish
+    throw;
+  }
   finished_ = true;
+}
+
+void IndexedDatasetWriter::write_and_commit() {
   const std::string bin_path = prefix_ + ".bin";
   if (std::fflush(bin_->stream()) != 0 || ::ftruncate(::fileno(bin_->stream()), bin_bytes_) != 0) {
     throw InvalidArgument("cannot finish '" + bin_path + "': " + std::strerror(errno));
@@ -153,7 +170,10 @@ void IndexedDatasetWriter::finish() {
   }
   idx.write(pointers.data(), pointers.size() * 8);
   idx.write(documents.data(), documents.size() * 8);
-  // .bin first: an index never stands beside a data file it does not describe for long.
+  // Both files complete on disk before either moves into place; then .bin first, so an index
+  // never stands beside a data file it does not describe for long.
+  bin_->close();
+  idx.close();
   bin_->commit();
   idx.commit();
   bin_.reset();

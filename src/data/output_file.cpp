@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <system_error>
 
 #include "thdpack/core/errors.hpp"
@@ -33,10 +34,31 @@ std::string final_path(const std::string& path) {
   return path;
 }
 
+// The process umask, read from /proc/self/status: reading it with umask() means setting it, which
+// races with other threads creating files at that moment. Where /proc has no "Umask:" line (old
+// kernels), umask() is read once, on first use.
+mode_t process_umask() {
+  if (std::FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof(line), f) != nullptr) {
+      if (std::strncmp(line, "Umask:", 6) == 0) {
+        std::fclose(f);
+        return static_cast<mode_t>(std::strtoul(line + 6, nullptr, 8) & 0777);
+      }
+    }
+    std::fclose(f);
+  }
+  static std::once_flag once;
+  static mode_t mask = 022;
+  std::call_once(once, [] {
+    mask = ::umask(0);
+    ::umask(mask);
+  });
+  return mask;
+}
+
 mode_t new_file_mode() {
-  const mode_t mask = ::umask(0);
-  ::umask(mask);
-  return 0666 & ~mask;
+  return 0666 & ~process_umask();
 }
 
 }  // namespace
@@ -94,9 +116,8 @@ void OutputFile::write(const void* data, size_t n) {
   }
 }
 
-void OutputFile::commit() {
-  if (committed_) return;
-  if (file_ == nullptr) throw InvalidArgument("'" + path_ + "' was not written");
+void OutputFile::close() {
+  if (file_ == nullptr) return;
   const bool flushed = std::fflush(file_) == 0;
   const std::string reason = error_text();
   const int rc = std::fclose(file_);
@@ -104,6 +125,13 @@ void OutputFile::commit() {
   if (!flushed || rc != 0) {
     throw InvalidArgument("cannot write '" + path_ + "': " + (flushed ? error_text() : reason));
   }
+  closed_ = true;
+}
+
+void OutputFile::commit() {
+  if (committed_) return;
+  close();
+  if (!closed_) throw InvalidArgument("'" + path_ + "' was not written");
   // The check again, as late as possible: an input opened since the constructor is not replaced.
   refuse_replacing_inputs(path_);
   if (std::rename(temp_path_.c_str(), path_.c_str()) != 0) {

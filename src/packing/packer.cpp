@@ -11,20 +11,6 @@
 namespace thdpack {
 namespace {
 
-void validate_sample(const SampleView& s) {
-  const auto n = s.input_ids.size();
-  const std::string who = "sample " + std::to_string(s.id);
-  if (n == 0) throw InvalidArgument(who + " has no tokens");
-  if (!s.loss_mask.empty() && s.loss_mask.size() != n) {
-    throw InvalidArgument(who + ": loss_mask has " + std::to_string(s.loss_mask.size()) +
-                          " entries but input_ids has " + std::to_string(n));
-  }
-  if (!s.labels.empty() && s.labels.size() != n) {
-    throw InvalidArgument(who + ": labels has " + std::to_string(s.labels.size()) +
-                          " entries but input_ids has " + std::to_string(n));
-  }
-}
-
 int64_t tail_target(int64_t rows, const PackOptions& o) {
   switch (o.tail_align) {
     case TailAlign::kNone:
@@ -110,6 +96,20 @@ void resize_rows(PackedBatch& p, int64_t rows) {
 }
 
 }  // namespace
+
+void validate_sample(const SampleView& s) {
+  const auto n = s.input_ids.size();
+  const std::string who = "sample " + std::to_string(s.id);
+  if (n == 0) throw InvalidArgument(who + " has no tokens");
+  if (!s.loss_mask.empty() && s.loss_mask.size() != n) {
+    throw InvalidArgument(who + ": loss_mask has " + std::to_string(s.loss_mask.size()) +
+                          " entries but input_ids has " + std::to_string(n));
+  }
+  if (!s.labels.empty() && s.labels.size() != n) {
+    throw InvalidArgument(who + ": labels has " + std::to_string(s.labels.size()) +
+                          " entries but input_ids has " + std::to_string(n));
+  }
+}
 
 int64_t padding_divisor(const PaddingSpec& spec) {
   if (spec.cp < 1 || spec.tp < 1 || spec.dp < 1) {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "thdpack/core/errors.hpp"
+#include "thdpack/packing/packed_batch.hpp"
 #include "thdpack/pipeline/pipeline.hpp"
 
 namespace thdpack {
@@ -66,6 +67,15 @@ GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& o,
   // DP index d's list comes from the reader with tp = cp = pp = 0 (a reader in every mode).
   auto source_of = [&t](int d) { return t.rank_of({.tp = 0, .cp = 0, .dp = d, .pp = 0}); };
   const bool is_source = source_of(t.coordinates(world.rank()).dp) == world.rank();
+
+  // A sample packing would refuse (empty, or loss_mask/labels of another length) is caught here,
+  // before the first collective, so that every rank stops at this step instead of the peers
+  // waiting in the sample exchange for a rank that threw.
+  try {
+    for (const Sample& s : local) validate_sample(view_of(s));
+  } catch (const InvalidArgument& e) {
+    fail_global_batch_gather(world, e.what());
+  }
 
   // ids, then lengths, then group ids (-1: none). Bad group ids are reported once gathered, so
   // that every rank raises the same error.

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "schedule/dynamic_cp_sizes.hpp"
+#include "thdpack/core/checked_arithmetic.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
 
@@ -230,7 +231,7 @@ std::optional<std::vector<Level>> plan_with(int64_t k, const std::vector<Item>& 
   for (const Item& item : items) {
     size_t best = members.size();
     for (size_t j = 0; j < members.size(); ++j) {
-      if (tokens[j] + item.length > room) continue;
+      if (sum_exceeds(tokens[j], item.length, room)) continue;
       if (best == members.size() || area[j] < area[best]) best = j;
     }
     if (best == members.size()) return std::nullopt;
@@ -271,7 +272,7 @@ DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
     }
     const double area = options.cost.area(padded_lengths[i], sizes.front());
     items[i] = {ids[i], padded_lengths[i], std::move(sizes), area};
-    total_tokens += padded_lengths[i];
+    total_tokens = checked_add(total_tokens, padded_lengths[i], "balanced_dynamic_cp total tokens");
   }
   std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
     return a.area > b.area || (a.area == b.area && a.id < b.id);
@@ -281,7 +282,7 @@ DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
   // the modeled step hardly depends on K, but more micro-batches pack more easily.
   const int64_t multiple = options.microbatch_multiple;
   const int64_t room = options.max_seqlen_per_dp_cp_rank * options.ranks();
-  int64_t k = std::max<int64_t>(1, (total_tokens + room - 1) / room);
+  int64_t k = total_tokens < 1 ? 1 : (total_tokens - 1) / room + 1;
   k = (k + multiple - 1) / multiple * multiple;
   const auto n = static_cast<int64_t>(items.size());
   std::optional<std::vector<Level>> best;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "thdpack/core/checked_arithmetic.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
 #include "thdpack/schedule/scheduler.hpp"
@@ -35,7 +36,7 @@ struct RoundGroup {
 };
 
 double workload(int64_t length, int cp) {
-  return static_cast<double>(length * length) / static_cast<double>(cp);
+  return static_cast<double>(length) * static_cast<double>(length) / static_cast<double>(cp);
 }
 
 /// Lays the groups out from rank 0 in order.
@@ -56,7 +57,7 @@ DynamicCpMicrobatch fill_whole_group(const std::vector<Sample>& round, int ranks
   CpGroup all{0, ranks, {}};
   int64_t tokens = 0;
   for (const Sample& s : round) {
-    if (tokens + s.length <= m * ranks) {
+    if (!sum_exceeds(tokens, s.length, m * ranks)) {
       all.ids.push_back(s.id);
       tokens += s.length;
     } else {

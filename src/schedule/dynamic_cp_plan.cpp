@@ -2,9 +2,11 @@
 // the group lookup and the contract check.
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <unordered_map>
 
+#include "thdpack/core/checked_arithmetic.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
 #include "thdpack/schedule/scheduler.hpp"
@@ -16,8 +18,16 @@ int cp_min_for_length(int64_t length, int64_t max_seqlen_per_dp_cp_rank, int min
     throw InvalidArgument("cp_min_for_length: length, M and min_cp must be >= 1");
   }
   // Smallest power of two p with length <= p·M, i.e. L/p <= M.
+  // ceil(L/p) as (L-1)/p + 1, which cannot overflow; p stays within int.
   int64_t p = 1;
-  while ((length + p - 1) / p > max_seqlen_per_dp_cp_rank) p *= 2;
+  while ((length - 1) / p + 1 > max_seqlen_per_dp_cp_rank) {
+    if (p > std::numeric_limits<int>::max() / 2) {
+      throw InvalidArgument("cp_min_for_length: a sample of " + std::to_string(length) +
+                            " tokens needs more than " + std::to_string(p) +
+                            " CP ranks at M = " + std::to_string(max_seqlen_per_dp_cp_rank));
+    }
+    p *= 2;
+  }
   return static_cast<int>(std::max<int64_t>(min_cp, p));
 }
 
@@ -35,10 +45,31 @@ void validate_dynamic_cp_input(std::span<const int64_t> ids,
     throw InvalidArgument(
         "dynamic CP options: dp, cp, microbatch_multiple and min_cp must be >= 1");
   }
+  const int64_t ranks = checked_mul(options.dp, options.cp, "dynamic CP dp*cp");
+  if (ranks > std::numeric_limits<int>::max()) {
+    throw InvalidArgument("dynamic CP options: dp*cp = " + std::to_string(ranks) +
+                          " does not fit in int");
+  }
+  if (options.min_cp > ranks) {
+    throw InvalidArgument("dynamic CP options: min_cp (" + std::to_string(options.min_cp) +
+                          ") exceeds dp*cp (" + std::to_string(ranks) +
+                          "); no CP group can be that large");
+  }
   // The samples form one pool over all G ranks: validate them as one DP rank's.
   ScheduleOptions pool;
   pool.max_seqlen_per_dp_cp_rank = options.max_seqlen_per_dp_cp_rank;
   validate_schedule_input(ScheduleInput{ids, padded_lengths, {}, {}}, pool);
+  // No sample may need more than all G ranks; this also bounds every M x (group size) product.
+  const int64_t room =
+      checked_mul(options.max_seqlen_per_dp_cp_rank, ranks, "dynamic CP capacity M x dp*cp");
+  for (size_t i = 0; i < padded_lengths.size(); ++i) {
+    if (padded_lengths[i] > room) {
+      throw InvalidArgument("dynamic CP: sample " + std::to_string(ids[i]) + " has " +
+                            std::to_string(padded_lengths[i]) +
+                            " tokens, more than M x dp*cp = " + std::to_string(room) +
+                            "; raise --max-seqlen-per-dp-cp-rank or truncate");
+    }
+  }
 }
 
 bool allowed_cp_group_size(int size, const DynamicCpOptions& o) {

@@ -150,6 +150,12 @@ void validate_plan(const Plan& plan, const ScheduleInput& input, const ScheduleO
   for (int64_t p = 0; p < plan.num_packs(); ++p) {
     const auto pack = plan.pack_at(p);
     if (pack.empty()) broken("pack " + std::to_string(p) + " is empty");
+    if (options.max_sequences_per_pack > 0 &&
+        static_cast<int64_t>(pack.size()) > options.max_sequences_per_pack) {
+      broken("pack " + std::to_string(p) + " holds " + std::to_string(pack.size()) +
+             " samples, more than max_sequences_per_pack " +
+             std::to_string(options.max_sequences_per_pack));
+    }
     int64_t tokens = 0;
     for (int64_t id : pack) {
       const auto it = where.find(id);

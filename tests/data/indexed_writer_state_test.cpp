@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <vector>
 
 #include "expect_throw.hpp"
@@ -31,6 +32,24 @@ TEST(IndexedWriterState, CallsAfterFinishAreRefusedAndTheDatasetStaysIntact) {
   const auto dataset = IndexedDataset::open(prefix);
   ASSERT_EQ(dataset->size(), 1);
   EXPECT_EQ(dataset->sample(0).input_ids, tokens);
+}
+
+TEST(IndexedWriterState, AFailedFinishIsReportedNotTakenForCompletion) {
+  test_util::TempDir dir;
+  const std::string prefix = dir.file("d");
+  IndexedDatasetWriter writer(prefix, TokenDType::kInt32);
+  const std::vector<int64_t> tokens = {4, 5, 6};
+  writer.add_sequence(tokens);
+  std::filesystem::create_directory(prefix + ".idx");  // .idx cannot be written
+  test_util::expect_throw_with<InvalidArgument>([&] { writer.finish(); }, "not a regular file");
+  test_util::expect_throw_with<InvalidArgument>([&] { writer.finish(); },
+                                                {"finish() failed earlier", prefix});
+  test_util::expect_throw_with<InvalidArgument>([&] { writer.add_sequence(tokens); },
+                                                "add_sequence after a failed finish()");
+  EXPECT_FALSE(std::filesystem::exists(prefix + ".bin"));
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos) << entry.path();
+  }
 }
 
 }  // namespace

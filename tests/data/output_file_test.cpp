@@ -3,10 +3,12 @@
 // what is at an output path stays intact until the new file is complete.
 
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -24,6 +26,16 @@
 #include "thdpack/data/mock_dataset.hpp"
 #include "thdpack/data/output_file.hpp"
 #include "thdpack/data/pack_file.hpp"
+
+namespace {
+std::atomic<int> umask_calls{0};
+}  // namespace
+
+// Every umask() call of this program (the library's included) comes here and is counted.
+extern "C" mode_t umask(mode_t mask) noexcept {
+  ++umask_calls;
+  return static_cast<mode_t>(::syscall(SYS_umask, mask));
+}
 
 namespace thdpack {
 namespace {
@@ -117,6 +129,25 @@ TEST(OutputFile, NewFilesGetTheUsualPermissionsAndExistingOnesKeepTheirs) {
   }
   ASSERT_EQ(::stat(dir.file("fresh").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ::umask(mask);
+}
+
+// Creating an output never calls umask() (reading the umask that way sets it for an instant, when
+// another thread creating a file would get the wrong permissions): umask_calls counts the calls
+// through the umask below, which stands in for the C library's in this test program.
+TEST(OutputFile, CreatingOutputsLeavesTheProcessUmaskAlone) {
+  TempDir dir;
+  if (!std::filesystem::exists("/proc/self/status")) GTEST_SKIP() << "no /proc/self/status";
+  const mode_t mask = ::umask(022);
+  const int before = umask_calls.load();
+  {
+    OutputFile out(dir.file("fresh"));
+    out.commit();
+  }
+  EXPECT_EQ(umask_calls.load(), before);
+  struct stat st {};
+  ASSERT_EQ(::stat(dir.file("fresh").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
   ::umask(mask);
 }
 
@@ -222,8 +253,7 @@ TEST(IndexedDatasetWriter, NothingIsAddedAfterFinish) {
   writer.finish();  // again: nothing
   expect_throw_with<InvalidArgument>([&] { writer.add_sequence(std::vector<int64_t>{2}); },
                                      {"after finish()"});
-  expect_throw_with<InvalidArgument>([&] { writer.add_length_only(4); },
-                                     {"after finish()"});
+  expect_throw_with<InvalidArgument>([&] { writer.add_length_only(4); }, {"after finish()"});
   EXPECT_EQ(IndexedDataset::open(dir.file("d"))->size(), 1);
 }
 

@@ -136,10 +136,52 @@ TEST(PipelineLocalErrors, OversizedSampleUnderErrorPolicy) {
       c,
       [](const PipelineOptions& o, int rank) {
         auto s = testing::local_samples(o, rank, 0, 16);
-        if (!s.empty()) s[0].input_ids.resize(2000, 5);  // M = 512
+        if (!s.empty()) {
+          s[0].input_ids.resize(2000, 5);  // M = 512
+          if (!s[0].loss_mask.empty()) s[0].loss_mask.resize(2000, 1.0f);
+          if (!s[0].labels.empty()) s[0].labels.resize(2000, 5);
+        }
         return s;
       },
       "raise --max-seqlen-per-dp-cp-rank");
+}
+
+// A sample packing would refuse on one reader stops every rank at the gather (no rank is left
+// waiting in the sample exchange): the reader names the sample, the peers name the reader.
+TEST(PipelineLocalErrors, BadLossMaskLengthOnOneReaderFailsOnEveryRank) {
+  PipelineCase c;
+  c.dp = 4;
+  std::atomic<int> own{0};
+  std::atomic<int> peers{0};
+  EXPECT_THROW(
+      run_local(
+          c.world_size(),
+          [&](Communicator& world) {
+            const PipelineOptions o = testing::options_of(c);
+            Pipeline p(world, o);
+            auto s = testing::local_samples(o, world.rank(), 0, 16);
+            if (world.rank() == 2 && !s.empty()) {
+              s[0].loss_mask.assign(s[0].input_ids.size() + 1, 1.0f);
+            }
+            try {
+              p.run_step(s);
+            } catch (const InvalidArgument& e) {
+              const std::string what = e.what();
+              if (world.rank() == 2) {
+                EXPECT_NE(what.find("loss_mask has"), std::string::npos) << what;
+                ++own;
+              } else {
+                EXPECT_NE(what.find("rank 2 could not prepare its samples"), std::string::npos)
+                    << what;
+                ++peers;
+              }
+              throw;
+            }
+          },
+          LocalOptions{.timeout_seconds = 10.0}),
+      InvalidArgument);
+  EXPECT_EQ(own.load(), 1);
+  EXPECT_EQ(peers.load(), c.world_size() - 1);
 }
 
 TEST(PipelineLocal, TruncationMatchesTheReference) {

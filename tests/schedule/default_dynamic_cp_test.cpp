@@ -3,9 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <numeric>
 #include <random>
 
+#include "expect_throw.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
 
@@ -155,6 +157,63 @@ TEST(DefaultDynamicCp, PropertiesHoldOverTenThousandRandomCases) {
   }
   EXPECT_GT(planned, 8000);
   EXPECT_LT(refused, 2000);
+}
+
+// Lengths and M near INT64_MAX, and min_cp above G: both dynamic-CP schedulers refuse with one
+// clear InvalidArgument (no wrapped arithmetic, no endless doubling), or plan within contract.
+TEST(DynamicCpLimits, ExtremeLengthsAndMinCpAreRefusedClearly) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  using Scheduler = DynamicCpPlan (*)(std::span<const int64_t>, std::span<const int64_t>,
+                                      const DynamicCpOptions&);
+  const Scheduler schedulers[] = {&schedule_default_dynamic_cp, &schedule_balanced_dynamic_cp};
+  for (const Scheduler schedule : schedulers) {
+    // A sample longer than M x dp*cp, M small.
+    test_util::expect_throw_with<InvalidArgument>(
+        [&] {
+          schedule(std::vector<int64_t>{0, 1}, std::vector<int64_t>{kMax / 2, 8}, options(2, 2, 8));
+        },
+        {"more than M x dp*cp = 32"});
+    test_util::expect_throw_with<InvalidArgument>(
+        [&] {
+          schedule(std::vector<int64_t>{0}, std::vector<int64_t>{kMax - 1}, options(1, 1, 1));
+        },
+        {"more than M x dp*cp = 1"});
+    // M x dp*cp itself overflows.
+    test_util::expect_throw_with<InvalidArgument>(
+        [&] {
+          schedule(std::vector<int64_t>{0}, std::vector<int64_t>{8}, options(2, 2, kMax / 2));
+        },
+        {"M x dp*cp overflows int64"});
+    // min_cp larger than every group.
+    test_util::expect_throw_with<InvalidArgument>(
+        [&] {
+          schedule(std::vector<int64_t>{0}, std::vector<int64_t>{8}, options(2, 2, 64, 1, 8));
+        },
+        {"min_cp (8) exceeds dp*cp (4)"});
+  }
+  // Random mixes of huge and small values: a clear refusal or a plan that keeps the contract.
+  std::mt19937_64 rng(7);
+  const int64_t big[] = {kMax, kMax - 1, kMax / 2 + 1, kMax / 3, int64_t{1} << 62};
+  for (int trial = 0; trial < 400; ++trial) {
+    const int dp = 1 + static_cast<int>(rng() % 4);
+    const int cp = 1 << (rng() % 3);
+    const int64_t m = rng() % 4 == 0 ? big[rng() % 5] : 1 + static_cast<int64_t>(rng() % 64);
+    const int min_cp = 1 + static_cast<int>(rng() % 10);
+    std::vector<int64_t> lengths(1 + rng() % 6);
+    for (int64_t& l : lengths)
+      l = rng() % 3 == 0 ? big[rng() % 5] : 1 + static_cast<int64_t>(rng() % 200);
+    const auto ids = iota_ids(lengths.size());
+    const auto o = options(dp, cp, m, 1, min_cp);
+    for (const Scheduler schedule : schedulers) {
+      try {
+        const DynamicCpPlan plan = schedule(ids, lengths, o);
+        check_dynamic_cp_plan(plan, ids, lengths, o);
+        ASSERT_LE(min_cp, dp * cp) << "trial " << trial;
+      } catch (const InvalidArgument& e) {
+        ASSERT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -152,6 +152,13 @@ TEST(SchedulerContracts, ValidatePlanCatchesBrokenPlans) {
         validate_plan(Plan(2, {{0, 1}, {2, 7}}), in.view(), o);
       },
       "unknown");
+  ScheduleOptions capped = o;
+  capped.max_sequences_per_pack = 1;
+  test_util::expect_throw_with<InternalError>(
+      [&] {
+        validate_plan(Plan(2, {{0}, {1, 2}, {3}, {}}), in.view(), capped);
+      },
+      "more than max_sequences_per_pack 1");
 }
 
 TEST(Balanced, MicroBatchCountWithinOneOfTheLowerBound) {

@@ -108,11 +108,13 @@ class IndexedDatasetWriter {
   /// Closes the current document (the sequences since the previous call).
   void end_document();
   /// Writes `<prefix>.idx` and moves both files into place. Further calls do nothing;
-  /// add_sequence, add_length_only and end_document after it throw InvalidArgument.
+  /// add_sequence, add_length_only and end_document after it throw InvalidArgument. When it
+  /// throws, nothing is complete: later calls (finish included) throw InvalidArgument saying so.
   void finish();
 
  private:
   void require_open(const char* call) const;
+  void write_and_commit();
 
   std::string prefix_;
   TokenDType dtype_;

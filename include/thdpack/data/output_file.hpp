@@ -36,7 +36,11 @@ class OutputFile {
   void write(const void* data, size_t n);
   /// The final path (links resolved), for messages.
   const std::string& path() const { return path_; }
-  /// Flushes and closes the temporary file and renames it over the final path (with the
+  /// Flushes and closes the temporary file without moving it into place, so that several files
+  /// can all be complete on disk before any is renamed. InvalidArgument naming the path when
+  /// either step fails. Does nothing when already closed.
+  void close();
+  /// Closes the temporary file (close()) and renames it over the final path (with the
   /// permissions a new file would get). InvalidArgument naming the path when any step fails.
   void commit();
 
@@ -44,6 +48,7 @@ class OutputFile {
   std::string path_;
   std::string temp_path_;
   std::FILE* file_ = nullptr;
+  bool closed_ = false;  ///< the temporary file is complete on disk
   bool committed_ = false;
 };
 

@@ -147,6 +147,10 @@ int64_t aligned_pack_rows(int64_t rows, const PackOptions& options);
 void fix_cu_seqlens_entries(std::vector<int32_t>& cu_seqlens,
                             std::vector<int32_t>& cu_seqlens_padded, const PackOptions& options);
 
+/// Throws InvalidArgument when `sample` is empty or its loss_mask/labels (when given) length
+/// differs from its input_ids (the per-sample check of pack_samples).
+void validate_sample(const SampleView& sample);
+
 /// Packs `samples` in the given order. Throws InvalidArgument when a sample is empty, its
 /// loss_mask/labels length differs from its input_ids, the padded total exceeds options.capacity
 /// (for a single sample too: raise the capacity or truncate), T would overflow int32, or the tail
