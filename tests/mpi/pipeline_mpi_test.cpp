@@ -62,7 +62,13 @@ TEST(PipelineMpiErrors, DisagreeingReadersFailOnEveryRank) {
   const PipelineOptions o = testing::options_of(c);
   Pipeline p(world, o);
   auto local = testing::local_samples(o, world.rank(), 0, 8 * c.dp);
-  if (o.topology.coordinates(world.rank()).cp == 1) local.front().input_ids.push_back(3);
+  if (o.topology.coordinates(world.rank()).cp == 1) {
+    // A longer but valid sample: the readers disagree, neither holds a malformed one.
+    Sample& s = local.front();
+    s.input_ids.push_back(3);
+    if (!s.loss_mask.empty()) s.loss_mask.push_back(1);
+    if (!s.labels.empty()) s.labels.push_back(3);
+  }
   try {
     p.run_step(local);
     ADD_FAILURE() << "expected InvalidArgument";
