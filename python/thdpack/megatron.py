@@ -176,6 +176,17 @@ def _packer(config, groups: dict, options: dict) -> ThdPacker:
     return entry[1]
 
 
+def release_packers() -> None:
+    """Drops the packers ``wrap_data_iterator`` built, with the process groups they hold. Call it
+    before ``torch.distributed.destroy_process_group()``: groups left for the interpreter's exit can
+    be destroyed there on a gloo thread, which aborts the process."""
+    import gc
+
+    _packers.clear()
+    ThdPacker._singleton_groups = (None, [])
+    gc.collect()
+
+
 # ---- samples ------------------------------------------------------------------------------------
 
 def _flat(value) -> torch.Tensor:

@@ -14,6 +14,10 @@ def _entry(rank, world, store_path, fn, args):
     try:
         fn(rank, world, *args)
     finally:
+        # Process groups held by thdpack's caches are released while the process group lives.
+        import thdpack.megatron
+
+        thdpack.megatron.release_packers()
         dist.destroy_process_group()
 
 
