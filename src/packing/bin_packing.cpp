@@ -192,6 +192,7 @@ void check_items_fit(std::span<const int64_t> lengths, int64_t capacity, const s
   if (capacity < 1)
     throw InvalidArgument("pack capacity must be >= 1, got " + std::to_string(capacity));
   int64_t total = 0;  // in range: no sum of some of the lengths can overflow
+  const std::string total_label = "the total length of the " + what + "s";
   for (size_t i = 0; i < lengths.size(); ++i) {
     if (lengths[i] < 1) {
       throw InvalidArgument(what + " " + std::to_string(i) + " has length " +
@@ -202,7 +203,7 @@ void check_items_fit(std::span<const int64_t> lengths, int64_t capacity, const s
                             " tokens but " + capacity_name + " is " + std::to_string(capacity) +
                             "; " + remedy);
     }
-    total = checked_add(total, lengths[i], "the total length of the " + what + "s");
+    total = checked_add(total, lengths[i], total_label);
   }
 }
 

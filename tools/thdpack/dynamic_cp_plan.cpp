@@ -75,9 +75,8 @@ int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, 
     throw InvalidArgument("--thd-max-packed-sequences is not supported by the dynamic CP "
                           "schedulers; leave it out with --scheduler " + name);
   }
-  ScheduleOptions fixed_cp =
+  const ScheduleOptions fixed_cp =
       ScheduleOptions::from_topology(t, job.max_seqlen_per_dp_cp_rank, job.cost);
-  fixed_cp.max_sequences_per_pack = job.max_sequences_per_pack;
   DynamicCpOptions dynamic;
   dynamic.dp = t.dp();
   dynamic.cp = t.cp();

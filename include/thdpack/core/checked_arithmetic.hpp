@@ -1,30 +1,32 @@
 #pragma once
 // Sums and products of user-given numbers (lengths, capacities, layout sizes, batch sizes) that
 // must not wrap: each either returns the exact int64 result or throws InvalidArgument naming the
-// quantity, so a capacity check can never pass because an addition overflowed.
+// quantity, so a capacity check can never pass because an addition overflowed. `what` is a view:
+// the message is built only on overflow, so the checks cost nothing in per-sample loops.
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "thdpack/core/errors.hpp"
 
 namespace thdpack {
 
 /// a + b, or InvalidArgument("<what> overflows int64 (a + b)").
-inline int64_t checked_add(int64_t a, int64_t b, const std::string& what) {
+inline int64_t checked_add(int64_t a, int64_t b, std::string_view what) {
   int64_t out = 0;
   if (__builtin_add_overflow(a, b, &out)) {
-    throw InvalidArgument(what + " overflows int64 (" + std::to_string(a) + " + " +
+    throw InvalidArgument(std::string(what) + " overflows int64 (" + std::to_string(a) + " + " +
                           std::to_string(b) + ")");
   }
   return out;
 }
 
 /// a x b, or InvalidArgument("<what> overflows int64 (a x b)").
-inline int64_t checked_mul(int64_t a, int64_t b, const std::string& what) {
+inline int64_t checked_mul(int64_t a, int64_t b, std::string_view what) {
   int64_t out = 0;
   if (__builtin_mul_overflow(a, b, &out)) {
-    throw InvalidArgument(what + " overflows int64 (" + std::to_string(a) + " x " +
+    throw InvalidArgument(std::string(what) + " overflows int64 (" + std::to_string(a) + " x " +
                           std::to_string(b) + ")");
   }
   return out;
