@@ -41,11 +41,10 @@ struct IndexedDataset::Mapping {
   int64_t size = 0;
   std::string path;
   InputLease lease;
-  uint64_t device = 0;
-  uint64_t inode = 0;
+  int fd = -1;  // kept open: the size checks ask the mapped file itself, not the path
 
   explicit Mapping(const std::string& file) : path(file), lease(file, "indexed dataset file") {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) throw InvalidArgument("cannot open '" + path + "': " + std::strerror(errno));
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -53,8 +52,6 @@ struct IndexedDataset::Mapping {
       throw InvalidArgument("'" + path + "' is not a regular file it can read");
     }
     size = static_cast<int64_t>(st.st_size);
-    device = static_cast<uint64_t>(st.st_dev);
-    inode = static_cast<uint64_t>(st.st_ino);
     if (size > 0) {
       void* p = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_PRIVATE, fd, 0);
       if (p == MAP_FAILED) {
@@ -63,10 +60,10 @@ struct IndexedDataset::Mapping {
       }
       data = static_cast<const std::byte*>(p);
     }
-    ::close(fd);
   }
   ~Mapping() {
     if (data != nullptr) ::munmap(const_cast<std::byte*>(data), static_cast<size_t>(size));
+    ::close(fd);
   }
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;
@@ -75,10 +72,7 @@ struct IndexedDataset::Mapping {
   // (another inode) leaves the mapped one intact; the same file cut shorter does not.
   void require_unchanged(int64_t end) const {
     struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) return;  // removed: the mapping keeps the old file alive
-    if (static_cast<uint64_t>(st.st_dev) != device || static_cast<uint64_t>(st.st_ino) != inode) {
-      return;
-    }
+    if (::fstat(fd, &st) != 0) return;
     if (static_cast<int64_t>(st.st_size) < std::min(end, size)) {
       throw InvalidArgument(path + ": the file shrank from " + std::to_string(size) + " to " +
                             std::to_string(st.st_size) +
