@@ -15,6 +15,10 @@ namespace {
 constexpr double kRelativeEpsilon = 1e-12;
 // Swap partners examined on each side of the ideal one that do not fit before giving up.
 constexpr int kProbesPerSide = 8;
+// A transfer this close to the ideal (|delta - gap/2| <= gap · this) ends the search of a pair of
+// replicas: it already brings the pair within gap/16 of each other, and a replica of 100k items
+// need not be scanned to the end for a marginally better one.
+constexpr double kCloseEnough = 1.0 / 32;
 
 // The least loaded replica, as a tournament (winner) tree whose nodes hold the winner's key and
 // index: updating one replica recomputes the log2(dp) matches on its path from the two children
@@ -113,7 +117,7 @@ void BalancedAssignment::move(int64_t item, int64_t bin) {
   put(item, bin);
 }
 
-bool BalancedAssignment::place_longest_first(std::span<const int64_t> order, Fit fit) {
+bool BalancedAssignment::place_longest_first(Fit fit) {
   if (fit == Fit::kBest) rooms_.enable_best_fit();
   ReplicaTournament least_loaded(load_);
   // Replicas set aside because an item did not fit them, by the most room they have: one comes back
@@ -122,7 +126,7 @@ bool BalancedAssignment::place_longest_first(std::span<const int64_t> order, Fit
   // costs O((n + dp) log dp), however full the packs are. (Grouped items come by cost, not length:
   // there a replica can be set aside and restored repeatedly.)
   std::priority_queue<std::pair<int64_t, int>> aside;
-  for (int64_t item : order) {
+  for (int64_t item = 0; item < items_.size(); ++item) {
     const int64_t length = items_.lengths[static_cast<size_t>(item)];
     while (!aside.empty() && aside.top().first >= length) {
       const int r = aside.top().second;
@@ -175,19 +179,20 @@ bool BalancedAssignment::place_packs(const Bins& packs) {
   return true;
 }
 
-void BalancedAssignment::index_by_cost(std::span<const int64_t> order) {
-  // Walking the global order backwards fills each replica's list already sorted by Cheaper.
+void BalancedAssignment::index_by_cost() {
+  // Walking the ranks backwards fills each replica's list already sorted by Cheaper.
   by_cost_.assign(static_cast<size_t>(dp_), {});
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    by_cost_[static_cast<size_t>(replica_of_bin(bin_of_[static_cast<size_t>(*it)]))].push_back(*it);
+  for (int64_t item = items_.size() - 1; item >= 0; --item) {
+    by_cost_[static_cast<size_t>(replica_of_bin(bin_of_[static_cast<size_t>(item)]))].push_back(
+        item);
   }
 }
 
-bool BalancedAssignment::fill_empty_packs(std::span<const int64_t> order) {
+bool BalancedAssignment::fill_empty_packs() {
   if (std::find(bin_count_.begin(), bin_count_.end(), 0) == bin_count_.end()) return true;
   if (items_.size() < dp_ * k_) return false;
 
-  index_by_cost(order);
+  index_by_cost();
   std::vector<int64_t> counts(static_cast<size_t>(dp_), 0);  // items per replica
   for (int64_t bin = 0; bin < dp_ * k_; ++bin)
     counts[static_cast<size_t>(replica_of_bin(bin))] += bin_count_[static_cast<size_t>(bin)];
@@ -254,9 +259,10 @@ bool BalancedAssignment::fill_empty_packs(std::span<const int64_t> order) {
   return true;
 }
 
-BalancedAssignment::Transfer BalancedAssignment::find_transfer(int heavy, int light,
-                                                               double gap) const {
+BalancedAssignment::Transfer BalancedAssignment::find_transfer(int heavy, int light, double gap,
+                                                               int64_t& scanned) const {
   Transfer best;
+  const double close_enough = gap * kCloseEnough;
   const double half = gap / 2;
   const double min_delta = gap * 1e-9;
   auto consider = [&](double delta, int64_t give, int64_t take, int64_t to_bin) {
@@ -271,7 +277,10 @@ BalancedAssignment::Transfer BalancedAssignment::find_transfer(int heavy, int li
   const auto& heavy_items = by_cost_[static_cast<size_t>(heavy)];
   const auto& light_items = by_cost_[static_cast<size_t>(light)];
 
+  scanned = 0;
   for (int64_t x : heavy_items) {
+    if (best.score >= 0 && best.score <= close_enough) break;
+    ++scanned;
     const auto xi = static_cast<size_t>(x);
     const int64_t x_bin = bin_of_[xi];
     const int64_t x_len = items_.lengths[xi];
@@ -315,9 +324,8 @@ void BalancedAssignment::apply(const Transfer& t) {
   put(t.give, t.to_bin);
 }
 
-void BalancedAssignment::refine(std::span<const int64_t> order, double target,
-                                const RefineBudget& budget) {
-  index_by_cost(order);
+void BalancedAssignment::refine(double target, const RefineBudget& budget) {
+  index_by_cost();
   // Replicas by (load, index), kept up to date as transfers change two loads: the heaviest is the
   // lowest index among the largest loads, lighter ones come in increasing load (ties by index).
   std::set<std::pair<double, int>> by_load;
@@ -333,9 +341,11 @@ void BalancedAssignment::refine(std::span<const int64_t> order, double target,
       const int light = it->second;
       const double gap = top - it->first;
       if (light == heavy || gap <= top * kRelativeEpsilon) break;
-      // Each heavy item costs a binary search and a bounded scan of the light replica's items.
-      work_left -= heavy_items * (2 * kProbesPerSide + 1) + k_;
-      const Transfer t = find_transfer(heavy, light, gap);
+      // Each heavy item scanned costs a binary search and a bounded scan of the light replica's
+      // items.
+      int64_t scanned = 0;
+      const Transfer t = find_transfer(heavy, light, gap, scanned);
+      work_left -= scanned * (2 * kProbesPerSide + 1) + k_;
       if (t.score >= 0) {
         const int other = t.take >= 0 ? replica_of_bin(bin_of_[static_cast<size_t>(t.take)])
                                       : replica_of_bin(t.to_bin);
@@ -367,7 +377,7 @@ double BalancedAssignment::step_cost(int pp) const {
   return worst;
 }
 
-PackLists BalancedAssignment::packs() const {
+PackLists BalancedAssignment::packs(std::span<const int64_t> original) const {
   // Slot of each bin in its replica: micro-batches by decreasing cost, ties by bin index.
   std::vector<int64_t> pack_of_bin(static_cast<size_t>(dp_ * k_));
   std::vector<int64_t> bins(static_cast<size_t>(k_));
@@ -385,11 +395,17 @@ PackLists BalancedAssignment::packs() const {
   for (int64_t bin : bin_of_)
     ++out.offsets[static_cast<size_t>(pack_of_bin[static_cast<size_t>(bin)]) + 1];
   std::partial_sum(out.offsets.begin(), out.offsets.end(), out.offsets.begin());
+  // The pack of each original item, so that walking original indices lists every pack in
+  // increasing original index.
+  std::vector<int64_t> pack_of(bin_of_.size());
+  for (size_t rank = 0; rank < bin_of_.size(); ++rank) {
+    pack_of[static_cast<size_t>(original[rank])] = pack_of_bin[static_cast<size_t>(bin_of_[rank])];
+  }
   std::vector<int64_t> cursor(out.offsets.begin(), out.offsets.end() - 1);
   out.items.resize(bin_of_.size());
-  for (size_t item = 0; item < bin_of_.size(); ++item) {
-    const auto pack = static_cast<size_t>(pack_of_bin[static_cast<size_t>(bin_of_[item])]);
-    out.items[static_cast<size_t>(cursor[pack]++)] = static_cast<int64_t>(item);
+  for (size_t item = 0; item < pack_of.size(); ++item) {
+    out.items[static_cast<size_t>(cursor[static_cast<size_t>(pack_of[item])]++)] =
+        static_cast<int64_t>(item);
   }
   return out;
 }

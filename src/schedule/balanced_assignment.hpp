@@ -20,12 +20,14 @@ class BalancedAssignment {
     kBest,   ///< the pack with the least room that fits (keeps big holes for big items)
   };
 
+  /// `items` must be ranked: by decreasing cost, ties by their original index, so that item i is
+  /// the i-th to place. Walking items in that order reads every per-item array front to back,
+  /// which keeps a million-item placement in the cache's prefetch stream.
   BalancedAssignment(const ScheduleItems& items, int dp, int64_t k, int64_t capacity);
 
-  /// Longest-processing-time: items in `order` (decreasing cost) each go to the least loaded
-  /// replica that has a pack with room, into the pack chosen by `fit`. False if an item fits
-  /// nowhere.
-  bool place_longest_first(std::span<const int64_t> order, Fit fit);
+  /// Longest-processing-time: items in rank order each go to the least loaded replica that has a
+  /// pack with room, into the pack chosen by `fit`. False if an item fits nowhere.
+  bool place_longest_first(Fit fit);
 
   /// Starts from a global packing (at most dp·K packs): packs in decreasing cost each go to the
   /// least loaded replica that has fewer than K. False if there are more than dp·K packs.
@@ -33,9 +35,9 @@ class BalancedAssignment {
 
   /// Makes every pack non-empty: replicas with fewer than K items take the cheapest movable item of
   /// the most loaded replica with a surplus; then a replica's empty packs take the cheapest item of
-  /// its own fullest pack. False if there are fewer than dp·K items. `order` as for refine. Each
-  /// move costs O(log dp + m + K) for the m items of a replica.
-  bool fill_empty_packs(std::span<const int64_t> order);
+  /// its own fullest pack. False if there are fewer than dp·K items. Each move costs
+  /// O(log dp + m + K) for the m items of a replica.
+  bool fill_empty_packs();
 
   /// How much refinement may do: at most `max_transfers` improvements and `work` units of work
   /// (one unit is about one item examined or moved in memory), so its time is bounded by the
@@ -47,17 +49,17 @@ class BalancedAssignment {
 
   /// Moves and swaps items between the most loaded replica and lighter ones while that lowers the
   /// maximum load, never breaking capacity or leaving a pack empty. Stops at `target` load, when no
-  /// transfer helps, or when the budget is spent (a plan at every stop). `order` lists all items by
-  /// decreasing cost, ties by index. Each step costs O(log dp) for the replica index plus, for
+  /// transfer helps, or when the budget is spent (a plan at every stop). Each step costs O(log dp) for the replica index plus, for
   /// every lighter replica tried, O(m (log m + probes)) for the m items of the heaviest.
-  void refine(std::span<const int64_t> order, double target, const RefineBudget& budget);
+  void refine(double target, const RefineBudget& budget);
 
   /// Modeled step cost in replica units: max over replicas of load + (pp-1)/pp · largest pack.
   double step_cost(int pp) const;
 
   /// The packs in plan order (pack k·dp + r is micro-batch k of replica r); each replica's
-  /// micro-batches by decreasing cost, items in a pack by increasing index.
-  PackLists packs() const;
+  /// micro-batches by decreasing cost. Items are given by `original[rank]`, in a pack by
+  /// increasing original index.
+  PackLists packs(std::span<const int64_t> original) const;
 
  private:
   struct Transfer {
@@ -78,7 +80,7 @@ class BalancedAssignment {
   };
 
   // Fills by_cost_ from the placement (kept up to date by put/take_out until cleared).
-  void index_by_cost(std::span<const int64_t> order);
+  void index_by_cost();
   int64_t bin_index(int replica, int64_t k) const { return static_cast<int64_t>(replica) * k_ + k; }
   int replica_of_bin(int64_t bin) const { return static_cast<int>(bin / k_); }
   // The bin of `replica` that `fit` picks for an item of `length`, or -1: O(1) for worst fit,
@@ -87,7 +89,9 @@ class BalancedAssignment {
   void put(int64_t item, int64_t bin);
   void take_out(int64_t item);
   void move(int64_t item, int64_t bin);
-  Transfer find_transfer(int heavy, int light, double gap) const;
+  // The transfer from `heavy` to `light` closest to halving `gap`, stopping early at one close
+  // enough; `scanned` counts the heavy items examined.
+  Transfer find_transfer(int heavy, int light, double gap, int64_t& scanned) const;
   void apply(const Transfer& t);
 
   const ScheduleItems& items_;

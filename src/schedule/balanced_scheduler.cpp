@@ -57,27 +57,43 @@ struct Candidate {
 
 // Whether try_k may fall back to dealing out the best-fit-decreasing packs.
 enum class Fallback { kDealPacks, kNone };
+// Whether try_k starts with worst fit or (where K only just fits the best-fit-decreasing packs,
+// and worst fit, which spreads tokens, fails) with best fit.
+enum class FirstFit { kWorst, kBest };
+
+// From this many items on, one placement pass costs tens of milliseconds, so the K search avoids
+// passes that cannot succeed: it starts where the global best-fit-decreasing packs can be dealt
+// out, and there (a K that only just fits) skips worst fit. (Dealing those packs out first would be
+// faster still, but packs as coarse as plain LPT over first-fit packs, and sometimes worse.)
+constexpr int64_t kLargeInput = int64_t{1} << 16;
+// Refinement stops after this much work whatever the input size (about 60 ms), so a million items
+// are not refined for seconds after the plan is within a few 1e-4 of the bound.
+constexpr int64_t kRefineWorkCap = int64_t{1} << 22;
 
 // One K: longest-first placement (worst fit, then best fit), else (kDealPacks) the global
 // best-fit-decreasing packing `bfd` dealt out by count; then empty packs filled and refinement.
-std::optional<Candidate> try_k(const ScheduleItems& items, std::span<const int64_t> order,
+// `ranked` holds the items by rank (see BalancedAssignment); `original` maps a rank back.
+std::optional<Candidate> try_k(const ScheduleItems& ranked, std::span<const int64_t> original,
                                const ScheduleOptions& options, int64_t k, double bound,
-                               const std::function<const Bins&()>& bfd, Fallback fallback) {
+                               const std::function<const Bins&()>& bfd, Fallback fallback,
+                               FirstFit first_fit) {
   using Fit = BalancedAssignment::Fit;
   const int64_t capacity = options.capacity();
   auto finish = [&](BalancedAssignment& a) -> std::optional<Candidate> {
-    if (!a.fill_empty_packs(order)) return std::nullopt;
-    a.refine(order, bound * kRefineTarget,
+    if (!a.fill_empty_packs()) return std::nullopt;
+    a.refine(bound * kRefineTarget,
              {kRefineTransfersPerReplica * options.dp,
-              kRefineWorkPerItem * items.size() + kRefineWorkPerReplica * options.dp});
-    return Candidate{a.step_cost(options.pp), a.packs()};
+              std::min(kRefineWorkCap, kRefineWorkPerItem * ranked.size() +
+                                           kRefineWorkPerReplica * options.dp)});
+    return Candidate{a.step_cost(options.pp), a.packs(original)};
   };
   for (Fit fit : {Fit::kWorst, Fit::kBest}) {
-    BalancedAssignment a(items, options.dp, k, capacity);
-    if (a.place_longest_first(order, fit)) return finish(a);
+    if (fit == Fit::kWorst && first_fit == FirstFit::kBest) continue;
+    BalancedAssignment a(ranked, options.dp, k, capacity);
+    if (a.place_longest_first(fit)) return finish(a);
   }
   if (fallback == Fallback::kNone) return std::nullopt;
-  BalancedAssignment a(items, options.dp, k, capacity);
+  BalancedAssignment a(ranked, options.dp, k, capacity);
   if (a.place_packs(bfd())) return finish(a);
   return std::nullopt;
 }
@@ -91,7 +107,7 @@ std::string BalancedScheduler::description() const {
 
 Plan BalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptions& options) const {
   validate_schedule_input(input, options);
-  const ScheduleItems items = build_items(input, options, /*same_rank_groups=*/false);
+  ScheduleItems items = build_items(input, options, /*same_rank_groups=*/false);
   const int64_t capacity = options.capacity();
   const int64_t multiple = options.microbatch_multiple;
   const int dp = options.dp;
@@ -99,6 +115,7 @@ Plan BalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptio
   // Decreasing cost, ties by index. Without groups cost is non-decreasing in length, so the
   // counting sort by length gives the same order (and the L2 bound for free).
   std::vector<int64_t> order;
+  std::vector<int64_t> sorted_lengths;  // the lengths in that order, where the sort gives them
   int64_t l2 = 0;
   if (items.grouped) {
     order.resize(static_cast<size_t>(items.size()));
@@ -111,20 +128,30 @@ Plan BalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptio
     SortedItems sorted = sort_decreasing(items.lengths, capacity);
     l2 = l2_bound_of_descending(sorted.lengths, capacity);
     order = std::move(sorted.order);
+    sorted_lengths = std::move(sorted.lengths);
   }
-  // The costs in that order live only while the bound is computed (memory peaks later).
-  const double bound = [&] {
-    std::vector<double> descending(order.size());
+  // The items renumbered by rank in that order: placement then reads lengths and costs front to
+  // back instead of at random (at a million items, cache misses were most of its time). The
+  // originals are freed: past this point only the samples of each item are read.
+  ScheduleItems ranked;
+  ranked.lengths = std::move(sorted_lengths);
+  if (ranked.lengths.empty()) {
+    ranked.lengths.resize(order.size());
     for (size_t i = 0; i < order.size(); ++i)
-      descending[i] = items.costs[static_cast<size_t>(order[i])];
-    return tight_bound_of_sorted(descending, dp);
-  }();
+      ranked.lengths[i] = items.lengths[static_cast<size_t>(order[i])];
+  }
+  ranked.costs.resize(order.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    ranked.costs[i] = items.costs[static_cast<size_t>(order[i])];
+  std::vector<int64_t>().swap(items.lengths);
+  std::vector<double>().swap(items.costs);
+  const double bound = tight_bound_of_sorted(ranked.costs, dp);
 
   const int64_t k_low = std::max(round_up_to((l2 + dp - 1) / dp, multiple), multiple);
-  const int64_t k_high = items.size() / dp / multiple * multiple;
+  const int64_t k_high = ranked.size() / dp / multiple * multiple;
   if (k_low > k_high) {
     throw InvalidArgument(
-        "balanced: " + std::to_string(items.size()) + (items.grouped ? " groups" : " samples") +
+        "balanced: " + std::to_string(ranked.size()) + (items.grouped ? " groups" : " samples") +
         " cannot fill dp=" + std::to_string(dp) + " replicas with " + std::to_string(k_low) +
         " non-empty micro-batches each (capacity " + std::to_string(capacity) + " needs at least " +
         std::to_string(l2) +
@@ -134,11 +161,12 @@ Plan BalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptio
   // The global best-fit-decreasing packing, computed once if a placement needs it.
   std::optional<Bins> bfd_packs;
   const std::function<const Bins&()> bfd = [&]() -> const Bins& {
-    if (!bfd_packs) bfd_packs = best_fit_decreasing(items.lengths, capacity);
+    if (!bfd_packs) bfd_packs = best_fit_decreasing(ranked.lengths, capacity);
     return *bfd_packs;
   };
-  auto attempt = [&](int64_t k, Fallback fallback = Fallback::kDealPacks) {
-    return try_k(items, order, options, k, bound, bfd, fallback);
+  auto attempt = [&](int64_t k, Fallback fallback = Fallback::kDealPacks,
+                     FirstFit first_fit = FirstFit::kWorst) {
+    return try_k(ranked, order, options, k, bound, bfd, fallback, first_fit);
   };
 
   // The smallest K that works, from the lower bound up. The bound usually works. When it does not,
@@ -147,8 +175,19 @@ Plan BalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptio
   // to ceil(packs / dp), where dealing out those packs works. Three K are tried (where walking up
   // one K at a time cost one attempt per K: seconds at a million samples), plus, in the rare case
   // below, the K up to k_high.
+  // Large inputs start at the K where the best-fit-decreasing packs can be dealt out, if that is
+  // above the bound: below it longest-first per replica (which packs no tighter than global best
+  // fit) fails, after a full pass per K and fit.
   int64_t first = k_low;
-  std::optional<Candidate> best = attempt(first);
+  FirstFit first_fit = FirstFit::kWorst;
+  if (ranked.size() >= kLargeInput) {
+    const int64_t dealt = round_up_to((bfd().count() + dp - 1) / dp, multiple);
+    if (dealt > first && dealt <= k_high) {
+      first = dealt;
+      first_fit = FirstFit::kBest;
+    }
+  }
+  std::optional<Candidate> best = attempt(first, Fallback::kDealPacks, first_fit);
   if (!best && first + multiple <= k_high) {
     const int64_t dealt = round_up_to((bfd().count() + dp - 1) / dp, multiple);
     first += multiple;
@@ -170,7 +209,7 @@ Plan BalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptio
     if (candidate && candidate->cost < best->cost) best = std::move(candidate);
   }
   if (!best) {
-    throw InvalidArgument("balanced: no feasible plan for " + std::to_string(items.size()) +
+    throw InvalidArgument("balanced: no feasible plan for " + std::to_string(ranked.size()) +
                           " items over dp=" + std::to_string(dp) + " with capacity " +
                           std::to_string(capacity) + "; use a larger global batch");
   }
