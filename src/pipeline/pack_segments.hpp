@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -34,6 +35,12 @@ struct PackGeometry {
   std::vector<Segment> segments;  ///< this CP rank's rows, in local order
   int64_t local_rows = 0;
 };
+
+/// The pack of the samples `ids` (in order) as CP rank `cp_rank` of `cp` holds it; `position`
+/// maps a global id to its position in `batch`. Throws InternalError on an id missing from it.
+PackGeometry pack_geometry(std::span<const int64_t> ids, const GlobalBatch& batch,
+                           const std::unordered_map<int64_t, int64_t>& position,
+                           const PackOptions& pack, int cp, int cp_rank, CpMode mode);
 
 class StepGeometry {
  public:
