@@ -209,6 +209,7 @@ StepResult Pipeline::run_step(std::span<const Sample> local_samples,
     r.sums.add(r.batch.real_lengths[i], r.batch.padded_lengths[i]);
   for (int v = 0; v < t.vpp(); ++v)
     r.virtual_stages.push_back(virtual_stage_fields(s.options, s.coords.pp, v));
+  const CommStats world_gathered = s.world.stats();
   if (uses_dynamic_cp(s.options)) {
     detail::deliver_dynamic_cp(r, s.world, *s.tp, s.options, s.reader, s.fields, s.pack,
                                local_samples);
@@ -219,7 +220,10 @@ StepResult Pipeline::run_step(std::span<const Sample> local_samples,
   const CommStats after = total_stats({&s.world, s.dp, s.tp});
   r.traffic.collectives = after.collectives - before.collectives;
   r.traffic.bytes_sent = after.bytes_sent - before.bytes_sent;
-  r.traffic.exchange_bytes = s.dp->stats().bytes_sent - dp_before.bytes_sent;
+  // Dynamic CP exchanges over the world, after the gather.
+  r.traffic.exchange_bytes = r.dynamic_cp_plan
+                                 ? s.world.stats().bytes_sent - world_gathered.bytes_sent
+                                 : s.dp->stats().bytes_sent - dp_before.bytes_sent;
   r.traffic.broadcast_bytes = s.tp->stats().bytes_sent - tp_before.bytes_sent;
   r.traffic.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
