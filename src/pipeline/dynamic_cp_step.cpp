@@ -104,16 +104,8 @@ std::vector<PackedBatch> reference_dynamic_cp_microbatches(
   std::vector<PackedBatch> out;
   for (DynamicCpRankMicrobatch& m :
        dynamic_cp_rank_microbatches(plan, cut, pack_options_of(options), dp_cp_index(t, c))) {
-    PackedBatch mine = std::move(m.pack);
-    if (!fields.tokens) {
-      mine.tokens.clear();
-      mine.position_ids.clear();
-    }
-    if (!fields.labels) {
-      mine.labels.clear();
-      mine.loss_mask.clear();
-    }
-    out.push_back(std::move(mine));
+    detail::keep_stage_fields(m.pack, fields);
+    out.push_back(std::move(m.pack));
   }
   return out;
 }

@@ -141,6 +141,17 @@ PackedBatch empty_microbatch(const PackGeometry& g, const GlobalBatch& batch, St
   return m;
 }
 
+void keep_stage_fields(PackedBatch& batch, StageFields fields) {
+  if (!fields.tokens) {
+    batch.tokens.clear();
+    batch.position_ids.clear();
+  }
+  if (!fields.labels) {
+    batch.labels.clear();
+    batch.loss_mask.clear();
+  }
+}
+
 Sample truncated(Sample sample, int64_t real) {
   const auto n = static_cast<size_t>(real);
   if (sample.input_ids.size() > n) {

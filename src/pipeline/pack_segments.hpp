@@ -70,6 +70,10 @@ PackedBatch empty_microbatch(const PackGeometry& geometry, const GlobalBatch& ba
                              StageFields fields, const PackOptions& pack, int cp, int cp_rank,
                              CpMode mode);
 
+/// Empties the per-row fields a stage does not hold (tokens and position ids, labels and loss
+/// mask).
+void keep_stage_fields(PackedBatch& batch, StageFields fields);
+
 /// The sample cut to its first `real` tokens (with its loss mask or labels), or unchanged when it
 /// is not longer.
 Sample truncated(Sample sample, int64_t real);

@@ -1,15 +1,15 @@
-// Dynamic-CP delivery through the pipeline on the local-thread communicator: every rank's
-// micro-batches equal the single-process reference (verify_step, which uses
-// dynamic_cp_rank_microbatches), its CP groups match the plan, members of a group agree, and the
-// options dynamic CP does not support are refused on every rank.
+// Dynamic-CP delivery through the pipeline on the local-thread communicator: many batches whose
+// every rank's micro-batches equal the single-process reference (verify_step, which uses
+// dynamic_cp_rank_microbatches), CP groups in the step result that match the plan and members of
+// a group that agree, and the options dynamic CP does not support refused on every rank.
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <mutex>
 
-#include "expect_throw.hpp"
 #include "pipeline_case.hpp"
 #include "thdpack/comm/local_communicator.hpp"
 #include "thdpack/core/errors.hpp"
@@ -20,20 +20,8 @@ namespace {
 
 using testing::PipelineCase;
 
-class PipelineDynamicCp : public ::testing::TestWithParam<PipelineCase> {};
-
-TEST_P(PipelineDynamicCp, EveryRankMatchesTheReference) {
-  const PipelineCase c = GetParam();
-  run_local(c.world_size(), [&](Communicator& world) {
-    const testing::CaseOutcome outcome = testing::run_case(world, c);
-    EXPECT_EQ(outcome.steps, c.steps);
-    EXPECT_LE(outcome.collectives_max, 4);
-  });
-}
-
-INSTANTIATE_TEST_SUITE_P(Matrix, PipelineDynamicCp,
-                         ::testing::ValuesIn(testing::dynamic_cp_matrix()),
-                         [](const auto& info) { return info.param.name(); });
+// The dynamic-CP layouts of testing::dynamic_cp_matrix run with the fixed-CP ones in
+// pipeline_local_test.cpp (PipelineLocal, DynamicCp/...).
 
 // Many batches (seeds) on two layouts; each step is verified against the reference.
 TEST(PipelineDynamicCpSeeds, ManyBatchesMatchTheReference) {
@@ -121,62 +109,61 @@ TEST(PipelineDynamicCpOptions, PaddingDivisorIsTwiceDpCp) {
   EXPECT_FALSE(uses_dynamic_cp(testing::options_of(c)));
 }
 
-TEST(PipelineDynamicCpOptions, UnsupportedOptionsAreRefusedOnEveryRank) {
-  for (int variant = 0; variant < 4; ++variant) {
-    std::atomic<int> errors{0};
-    EXPECT_THROW(run_local(4,
-                           [&](Communicator& world) {
-                             PipelineCase c;
-                             c.cp = 2;
-                             c.dp = 2;
-                             c.scheduler = "default_dynamic_cp";
-                             PipelineOptions o = testing::options_of(c);
-                             if (variant == 0) o.cp_mode = CpMode::kContiguous;
-                             if (variant == 1) {
-                               o.tail_align = TailAlign::kMultiple;
-                               o.tail_multiple = 64;
-                             }
-                             if (variant == 2) o.fixed_cu_seqlens_entries = 8;
-                             if (variant == 3) o.max_sequences_per_pack = 4;
-                             try {
-                               Pipeline p(world, o);
-                             } catch (const InvalidArgument& e) {
-                               EXPECT_NE(std::string(e.what()).find("does not support"),
-                                         std::string::npos)
-                                   << e.what();
-                               ++errors;
-                               throw;
-                             }
-                           }),
-                 InvalidArgument);
-    EXPECT_EQ(errors.load(), 4) << "variant " << variant;
-  }
-}
-
-TEST(PipelineDynamicCpOptions, GroupIdsAreRefusedOnEveryRank) {
+// Runs `body` on `ranks` threads; every rank must throw InvalidArgument mentioning `needle`.
+void expect_error_on_every_rank(int ranks, const std::function<void(Communicator&)>& body,
+                                const std::string& needle) {
   std::atomic<int> errors{0};
-  EXPECT_THROW(run_local(4,
+  EXPECT_THROW(run_local(ranks,
                          [&](Communicator& world) {
-                           PipelineCase c;
-                           c.cp = 2;
-                           c.dp = 2;
-                           c.scheduler = "balanced_dynamic_cp";
-                           c.max_seqlen_per_dp_cp_rank = 128;
-                           const PipelineOptions o = testing::options_of(c);
-                           Pipeline p(world, o);
-                           const auto local = testing::local_samples(o, world.rank(), 0, 16);
-                           std::vector<int64_t> groups(local.size(), 0);
                            try {
-                             p.run_step(local, groups);
+                             body(world);
                            } catch (const InvalidArgument& e) {
-                             EXPECT_NE(std::string(e.what()).find("group ids"), std::string::npos)
+                             EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
                                  << e.what();
                              ++errors;
                              throw;
                            }
                          }),
                InvalidArgument);
-  EXPECT_EQ(errors.load(), 4);
+  EXPECT_EQ(errors.load(), ranks);
+}
+
+PipelineOptions dynamic_options(const char* scheduler) {
+  PipelineCase c;
+  c.cp = 2;
+  c.dp = 2;
+  c.scheduler = scheduler;
+  c.max_seqlen_per_dp_cp_rank = 128;
+  return testing::options_of(c);
+}
+
+TEST(PipelineDynamicCpOptions, UnsupportedOptionsAreRefusedOnEveryRank) {
+  for (int variant = 0; variant < 4; ++variant) {
+    SCOPED_TRACE(variant);
+    PipelineOptions o = dynamic_options("default_dynamic_cp");
+    if (variant == 0) o.cp_mode = CpMode::kContiguous;
+    if (variant == 1) {
+      o.tail_align = TailAlign::kMultiple;
+      o.tail_multiple = 64;
+    }
+    if (variant == 2) o.fixed_cu_seqlens_entries = 8;
+    if (variant == 3) o.max_sequences_per_pack = 4;
+    expect_error_on_every_rank(
+        4, [&](Communicator& world) { Pipeline p(world, o); }, "does not support");
+  }
+}
+
+TEST(PipelineDynamicCpOptions, GroupIdsAreRefusedOnEveryRank) {
+  const PipelineOptions o = dynamic_options("balanced_dynamic_cp");
+  expect_error_on_every_rank(
+      4,
+      [&](Communicator& world) {
+        Pipeline p(world, o);
+        const auto local = testing::local_samples(o, world.rank(), 0, 16);
+        const std::vector<int64_t> groups(local.size(), 0);
+        p.run_step(local, groups);
+      },
+      "group ids");
 }
 
 // dp·cp = 6 is not a power of two: samples padded to 12 (2·dp·cp) split over a group of 2 but
@@ -187,25 +174,9 @@ TEST(PipelineDynamicCpOptions, GroupSizesThePaddingCannotSliceAreRefused) {
   c.dp = 3;
   c.scheduler = "default_dynamic_cp";
   c.max_seqlen_per_dp_cp_rank = 128;
-  std::atomic<int> errors{0};
-  std::atomic<int> successes{0};
-  try {
-    run_local(c.world_size(), [&](Communicator& world) {
-      try {
-        testing::run_case(world, c);
-        ++successes;
-      } catch (const InvalidArgument& e) {
-        EXPECT_NE(std::string(e.what()).find("cannot zigzag-slice"), std::string::npos)
-            << e.what();
-        ++errors;
-        throw;
-      }
-    });
-  } catch (const InvalidArgument&) {
-  }
-  EXPECT_TRUE(errors.load() == 0 || errors.load() == c.world_size())
-      << errors.load() << " ranks failed";
-  EXPECT_GT(errors.load(), 0) << "samples over 256 tokens need groups of 4";
+  expect_error_on_every_rank(
+      c.world_size(), [&](Communicator& world) { testing::run_case(world, c); },
+      "cannot zigzag-slice");
 }
 
 }  // namespace
