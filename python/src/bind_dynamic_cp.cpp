@@ -8,10 +8,7 @@
 
 namespace thdpack::python {
 
-namespace {
-
-/// plan[k] = [(first_rank, size, [ids...]), ...] for micro-batch k, groups in rank order.
-py::list plan_to_python(const DynamicCpPlan& plan) {
+py::list dynamic_cp_plan_to_python(const DynamicCpPlan& plan) {
   py::list out;
   for (const auto& mb : plan.microbatches) {
     py::list groups;
@@ -20,8 +17,6 @@ py::list plan_to_python(const DynamicCpPlan& plan) {
   }
   return out;
 }
-
-}  // namespace
 
 void bind_dynamic_cp(py::module_& m) {
   m.def("dynamic_cp_scheduler_names", &dynamic_cp_scheduler_names);
@@ -54,7 +49,7 @@ void bind_dynamic_cp(py::module_& m) {
           plan = schedule_dynamic_cp(name, id_values, lengths, o);
           check_dynamic_cp_plan(plan, id_values, lengths, o);
         }
-        return plan_to_python(plan);
+        return dynamic_cp_plan_to_python(plan);
       },
       py::arg("padded_lengths"), py::kw_only(), py::arg("dp"), py::arg("cp"),
       py::arg("max_seqlen_per_dp_cp_rank"), py::arg("scheduler") = "default_dynamic_cp",

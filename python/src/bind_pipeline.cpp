@@ -144,6 +144,31 @@ void bind_pipeline(py::module_& m) {
                                d["seconds"] = r.traffic.seconds;
                                return d;
                              })
+      .def_property_readonly(
+          "dynamic_cp_plan",
+          [](const StepResult& r) -> py::object {
+            if (!r.dynamic_cp_plan) return py::none();
+            return dynamic_cp_plan_to_python(*r.dynamic_cp_plan);
+          },
+          "With a dynamic-CP scheduler, plan[k] = [(first dp_cp index, size, [ids...]), ...] for "
+          "micro-batch k; None with a fixed-CP scheduler.")
+      .def_property_readonly(
+          "cp_groups",
+          [](const StepResult& r) {
+            py::list out;
+            for (const MicrobatchCpGroup& g : r.cp_groups) {
+              py::dict d;
+              d["local_cp_size"] = g.local_cp_size;
+              d["cp_rank"] = g.cp_rank;
+              d["member_ranks"] = g.member_ranks;
+              d["first_dp_cp_index"] = g.first_dp_cp_index;
+              out.append(d);
+            }
+            return out;
+          },
+          "One dict per micro-batch: this rank's CP group (local_cp_size, cp_rank = its position "
+          "in the group, member_ranks = the members' global ranks in group order, "
+          "first_dp_cp_index). With fixed CP the rank's CP group every time.")
       .def_property_readonly("virtual_stages", [](const StepResult& r) {
         py::list out;
         for (StageFields f : r.virtual_stages) out.append(fields_dict(f));

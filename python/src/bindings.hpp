@@ -12,6 +12,7 @@
 
 #include "thdpack/core/dataset.hpp"
 #include "thdpack/packing/bin_packing.hpp"
+#include "thdpack/schedule/dynamic_cp.hpp"
 
 namespace thdpack::python {
 
@@ -68,6 +69,9 @@ py::dict sample_to_python(const Sample& sample);
 /// (items, offsets) of two arrays taken over without a copy, pack p being
 /// items[offsets[p]:offsets[p+1]] (one array per pack costs more than packing at a million items).
 py::object packs_to_python(Bins&& bins, bool flat);
+
+/// plan[k] = [(first_rank, size, [ids...]), ...] for micro-batch k, groups in rank order.
+py::list dynamic_cp_plan_to_python(const DynamicCpPlan& plan);
 
 void bind_core(py::module_& m);
 void bind_packing(py::module_& m);

@@ -223,6 +223,8 @@ class StepResult:
     sums: dict[str, float]
     traffic: dict[str, float]
     virtual_stages: list[dict[str, bool]]
+    dynamic_cp_plan: Optional[list[list[tuple[int, int, list[int]]]]]
+    cp_groups: list[dict[str, Any]]
 
 class Pipeline:
     def __init__(self, world: Communicator, options: PipelineOptions, *,

@@ -23,7 +23,9 @@ sub-samples; optionally ``original_seq_len`` with one length per sub-sample). A 
 dimension of 1 (the default collate function's) is dropped.
 
 The config is read by Megatron's field names: ``sequence_packing_scheduler`` (any thdpack
-scheduler: ``dp_balanced`` reproduces Megatron's plan, ``balanced`` balances compute),
+scheduler: ``dp_balanced`` reproduces Megatron's plan, ``balanced`` balances compute;
+``default_dynamic_cp`` / ``balanced_dynamic_cp`` give every micro-batch CP groups of their own
+size over the dp x cp ranks, with ``local_cp_size`` and ``cp_group`` in ``packed_seq_params``),
 ``max_seqlen_per_dp_cp_rank``, ``context_parallel_size`` (checked against the groups),
 ``sequence_parallel``, ``virtual_pipeline_model_parallel_size``,
 ``microbatch_group_size_per_vp_stage``, ``thd_max_packed_sequences`` (a cap on the sequences of
@@ -123,10 +125,11 @@ def _field(config, name: str, default=None):
 def _packer_settings(config, groups: dict, options: dict) -> dict:
     """ThdPacker keyword arguments from Megatron's config fields and the extra options."""
     scheduler = str(_field(config, "sequence_packing_scheduler", "dp_balanced")).lower()
-    if scheduler not in _thdpack.scheduler_names():
+    names = list(_thdpack.scheduler_names()) + list(_thdpack.dynamic_cp_scheduler_names())
+    if scheduler not in names:
         raise _thdpack.InvalidArgument(
             f"config.sequence_packing_scheduler is '{scheduler}'; thdpack has "
-            f"{', '.join(_thdpack.scheduler_names())}")
+            f"{', '.join(names)}")
     cap = _field(config, "max_seqlen_per_dp_cp_rank")
     if cap is None:
         raise _thdpack.InvalidArgument(
@@ -307,10 +310,17 @@ def wrap_data_iterator(data_iterator, config, num_microbatches: int, pg_collecti
     step = packer.step(samples)
     flops = step.flops
     sums = (float(flops["seqlen_sum_padded"]), float(flops["seqlen_squared_sum_padded"]))
-    if vpp > 1:
-        iterator: Any = [iter(step.virtual_stage(v)) for v in range(vpp)]
-    else:
-        iterator = iter(step.virtual_stage(0))
+    dynamic = step.result.dynamic_cp_plan is not None
+
+    def stage(v):
+        views = step.virtual_stage(v)
+        if dynamic:  # what Megatron's dynamic-CP batches carry, plus the group's members
+            for view, group in zip(views, step.cp_groups):
+                view["local_cp_size"] = group["local_cp_size"]
+                view["cp_group_ranks"] = list(group["member_ranks"])
+        return iter(views)
+
+    iterator: Any = [stage(v) for v in range(vpp)] if vpp > 1 else stage(0)
     return iterator, step.num_microbatches, sums[0], sums[1]
 
 
@@ -322,10 +332,34 @@ def _stage(pp_group, vpp_size, vp_stage) -> tuple:
     return first, last
 
 
+def _dynamic_cp_group(ranks: list, cp_group_of):
+    """The process group of a dynamic-CP micro-batch's CP group (global ranks ``ranks``)."""
+    if cp_group_of is not None:
+        return cp_group_of(tuple(ranks))
+    try:
+        from megatron.core import parallel_state as ps
+    except ImportError:
+        return None
+    if not (hasattr(ps, "get_dynamic_data_context_parallel_groups")
+            and ps.model_parallel_is_initialized()):
+        return None
+    import torch.distributed as dist
+
+    group = ps.get_dynamic_data_context_parallel_groups(group_size=len(ranks))
+    held = list(dist.get_process_group_ranks(group))
+    if held != list(ranks):
+        raise _thdpack.InvalidArgument(
+            f"this micro-batch's CP group is ranks {list(ranks)}, but Megatron's dynamic CP group "
+            f"of {len(ranks)} ranks here holds {held} (Megatron keeps only groups aligned to "
+            "their size); pass cp_group_of to map the members to a process group")
+    return group
+
+
 def get_batch_on_this_rank_for_sequence_packing(data_iterator, vpp_size: Optional[int] = None,
                                                 mtp_on_this_rank: bool = False,
                                                 vp_stage: Optional[int] = None,
-                                                pg_collection=None, *, pp_group=None):
+                                                pg_collection=None, *, pp_group=None,
+                                                cp_group_of=None):
     """Megatron's ``get_batch_on_this_rank_for_sequence_packing`` over an iterator from
     ``wrap_data_iterator`` (on every rank; no communication).
 
@@ -339,6 +373,13 @@ def get_batch_on_this_rank_for_sequence_packing(data_iterator, vpp_size: Optiona
     padded ``cu_seqlens_q_padded/kv_padded`` (int32) and ``max_seqlen_q/kv``. The stage comes
     from the pipeline group (``pg_collection.pp``, ``pp_group`` or Megatron's parallel state), or,
     without one, from the fields the micro-batch carries.
+
+    With a dynamic-CP scheduler (``default_dynamic_cp``, ``balanced_dynamic_cp``) the rows are
+    this rank's zigzag slice over the micro-batch's own CP group, and ``packed_seq_params`` also
+    carries ``local_cp_size`` (the group's size) and ``cp_group``, as Megatron's dynamic-CP path
+    sets them: ``cp_group_of(member_ranks)`` when given (a tuple of global ranks in group order),
+    else Megatron's ``parallel_state.get_dynamic_data_context_parallel_groups(group_size=...)``
+    when Megatron is initialised (checked to hold exactly the members), else ``None``.
     """
     if data_iterator is None:
         raise _thdpack.InvalidArgument(
@@ -378,6 +419,9 @@ def get_batch_on_this_rank_for_sequence_packing(data_iterator, vpp_size: Optiona
     params = packed_seq_params_class()(
         qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu, cu_seqlens_q_padded=cu_padded,
         cu_seqlens_kv_padded=cu_padded, max_seqlen_q=max_seqlen, max_seqlen_kv=max_seqlen)
+    if "local_cp_size" in batch:
+        params.local_cp_size = int(batch["local_cp_size"])
+        params.cp_group = _dynamic_cp_group(batch["cp_group_ranks"], cp_group_of)
     return tokens, labels, loss_mask, None, position_ids, params, pad.view(1, -1)
 
 

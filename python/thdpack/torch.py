@@ -61,6 +61,12 @@ class PackedStep:
     pack (what THD attention kernels take); per-row tensors hold this rank's CP slice.
     ``flops`` has the global batch's seqlen sums (Megatron's FLOPs inputs) and, with a model, its
     training TFLOPs.
+    ``cp_groups[k]`` is this rank's CP group in micro-batch k: ``local_cp_size`` (the CP size
+    attention runs with), ``cp_rank`` (this rank's position in the group), ``member_ranks`` (the
+    members' global ranks, in group order) and ``first_dp_cp_index``. With a dynamic-CP scheduler
+    (``default_dynamic_cp``, ``balanced_dynamic_cp``) they change from micro-batch to micro-batch
+    and micro-batch k holds this rank's zigzag slice over its group; with fixed CP they are the
+    rank's CP group every time.
     """
 
     microbatches: list
@@ -68,6 +74,12 @@ class PackedStep:
     flops: dict
     virtual_stages: list
     result: Any = field(repr=False)
+    cp_groups: list = field(default_factory=list)
+
+    @property
+    def local_cp_sizes(self) -> list:
+        """``local_cp_size`` of every micro-batch."""
+        return [g["local_cp_size"] for g in self.cp_groups]
 
     def virtual_stage(self, stage: int) -> list:
         """The micro-batches as virtual pipeline stage ``stage`` sees them (unneeded fields empty)."""
@@ -295,6 +307,7 @@ class ThdPacker:
             flops=flops,
             virtual_stages=result.virtual_stages,
             result=result,
+            cp_groups=result.cp_groups,
         )
 
     def wrap(self, samples: Iterable[dict], samples_per_step: int,

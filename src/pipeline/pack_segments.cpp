@@ -7,9 +7,8 @@
 #include "thdpack/core/errors.hpp"
 
 namespace thdpack::detail {
-namespace {
 
-PackGeometry geometry_of(std::span<const int64_t> ids, const GlobalBatch& batch,
+PackGeometry pack_geometry(std::span<const int64_t> ids, const GlobalBatch& batch,
                          const std::unordered_map<int64_t, int64_t>& position,
                          const PackOptions& pack, int cp, int cp_rank, CpMode mode) {
   PackGeometry g;
@@ -76,8 +75,6 @@ PackGeometry geometry_of(std::span<const int64_t> ids, const GlobalBatch& batch,
   return g;
 }
 
-}  // namespace
-
 StepGeometry::StepGeometry(const GlobalBatch& batch, const Plan& plan, const PackOptions& pack,
                            int cp, int cp_rank, CpMode mode)
     : dp_(plan.dp()) {
@@ -87,7 +84,7 @@ StepGeometry::StepGeometry(const GlobalBatch& batch, const Plan& plan, const Pac
     position.emplace(batch.ids[i], static_cast<int64_t>(i));
   packs_.reserve(static_cast<size_t>(plan.num_packs()));
   for (int64_t p = 0; p < plan.num_packs(); ++p) {
-    packs_.push_back(geometry_of(plan.pack_at(p), batch, position, pack, cp, cp_rank, mode));
+    packs_.push_back(pack_geometry(plan.pack_at(p), batch, position, pack, cp, cp_rank, mode));
   }
   int64_t at = 0;
   for (int d = 0; d < dp_; ++d) {
@@ -142,6 +139,17 @@ PackedBatch empty_microbatch(const PackGeometry& g, const GlobalBatch& batch, St
     at += s.length;
   }
   return m;
+}
+
+void keep_stage_fields(PackedBatch& batch, StageFields fields) {
+  if (!fields.tokens) {
+    batch.tokens.clear();
+    batch.position_ids.clear();
+  }
+  if (!fields.labels) {
+    batch.labels.clear();
+    batch.loss_mask.clear();
+  }
 }
 
 Sample truncated(Sample sample, int64_t real) {

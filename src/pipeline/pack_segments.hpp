@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -35,6 +36,12 @@ struct PackGeometry {
   int64_t local_rows = 0;
 };
 
+/// The pack of the samples `ids` (in order) as CP rank `cp_rank` of `cp` holds it; `position`
+/// maps a global id to its position in `batch`. Throws InternalError on an id missing from it.
+PackGeometry pack_geometry(std::span<const int64_t> ids, const GlobalBatch& batch,
+                           const std::unordered_map<int64_t, int64_t>& position,
+                           const PackOptions& pack, int cp, int cp_rank, CpMode mode);
+
 class StepGeometry {
  public:
   /// Throws InternalError if the plan names an id missing from the batch.
@@ -62,6 +69,10 @@ class StepGeometry {
 PackedBatch empty_microbatch(const PackGeometry& geometry, const GlobalBatch& batch,
                              StageFields fields, const PackOptions& pack, int cp, int cp_rank,
                              CpMode mode);
+
+/// Empties the per-row fields a stage does not hold (tokens and position ids, labels and loss
+/// mask).
+void keep_stage_fields(PackedBatch& batch, StageFields fields);
 
 /// The sample cut to its first `real` tokens (with its loss mask or labels), or unchanged when it
 /// is not longer.

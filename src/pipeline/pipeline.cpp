@@ -4,6 +4,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "pipeline/dynamic_cp_step.hpp"
 #include "pipeline/pack_segments.hpp"
 #include "pipeline/sample_exchange.hpp"
 #include "thdpack/comm/process_groups.hpp"
@@ -88,7 +89,12 @@ struct Pipeline::State {
         reader(thdpack::reads_data(options.topology, options.reading, w.rank())),
         fields(stage_fields(options, coords.pp)),
         pack(pack_options_of(options)) {
-    make_scheduler(options.scheduler);  // unknown names fail here, on every rank alike
+    // Unknown names and unsupported options fail here, on every rank alike.
+    if (uses_dynamic_cp(options)) {
+      detail::check_dynamic_cp_pipeline_options(options);
+    } else {
+      make_scheduler(options.scheduler);
+    }
   }
 };
 
@@ -156,23 +162,13 @@ void Pipeline::fail_step(const std::string& error) {
   fail_global_batch_gather(state_->world, error);
 }
 
-StepResult Pipeline::run_step(std::span<const Sample> local_samples,
-                              std::span<const int64_t> group_ids) {
+void Pipeline::deliver_fixed_cp(StepResult& r, std::span<const Sample> local_samples) {
   State& s = *state_;
-  const auto start = std::chrono::steady_clock::now();
-  const CommStats before = total_stats({&s.world, s.dp, s.tp});
-  const CommStats dp_before = s.dp->stats();
-  const CommStats tp_before = s.tp->stats();
   const Topology& t = s.options.topology;
-
-  StepResult r;
-  r.batch = gather_global_batch(s.world, s.options, local_samples, group_ids);
   r.plan = plan_global_batch(r.batch, s.options);
-  for (size_t i = 0; i < r.batch.ids.size(); ++i)
-    r.sums.add(r.batch.real_lengths[i], r.batch.padded_lengths[i]);
-  for (int v = 0; v < t.vpp(); ++v)
-    r.virtual_stages.push_back(virtual_stage_fields(s.options, s.coords.pp, v));
-
+  r.cp_groups.assign(static_cast<size_t>(r.plan.num_microbatches()),
+                     {t.cp(), s.coords.cp, t.group_ranks(GroupKind::kCp, s.world.rank()),
+                      s.coords.dp * t.cp()});
   const detail::StepGeometry geometry(r.batch, r.plan, s.pack, t.cp(), s.coords.cp,
                                       s.options.cp_mode);
   auto microbatches = std::make_shared<std::vector<PackedBatch>>();
@@ -196,11 +192,38 @@ StepResult Pipeline::run_step(std::span<const Sample> local_samples,
     detail::broadcast_rows(*s.tp, s.fields, *microbatches);
   }
   r.microbatches = std::move(microbatches);
+}
+
+StepResult Pipeline::run_step(std::span<const Sample> local_samples,
+                              std::span<const int64_t> group_ids) {
+  State& s = *state_;
+  const auto start = std::chrono::steady_clock::now();
+  const CommStats before = total_stats({&s.world, s.dp, s.tp});
+  const CommStats dp_before = s.dp->stats();
+  const CommStats tp_before = s.tp->stats();
+  const Topology& t = s.options.topology;
+
+  StepResult r;
+  r.batch = gather_global_batch(s.world, s.options, local_samples, group_ids);
+  for (size_t i = 0; i < r.batch.ids.size(); ++i)
+    r.sums.add(r.batch.real_lengths[i], r.batch.padded_lengths[i]);
+  for (int v = 0; v < t.vpp(); ++v)
+    r.virtual_stages.push_back(virtual_stage_fields(s.options, s.coords.pp, v));
+  const CommStats world_gathered = s.world.stats();
+  if (uses_dynamic_cp(s.options)) {
+    detail::deliver_dynamic_cp(r, s.world, *s.tp, s.options, s.reader, s.fields, s.pack,
+                               local_samples);
+  } else {
+    deliver_fixed_cp(r, local_samples);
+  }
 
   const CommStats after = total_stats({&s.world, s.dp, s.tp});
   r.traffic.collectives = after.collectives - before.collectives;
   r.traffic.bytes_sent = after.bytes_sent - before.bytes_sent;
-  r.traffic.exchange_bytes = s.dp->stats().bytes_sent - dp_before.bytes_sent;
+  // Dynamic CP exchanges over the world, after the gather.
+  r.traffic.exchange_bytes = r.dynamic_cp_plan
+                                 ? s.world.stats().bytes_sent - world_gathered.bytes_sent
+                                 : s.dp->stats().bytes_sent - dp_before.bytes_sent;
   r.traffic.broadcast_bytes = s.tp->stats().bytes_sent - tp_before.bytes_sent;
   r.traffic.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -208,6 +231,7 @@ StepResult Pipeline::run_step(std::span<const Sample> local_samples,
 }
 
 int64_t minimum_exchange_bytes(const StepResult& r, const PipelineOptions& o) {
+  if (r.dynamic_cp_plan) return detail::dynamic_cp_minimum_exchange_bytes(r, o);
   const Topology& t = o.topology;
   // Tokens for the first stage, labels and loss mask for the last (one stage needs both at pp 1).
   const int64_t bytes_per_row = 8 + 8 + 4;

@@ -60,11 +60,32 @@ bool reads_data(const Topology& topology, ReadingMode mode, int rank) {
   return c.tp == 0 && (c.pp == 0 || c.pp == topology.pp() - 1);
 }
 
+bool uses_dynamic_cp(const PipelineOptions& o) {
+  const auto names = dynamic_cp_scheduler_names();
+  return std::find(names.begin(), names.end(), o.scheduler) != names.end();
+}
+
+DynamicCpOptions dynamic_cp_options_of(const PipelineOptions& o) {
+  DynamicCpOptions d;
+  d.dp = o.topology.dp();
+  d.cp = o.topology.cp();
+  d.microbatch_multiple = o.topology.microbatch_multiple();
+  d.max_seqlen_per_dp_cp_rank = o.max_seqlen_per_dp_cp_rank;
+  d.cost.compute = o.cost;
+  return d;
+}
+
 PackOptions pack_options_of(const PipelineOptions& o) {
   PackOptions p;
-  p.divisor = padding_divisor(
-      {.cp = o.topology.cp(), .tp = o.topology.tp(), .sequence_parallel = o.sequence_parallel});
-  p.capacity = checked_mul(o.max_seqlen_per_dp_cp_rank, o.topology.cp(),
+  const bool dynamic = uses_dynamic_cp(o);
+  p.divisor = padding_divisor({.cp = o.topology.cp(),
+                               .tp = o.topology.tp(),
+                               .sequence_parallel = o.sequence_parallel,
+                               .dynamic_cp = dynamic,
+                               .dp = o.topology.dp()});
+  // With dynamic CP one sample may spread over the whole dp×cp group.
+  p.capacity = checked_mul(o.max_seqlen_per_dp_cp_rank,
+                           dynamic ? int64_t{o.topology.cp()} * o.topology.dp() : o.topology.cp(),
                            "the capacity max_seqlen_per_dp_cp_rank x cp");
   p.pad_id = o.pad_id;
   p.ignore_id = o.ignore_id;

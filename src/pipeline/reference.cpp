@@ -37,14 +37,7 @@ std::vector<PackedBatch> reference_microbatches(const GlobalBatch& batch, const 
     for (const Sample& s : samples) views.push_back(view_of(s));
     const PackedBatch whole = pack_samples(views, pack);
     PackedBatch mine = cp_slice(whole.view(), t.cp(), c.cp, options.cp_mode);
-    if (!fields.tokens) {
-      mine.tokens.clear();
-      mine.position_ids.clear();
-    }
-    if (!fields.labels) {
-      mine.labels.clear();
-      mine.loss_mask.clear();
-    }
+    detail::keep_stage_fields(mine, fields);
     out.push_back(std::move(mine));
   }
   return out;

@@ -19,13 +19,17 @@ std::string PipelineCase::name() const {
   if (fixed_cu_seqlens_entries > 0) n += "_cu" + std::to_string(fixed_cu_seqlens_entries);
   if (max_sequences_per_pack > 0) n += "_cap" + std::to_string(max_sequences_per_pack);
   if (tokens_on_last_stage) n += "_mtp";
+  if (max_seqlen_per_dp_cp_rank != 512) n += "_m" + std::to_string(max_seqlen_per_dp_cp_rank);
+  if (sequence_parallel) n += "_sp";
+  if (first_step != 0) n += "_from" + std::to_string(first_step);
   return n + "_" + scheduler;
 }
 
 PipelineOptions options_of(const PipelineCase& c) {
   PipelineOptions o;
   o.topology = Topology({.tp = c.tp, .cp = c.cp, .dp = c.dp, .pp = c.pp, .vpp = c.vpp});
-  o.max_seqlen_per_dp_cp_rank = 512;
+  o.max_seqlen_per_dp_cp_rank = c.max_seqlen_per_dp_cp_rank;
+  o.sequence_parallel = c.sequence_parallel;
   o.scheduler = c.scheduler;
   o.cost = CostModel{1.0, 1e-3};
   o.reading = c.reading;
@@ -96,7 +100,7 @@ CaseOutcome run_case(Communicator& world, const PipelineCase& c) {
   Pipeline pipeline(world, options);
   const int64_t global_batch = c.samples_per_replica * c.dp;
   CaseOutcome outcome;
-  for (int64_t step = 0; step < c.steps; ++step) {
+  for (int64_t step = c.first_step; step < c.first_step + c.steps; ++step) {
     const auto local = local_samples(options, world.rank(), step, global_batch);
     const StepResult result = pipeline.run_step(local);
     verify_step(world, options, result, local,
@@ -137,6 +141,32 @@ std::vector<PipelineCase> full_matrix() {
           c.scheduler = scheduler;
           out.push_back(c);
         }
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<PipelineCase> dynamic_cp_matrix() {
+  // (tp, pp, cp, dp, vpp, sequence parallel)
+  const int layouts[][6] = {{1, 1, 2, 2, 1, 0}, {1, 1, 2, 4, 1, 0}, {2, 1, 4, 2, 1, 1},
+                            {1, 2, 2, 2, 1, 0}, {1, 2, 2, 2, 2, 0}, {1, 1, 1, 8, 1, 0}};
+  std::vector<PipelineCase> out;
+  for (const auto& l : layouts) {
+    for (ReadingMode mode : {ReadingMode::kMegatron, ReadingMode::kAllRanks}) {
+      for (const char* scheduler : {"default_dynamic_cp", "balanced_dynamic_cp"}) {
+        PipelineCase c;
+        c.tp = l[0];
+        c.pp = l[1];
+        c.cp = l[2];
+        c.dp = l[3];
+        c.vpp = l[4];
+        c.sequence_parallel = l[5] != 0;
+        c.reading = mode;
+        c.scheduler = scheduler;
+        c.max_seqlen_per_dp_cp_rank = 128;
+        c.steps = 3;
+        out.push_back(c);
       }
     }
   }

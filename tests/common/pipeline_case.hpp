@@ -28,6 +28,9 @@ struct PipelineCase {
   int64_t fixed_cu_seqlens_entries = 0;
   int64_t max_sequences_per_pack = 0;
   bool tokens_on_last_stage = false;
+  int64_t max_seqlen_per_dp_cp_rank = 512;  ///< M (below 500, long samples need CP)
+  bool sequence_parallel = false;
+  int64_t first_step = 0;  ///< steps first_step .. first_step + steps - 1 (other batches)
 
   int world_size() const { return tp * pp * cp * dp; }
   std::string name() const;
@@ -63,5 +66,10 @@ std::vector<PipelineCase> layout_matrix();
 
 /// Every layout in both reading modes, with and without VPP (pp > 1 only), with every scheduler.
 std::vector<PipelineCase> full_matrix();
+
+/// Dynamic-CP layouts (dp 2 x cp 2, dp 4 x cp 2, dp 2 x cp 4 with tp 2 and sequence parallelism,
+/// pp 2 with and without VPP, dp 8 x cp 1) with both dynamic-CP schedulers and both reading
+/// modes, at M = 128 so that long samples need CP groups of 2 and 4.
+std::vector<PipelineCase> dynamic_cp_matrix();
 
 }  // namespace thdpack::testing

@@ -1,5 +1,5 @@
-// The pipeline over real MPI ranks: every case of the test matrix whose world size matches
-// mpirun's -np, both reading modes, with and without VPP, every scheduler; every rank's
+// The pipeline over real MPI ranks: every case of the test matrix (and of the dynamic-CP matrix)
+// whose world size matches mpirun's -np, both reading modes, with and without VPP, every scheduler; every rank's
 // micro-batches checked against the single-process reference, metadata bit-identical across the
 // world, token conservation (verify_step). Plus failures that must reach every rank.
 
@@ -37,6 +37,11 @@ TEST_P(PipelineMpi, EveryRankMatchesTheReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, PipelineMpi, ::testing::ValuesIn(testing::full_matrix()),
+                         [](const auto& info) { return info.param.name(); });
+
+// Dynamic CP: every rank's slice of its CP group in every micro-batch equals
+// dynamic_cp_rank_microbatches (verify_step), over several batches.
+INSTANTIATE_TEST_SUITE_P(DynamicCp, PipelineMpi, ::testing::ValuesIn(testing::dynamic_cp_matrix()),
                          [](const auto& info) { return info.param.name(); });
 
 TEST(PipelineMpiErrors, InconsistentOptionsFailOnEveryRankWithoutHanging) {

@@ -41,6 +41,9 @@ TEST_P(PipelineLocal, EveryRankMatchesTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(Matrix, PipelineLocal, ::testing::ValuesIn(testing::full_matrix()),
                          [](const auto& info) { return info.param.name(); });
+INSTANTIATE_TEST_SUITE_P(DynamicCp, PipelineLocal,
+                         ::testing::ValuesIn(testing::dynamic_cp_matrix()),
+                         [](const auto& info) { return info.param.name(); });
 
 TEST(PipelineLocalErrors, InconsistentOptionsFailOnEveryRank) {
   std::atomic<int> errors{0};

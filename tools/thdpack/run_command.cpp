@@ -190,7 +190,8 @@ Command add_run_command(CLI::App& app) {
       ->check(positive_integer())
       ->capture_default_str();
   cmd->add_option("--scheduler,--sequence-packing-scheduler", flags->scheduler,
-                  "balanced, dp_balanced or local")
+                  "balanced, dp_balanced, local, or a dynamic-CP scheduler: default_dynamic_cp "
+                  "(Megatron's) or balanced_dynamic_cp (ours); dynamic CP pads to 2*dp*cp")
       ->check(non_empty())
       ->capture_default_str();
   cmd->add_option("--reading", flags->reading,

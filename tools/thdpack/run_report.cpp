@@ -36,6 +36,29 @@ std::vector<double> over_bound(const PlanStats& stats) {
 
 }  // namespace
 
+// Dynamic CP: the plan's modeled step (micro-batches meet, each lasting as long as its slowest
+// group) and dp_balanced's at the fixed cp, both under the scheduler's cost and over the same
+// lower bound; fill is real tokens over K·dp·cp·M.
+void RunReport::dynamic_cp_figures(const StepResult& r, RunStepFigures& f) const {
+  const DynamicCpOptions o = dynamic_cp_options_of(options_);
+  const DynamicCpStats stats = evaluate_dynamic_cp_plan(*r.dynamic_cp_plan, r.batch.ids,
+                                                        r.batch.padded_lengths, o, o.cost);
+  f.step_ratio = stats.lower_bound > 0 ? stats.step / stats.lower_bound : 0;
+  const double slots = static_cast<double>(stats.microbatches) * o.ranks() *
+                       static_cast<double>(o.max_seqlen_per_dp_cp_rank);
+  f.fill = slots > 0 ? r.sums.s1_real / slots : 0;
+  try {
+    const ScheduleOptions so = schedule_options_of(options_);
+    const ScheduleInput input{r.batch.ids, r.batch.padded_lengths, r.batch.samples_per_rank, {}};
+    const Plan megatron = make_scheduler("dp_balanced")->schedule(input, so);
+    const double step = fixed_cp_modeled_step(megatron, r.batch.ids, r.batch.padded_lengths,
+                                              options_.topology.cp(), o.cost);
+    f.dp_balanced_ratio = stats.lower_bound > 0 ? step / stats.lower_bound : 0;
+  } catch (const InvalidArgument&) {
+    f.dp_balanced_ratio = 0;  // a sample longer than M·cp: no fixed-CP plan
+  }
+}
+
 RunReport::RunReport(Communicator& world, const Job& job, const PipelineOptions& options, bool json)
     : world_(world), job_(job), options_(options), json_(json) {}
 
@@ -45,7 +68,8 @@ void RunReport::begin() {
             << "layout     " << options_.topology.describe() << ", " << world_.size()
             << " MPI ranks\n"
             << "packs      M=" << options_.max_seqlen_per_dp_cp_rank << ", capacity "
-            << job_.capacity() << ", padding divisor " << job_.divisor << ", scheduler "
+            << pack_options_of(options_).capacity << ", padding divisor "
+            << pack_options_of(options_).divisor << ", scheduler "
             << options_.scheduler << ", reading "
             << (options_.reading == ReadingMode::kMegatron ? "megatron" : "all-ranks") << '\n'
             << "batch      " << job_.global_batch << " samples per step\n\n";
@@ -72,7 +96,10 @@ void RunReport::step(int64_t step, const StepResult& r, bool verified) {
   f.collectives_max = static_cast<int64_t>(maxima[1]);
   f.seconds_max = maxima[2];
   f.verified = verified;
-  if (world_.rank() == 0) {
+  if (world_.rank() == 0 && r.dynamic_cp_plan) {
+    dynamic_cp_figures(r, f);
+    f.exchange_minimum = minimum_exchange_bytes(r, options_);
+  } else if (world_.rank() == 0) {
     const ScheduleOptions so = schedule_options_of(options_);
     const ScheduleInput input{r.batch.ids, r.batch.padded_lengths, r.batch.samples_per_rank, {}};
     const PlanStats stats = evaluate_plan(r.plan, input, r.batch.real_lengths, so);
@@ -88,6 +115,8 @@ void RunReport::step(int64_t step, const StepResult& r, bool verified) {
       f.dp_balanced_ratio = 0;
     }
     f.exchange_minimum = minimum_exchange_bytes(r, options_);
+  }
+  if (world_.rank() == 0) {
     if (!json_) {
       const double ratio = f.exchange_minimum > 0 ? static_cast<double>(f.exchange_bytes) /
                                                         static_cast<double>(f.exchange_minimum)

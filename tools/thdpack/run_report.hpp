@@ -43,6 +43,8 @@ class RunReport {
   void write_html(const std::string& path) const;
 
  private:
+  /// Step figures of a dynamic-CP step (rank 0).
+  void dynamic_cp_figures(const StepResult& result, RunStepFigures& figures) const;
   Communicator& world_;
   const Job& job_;
   const PipelineOptions& options_;

@@ -36,6 +36,7 @@
 #include "thdpack/core/topology.hpp"
 #include "thdpack/packing/packed_batch.hpp"
 #include "thdpack/schedule/cost_model.hpp"
+#include "thdpack/schedule/dynamic_cp.hpp"
 #include "thdpack/schedule/global_batch.hpp"
 #include "thdpack/schedule/scheduler.hpp"
 
@@ -50,6 +51,12 @@ enum class ReadingMode {
 struct PipelineOptions {
   Topology topology;
   int64_t max_seqlen_per_dp_cp_rank = 0;  ///< M; packs hold up to M·cp tokens
+  /// A fixed-CP scheduler (scheduler.hpp) or a dynamic-CP one ("default_dynamic_cp",
+  /// "balanced_dynamic_cp", dynamic_cp.hpp). With dynamic CP the dp×cp ranks form one group that
+  /// every micro-batch splits into CP groups of their own size (see StepResult::cp_groups);
+  /// samples are padded to 2·dp·cp (× tp with sequence parallelism), a sample may hold up to
+  /// M·dp·cp tokens, and static shapes, the sequence cap, group ids and the contiguous CP mode are
+  /// refused (InvalidArgument).
   std::string scheduler = "balanced";
   CostModel cost;
   ReadingMode reading = ReadingMode::kMegatron;
@@ -98,6 +105,13 @@ StageFields virtual_stage_fields(const PipelineOptions& options, int pp_rank, in
 /// Whether `rank` reads samples in `mode`.
 bool reads_data(const Topology& topology, ReadingMode mode, int rank);
 
+/// Whether options.scheduler is a dynamic-CP scheduler.
+bool uses_dynamic_cp(const PipelineOptions& options);
+/// Dynamic-CP scheduler options implied by the pipeline options: G = dp·cp, the VPP multiple,
+/// M, min_cp 1, and (for balanced_dynamic_cp) options.cost split evenly over a group, without a
+/// communication or overhead term.
+DynamicCpOptions dynamic_cp_options_of(const PipelineOptions& options);
+
 /// Padding divisor and pack options implied by the pipeline options.
 PackOptions pack_options_of(const PipelineOptions& options);
 /// Scheduler options implied by the pipeline options (the sequence cap is the tighter of
@@ -131,11 +145,31 @@ class MicroBatchIterator {
   size_t next_ = 0;
 };
 
+/// This rank's CP group in one micro-batch.
+struct MicrobatchCpGroup {
+  int local_cp_size = 1;  ///< the group's size: the CP size attention runs with
+  int cp_rank = 0;        ///< this rank's position in the group (its zigzag chunk pair)
+  /// The group's members as global ranks of the world, in group order (all with this rank's tp
+  /// and pp coordinates). With fixed CP: this rank's CP group.
+  std::vector<int> member_ranks;
+  /// The members' positions in the dp×cp group (dp_cp index = dp·cp + cp coordinate, the order of
+  /// Megatron's data-parallel-with-context-parallel group); consecutive.
+  int first_dp_cp_index = 0;
+  bool operator==(const MicrobatchCpGroup&) const = default;
+};
+
 /// This rank's share of one global batch.
 struct StepResult {
   /// The global list every rank agreed on (ids, real and padded lengths, samples per DP rank).
   GlobalBatch batch;
+  /// The fixed-CP plan; empty (no packs) with a dynamic-CP scheduler.
   Plan plan;
+  /// The dynamic-CP plan (groups over dp_cp indices), with a dynamic-CP scheduler only.
+  std::optional<DynamicCpPlan> dynamic_cp_plan;
+  /// One per micro-batch: this rank's CP group. Each micro-batch's PackedBatch holds this rank's
+  /// zigzag slice over that group (cp_size = local_cp_size, cp_rank) of the group's samples, with
+  /// the group's global cu_seqlens; every member of a group holds the same metadata.
+  std::vector<MicrobatchCpGroup> cp_groups;
   /// This rank's micro-batches in order (K of them), with the fields of its PP stage.
   std::shared_ptr<const std::vector<PackedBatch>> microbatches;
   /// Σ L and Σ L² of the global batch, real and padded (identical on every rank).
@@ -144,7 +178,9 @@ struct StepResult {
   /// Fields of each of this rank's virtual stages (vpp entries).
   std::vector<StageFields> virtual_stages;
 
-  int64_t num_microbatches() const { return plan.num_microbatches(); }
+  int64_t num_microbatches() const {
+    return dynamic_cp_plan ? dynamic_cp_plan->num_microbatches() : plan.num_microbatches();
+  }
   /// One iterator per virtual stage of this rank (vpp of them).
   std::vector<MicroBatchIterator> iterators() const;
 };
@@ -189,6 +225,8 @@ class Pipeline {
 
  private:
   struct State;
+  /// Steps 2-4 with a fixed-CP scheduler.
+  void deliver_fixed_cp(StepResult& result, std::span<const Sample> local_samples);
   std::unique_ptr<State> state_;
 };
 
@@ -205,6 +243,11 @@ GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& opti
 /// The plan every rank computes for a gathered batch.
 Plan plan_global_batch(const GlobalBatch& batch, const PipelineOptions& options);
 
+/// The dynamic-CP plan every rank computes for a gathered batch (a dynamic-CP scheduler in
+/// options). Throws InvalidArgument when the batch has group ids, when the scheduler refuses, or
+/// when a group's size does not divide the padding (2·dp·cp not a multiple of 2·size).
+DynamicCpPlan plan_dynamic_cp_batch(const GlobalBatch& batch, const PipelineOptions& options);
+
 /// Bytes the sample exchange must move at least, summed over ranks: the rows of every sample whose
 /// DP replica changes, once, sliced for CP, in the fields each stage needs (tokens 8 B for the
 /// first stage; labels and loss mask 12 B for the last), for each rank that exchanges (TP rank 0
@@ -218,5 +261,16 @@ int64_t minimum_exchange_bytes(const StepResult& result, const PipelineOptions& 
 std::vector<PackedBatch> reference_microbatches(const GlobalBatch& batch, const Plan& plan,
                                                 const std::function<Sample(int64_t)>& sample_of,
                                                 const PipelineOptions& options, int rank);
+
+/// The same for a dynamic-CP plan: for every micro-batch, the whole pack of `rank`'s CP group
+/// sliced for its position in the group (dynamic_cp_rank_microbatches), restricted to its stage's
+/// fields.
+std::vector<PackedBatch> reference_dynamic_cp_microbatches(
+    const GlobalBatch& batch, const DynamicCpPlan& plan,
+    const std::function<Sample(int64_t)>& sample_of, const PipelineOptions& options, int rank);
+
+/// This rank's CP group in every micro-batch of `plan` (StepResult::cp_groups).
+std::vector<MicrobatchCpGroup> dynamic_cp_groups_of(const DynamicCpPlan& plan,
+                                                    const Topology& topology, int rank);
 
 }  // namespace thdpack

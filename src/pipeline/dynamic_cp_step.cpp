@@ -1,0 +1,281 @@
+// Dynamic-CP delivery through the pipeline (dynamic_cp_step.hpp), its plan, reference and
+// minimum traffic.
+
+#include "pipeline/dynamic_cp_step.hpp"
+
+#include <algorithm>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <unordered_map>
+
+#include "pipeline/pack_segments.hpp"
+#include "pipeline/sample_exchange.hpp"
+#include "thdpack/core/errors.hpp"
+#include "thdpack/pipeline/dynamic_cp_delivery.hpp"
+
+namespace thdpack {
+namespace {
+
+// Where every sample of the batch sits: its position by id and the DP index that read it.
+struct BatchIndex {
+  std::unordered_map<int64_t, int64_t> position;
+  std::vector<int> source;
+  std::vector<int64_t> first;  // first position of each DP index's samples
+
+  explicit BatchIndex(const GlobalBatch& batch) {
+    position.reserve(batch.ids.size() * 2);
+    for (size_t i = 0; i < batch.ids.size(); ++i)
+      position.emplace(batch.ids[i], static_cast<int64_t>(i));
+    int64_t at = 0;
+    for (size_t d = 0; d < batch.samples_per_rank.size(); ++d) {
+      first.push_back(at);
+      source.insert(source.end(), static_cast<size_t>(batch.samples_per_rank[d]),
+                    static_cast<int>(d));
+      at += batch.samples_per_rank[d];
+    }
+  }
+};
+
+int dp_cp_index(const Topology& t, const Coordinates& c) {
+  return c.dp * t.cp() + c.cp;
+}
+
+}  // namespace
+
+DynamicCpPlan plan_dynamic_cp_batch(const GlobalBatch& batch, const PipelineOptions& options) {
+  if (!batch.group_ids.empty()) {
+    throw InvalidArgument("scheduler " + options.scheduler +
+                          " does not keep groups of samples together; give no group ids");
+  }
+  DynamicCpPlan plan = schedule_dynamic_cp(options.scheduler, batch.ids, batch.padded_lengths,
+                                           dynamic_cp_options_of(options));
+  const int64_t divisor = pack_options_of(options).divisor;
+  for (size_t k = 0; k < plan.microbatches.size(); ++k) {
+    for (const CpGroup& g : plan.microbatches[k].groups) {
+      if (g.size > 1 && divisor % (2 * g.size) != 0) {
+        throw InvalidArgument("dynamic CP: micro-batch " + std::to_string(k) + " has a CP group of " +
+                              std::to_string(g.size) + " ranks, which cannot zigzag-slice samples "
+                              "padded to " + std::to_string(divisor) +
+                              " (2*dp*cp); use a power-of-two dp*cp");
+      }
+    }
+  }
+  return plan;
+}
+
+std::vector<MicrobatchCpGroup> dynamic_cp_groups_of(const DynamicCpPlan& plan,
+                                                    const Topology& topology, int rank) {
+  const Coordinates me = topology.coordinates(rank);
+  const int g = dp_cp_index(topology, me);
+  std::vector<MicrobatchCpGroup> out;
+  out.reserve(plan.microbatches.size());
+  for (const DynamicCpMicrobatch& mb : plan.microbatches) {
+    const CpGroup& group = mb.group_of(g);
+    MicrobatchCpGroup m;
+    m.local_cp_size = group.size;
+    m.cp_rank = g - group.first_rank;
+    m.first_dp_cp_index = group.first_rank;
+    for (int i = group.first_rank; i < group.first_rank + group.size; ++i) {
+      m.member_ranks.push_back(topology.rank_of(
+          {.tp = me.tp, .cp = i % topology.cp(), .dp = i / topology.cp(), .pp = me.pp}));
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+std::vector<PackedBatch> reference_dynamic_cp_microbatches(
+    const GlobalBatch& batch, const DynamicCpPlan& plan,
+    const std::function<Sample(int64_t)>& sample_of, const PipelineOptions& options, int rank) {
+  const Topology& t = options.topology;
+  const Coordinates c = t.coordinates(rank);
+  const StageFields fields = stage_fields(options, c.pp);
+  const BatchIndex index(batch);
+  auto cut = [&](int64_t id) {
+    Sample s = sample_of(id);
+    if (s.id != id) {
+      throw InvalidArgument("sample_of(" + std::to_string(id) + ") returned sample " +
+                            std::to_string(s.id));
+    }
+    return detail::truncated(std::move(s),
+                             batch.real_lengths[static_cast<size_t>(index.position.at(id))]);
+  };
+  std::vector<PackedBatch> out;
+  for (DynamicCpRankMicrobatch& m :
+       dynamic_cp_rank_microbatches(plan, cut, pack_options_of(options), dp_cp_index(t, c))) {
+    detail::keep_stage_fields(m.pack, fields);
+    out.push_back(std::move(m.pack));
+  }
+  return out;
+}
+
+namespace detail {
+
+void check_dynamic_cp_pipeline_options(const PipelineOptions& o) {
+  auto refuse = [&o](const std::string& what) {
+    throw InvalidArgument("scheduler " + o.scheduler + " (dynamic CP) does not support " + what);
+  };
+  if (o.cp_mode != CpMode::kZigzag) refuse("the contiguous CP mode; use zigzag");
+  if (o.tail_align != TailAlign::kNone) refuse("tail alignment (static shapes)");
+  if (o.fixed_cu_seqlens_entries > 0) refuse("fixed_cu_seqlens_entries");
+  if (o.max_sequences_per_pack > 0) refuse("max_sequences_per_pack");
+}
+
+void deliver_dynamic_cp(StepResult& r, Communicator& world, Communicator& tp_group,
+                        const PipelineOptions& options, bool reader, StageFields fields,
+                        const PackOptions& pack, std::span<const Sample> local_samples) {
+  const Topology& t = options.topology;
+  const Coordinates me = t.coordinates(world.rank());
+  const int dp = t.dp();
+  r.dynamic_cp_plan = plan_dynamic_cp_batch(r.batch, options);
+  const DynamicCpPlan& plan = *r.dynamic_cp_plan;
+  r.cp_groups = dynamic_cp_groups_of(plan, t, world.rank());
+  const int64_t k_count = plan.num_microbatches();
+  const BatchIndex index(r.batch);
+
+  // This rank's pack geometry in micro-batch k, as dp_cp index g sees it.
+  auto geometry = [&](int64_t k, int g) {
+    const CpGroup& group = plan.microbatches[static_cast<size_t>(k)].group_of(g);
+    return pack_geometry(group.ids, r.batch, index.position, pack, group.size,
+                         g - group.first_rank, CpMode::kZigzag);
+  };
+  // A reader serves the ranks of its CP, TP and PP coordinates on every DP index ("column"),
+  // so it needs their geometries too; column[k·dp + d] is DP index d's.
+  const bool exchanges = reader && (fields.tokens || fields.labels);
+  std::vector<PackGeometry> column;
+  std::vector<PackGeometry> own;
+  if (exchanges) {
+    column.reserve(static_cast<size_t>(k_count * dp));
+    for (int64_t k = 0; k < k_count; ++k) {
+      for (int d = 0; d < dp; ++d) column.push_back(geometry(k, d * t.cp() + me.cp));
+    }
+  } else {
+    for (int64_t k = 0; k < k_count; ++k) own.push_back(geometry(k, dp_cp_index(t, me)));
+  }
+  auto mine = [&](int64_t k) -> const PackGeometry& {
+    return exchanges ? column[static_cast<size_t>(k * dp + me.dp)] : own[static_cast<size_t>(k)];
+  };
+
+  auto microbatches = std::make_shared<std::vector<PackedBatch>>();
+  microbatches->reserve(static_cast<size_t>(k_count));
+  for (int64_t k = 0; k < k_count; ++k) {
+    const MicrobatchCpGroup& g = r.cp_groups[static_cast<size_t>(k)];
+    microbatches->push_back(empty_microbatch(mine(k), r.batch, fields, pack, g.local_cp_size,
+                                             g.cp_rank, CpMode::kZigzag));
+  }
+
+  // One alltoallv over the world, on every rank (ranks that exchange nothing send and receive 0
+  // bytes). Both sides walk the same segments in (micro-batch, segment) order per peer.
+  const auto world_size = static_cast<size_t>(world.size());
+  std::vector<int64_t> send_counts(world_size, 0), recv_counts(world_size, 0);
+  auto peer = [&](int d) {
+    return static_cast<size_t>(t.rank_of({.tp = me.tp, .cp = me.cp, .dp = d, .pp = me.pp}));
+  };
+  std::vector<int> targets;  // DP indices this reader sends to, in world-rank order
+  std::vector<PackedBatch> rows;
+  if (exchanges) {
+    for (int d = 0; d < dp; ++d) {
+      if (d != me.dp) targets.push_back(d);
+    }
+    std::sort(targets.begin(), targets.end(), [&](int a, int b) { return peer(a) < peer(b); });
+    for (int d : targets) {
+      for (int64_t k = 0; k < k_count; ++k) {
+        for (const Segment& s : column[static_cast<size_t>(k * dp + d)].segments) {
+          if (s.sample != Segment::kTailRows &&
+              index.source[static_cast<size_t>(s.sample)] == me.dp) {
+            send_counts[peer(d)] += wire_bytes(s.length, fields);
+          }
+        }
+      }
+    }
+    for (int64_t k = 0; k < k_count; ++k) {
+      for (const Segment& s : mine(k).segments) {
+        const int src = index.source[static_cast<size_t>(s.sample)];
+        if (src != me.dp) recv_counts[peer(src)] += wire_bytes(s.length, fields);
+      }
+    }
+    const int64_t first = index.first[static_cast<size_t>(me.dp)];
+    rows.reserve(local_samples.size());
+    for (size_t i = 0; i < local_samples.size(); ++i) {
+      rows.push_back(sample_rows(local_samples[i],
+                                 r.batch.real_lengths[static_cast<size_t>(first) + i], pack));
+    }
+  }
+  const int64_t send_total = std::accumulate(send_counts.begin(), send_counts.end(), int64_t{0});
+  std::vector<int64_t> recv_offset(world_size, 0);
+  std::exclusive_scan(recv_counts.begin(), recv_counts.end(), recv_offset.begin(), int64_t{0});
+  const int64_t recv_total = std::accumulate(recv_counts.begin(), recv_counts.end(), int64_t{0});
+  const int64_t first_local = exchanges ? index.first[static_cast<size_t>(me.dp)] : 0;
+  auto local_rows = [&](int64_t sample) -> const PackedBatch& {
+    return rows[static_cast<size_t>(sample - first_local)];
+  };
+
+  std::vector<std::byte> send(static_cast<size_t>(send_total));
+  std::byte* out = send.data();
+  for (int d : targets) {
+    for (int64_t k = 0; k < k_count; ++k) {
+      for (const Segment& s : column[static_cast<size_t>(k * dp + d)].segments) {
+        if (s.sample == Segment::kTailRows || index.source[static_cast<size_t>(s.sample)] != me.dp)
+          continue;
+        write_rows(local_rows(s.sample), s.offset, s.length, fields, out);
+        out += wire_bytes(s.length, fields);
+      }
+    }
+  }
+  std::vector<std::byte> recv(static_cast<size_t>(recv_total));
+  world.alltoallv(send, send_counts, recv, recv_counts);
+
+  if (exchanges) {
+    std::vector<int64_t> cursor = recv_offset;
+    for (int64_t k = 0; k < k_count; ++k) {
+      PackedBatch& target = (*microbatches)[static_cast<size_t>(k)];
+      int64_t at = 0;
+      for (const Segment& s : mine(k).segments) {
+        const int src = index.source[static_cast<size_t>(s.sample)];
+        if (src == me.dp) {
+          copy_rows(local_rows(s.sample), s.offset, s.length, fields, target, at);
+        } else {
+          int64_t& c = cursor[peer(src)];
+          read_rows(recv.data() + c, s.length, fields, target, at);
+          c += wire_bytes(s.length, fields);
+        }
+        at += s.length;
+      }
+    }
+    for (size_t q = 0; q < world_size; ++q) {
+      if (cursor[q] - recv_offset[q] != recv_counts[q]) {
+        throw InternalError("dynamic CP exchange: consumed " +
+                            std::to_string(cursor[q] - recv_offset[q]) + " of " +
+                            std::to_string(recv_counts[q]) + " bytes received from rank " +
+                            std::to_string(q));
+      }
+    }
+  }
+  if (options.reading == ReadingMode::kMegatron && (fields.tokens || fields.labels)) {
+    broadcast_rows(tp_group, fields, *microbatches);
+  }
+  r.microbatches = std::move(microbatches);
+}
+
+int64_t dynamic_cp_minimum_exchange_bytes(const StepResult& r, const PipelineOptions& o) {
+  const Topology& t = o.topology;
+  const int64_t bytes_per_row = 8 + 8 + 4;
+  const int64_t exchanging_tp = o.reading == ReadingMode::kAllRanks ? t.tp() : 1;
+  const BatchIndex index(r.batch);
+  int64_t moved_rows = 0;
+  for (const DynamicCpMicrobatch& mb : r.dynamic_cp_plan->microbatches) {
+    for (const CpGroup& g : mb.groups) {
+      for (int64_t id : g.ids) {
+        const auto p = static_cast<size_t>(index.position.at(id));
+        for (int i = g.first_rank; i < g.first_rank + g.size; ++i) {
+          if (i / t.cp() != index.source[p]) moved_rows += r.batch.padded_lengths[p] / g.size;
+        }
+      }
+    }
+  }
+  return moved_rows * bytes_per_row * exchanging_tp;
+}
+
+}  // namespace detail
+}  // namespace thdpack
