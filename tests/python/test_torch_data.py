@@ -89,6 +89,13 @@ def _worker(rank, world, out_dir):
             for i in range(rank * 40, rank * 40 + 40)]
     step = packer.step(mine)
     results["groups"] = [[int(i) for i in mb["sample_ids"]] for mb in step.microbatches]
+    # A group larger than one micro-batch (every fourth sample of both readers, about 1000
+    # tokens against 512): on one DP rank, over consecutive micro-batches.
+    big = [dict(dataset.mock.sample(i), group_id=0 if i % 4 == 0 else i)
+           for i in range(rank * 40, rank * 40 + 40)]
+    step = packer.step(big)
+    results["big_group"] = [[int(i) for i in mb["sample_ids"]] for mb in step.microbatches]
+    results["big_lengths"] = [len(s["input_ids"]) for s in big]
     with open(os.path.join(out_dir, f"data{rank}.json"), "w") as f:
         json.dump(results, f)
 
@@ -122,6 +129,19 @@ def test_distributed_sampler_padding_is_trained_once(results):
     indices = sorted(i for r in results for s in r["padded"] for i in s["indices"])
     assert indices == list(range(15))
     assert [len(s["ids"]) for s in results[0]["padded"]] == [8, 7]
+
+
+def test_a_group_larger_than_a_micro_batch_stays_on_one_rank_through_thd_packer(results):
+    assert sum(length for r in results for i, length in enumerate(r["big_lengths"])
+               if i % 4 == 0) > 512
+    seen = sorted(i for r in results for mb in r["big_group"] for i in mb)
+    assert seen == list(range(80))
+    holders = [r for r, rank in enumerate(results)
+               if any(i % 4 == 0 for mb in rank["big_group"] for i in mb)]
+    assert len(holders) == 1
+    steps = [k for k, mb in enumerate(results[holders[0]]["big_group"])
+             if any(i % 4 == 0 for i in mb)]
+    assert len(steps) >= 2 and steps == list(range(steps[0], steps[0] + len(steps)))
 
 
 def test_a_dataset_smaller_than_one_global_batch_gives_a_step(results):
