@@ -94,6 +94,7 @@ class PackedSteps:
             raise _thdpack.InvalidArgument(
                 "prefetch=True runs the packer's collectives beside the training loop's; build "
                 "the packer with ThdPacker(..., private_groups=True) so that it owns its groups")
+        _check_sampler_layout(sampler, packer.options.topology.dp, packer.coordinates["dp"])
         self.packer = packer
         self.dataset = dataset
         self.samples_per_step = samples_per_step
@@ -216,6 +217,19 @@ def packed_steps(packer, next_chunk, samples_per_step: int, drop_last: bool):
                           f"micro-batch slots of one step; they are dropped")
             return
         yield packer.step(chunk), extra
+
+
+def _check_sampler_layout(sampler, dp: int, dp_rank: int) -> None:
+    """A sampler that splits the data itself (DistributedSampler's num_replicas and rank) must
+    split it over the packer's DP ranks."""
+    replicas, rank = getattr(sampler, "num_replicas", None), getattr(sampler, "rank", None)
+    if replicas is None or rank is None:
+        return
+    if (int(replicas), int(rank)) != (dp, dp_rank):
+        raise _thdpack.InvalidArgument(
+            f"the sampler splits the data over num_replicas={replicas} with rank={rank} but the "
+            f"packer's DP size is {dp} and this rank's DP rank is {dp_rank}: build it with "
+            f"num_replicas={dp}, rank={dp_rank}")
 
 
 def _distributed_sampler_padding(sampler, size: int) -> bool:

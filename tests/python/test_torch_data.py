@@ -197,6 +197,12 @@ def _refusal_worker(rank, world, out_dir):
     outcome["prefetch_private"] = len(list(PackedSteps(
         ThdPacker(max_seqlen_per_dp_cp_rank=512, private_groups=True), data, samples_per_step=4,
         prefetch=True)))
+    for replicas, rank in ((2, 0), (2, 1)):
+        try:
+            PackedSteps(ThdPacker(max_seqlen_per_dp_cp_rank=512), data, samples_per_step=4,
+                        sampler=DistributedSampler(data, num_replicas=replicas, rank=rank))
+        except thdpack.InvalidArgument as error:
+            outcome[f"sampler_{replicas}_{rank}"] = str(error)
     vpp = ThdPacker(max_seqlen_per_dp_cp_rank=512, vpp=2, vpp_group=4)
     try:
         PackedSteps(vpp, data, samples_per_step=3)
@@ -214,3 +220,5 @@ def test_prefetch_without_private_groups_and_too_few_samples_per_step_are_refuse
     assert outcome["prefetch_private"] == 5
     assert "samples_per_step=3" in outcome.get("multiple", "")
     assert outcome["multiple_steps"] == 5
+    assert "num_replicas=2 with rank=0 but the packer's DP size is 1" in outcome["sampler_2_0"]
+    assert "num_replicas=2 with rank=1" in outcome["sampler_2_1"]
