@@ -34,6 +34,7 @@ rank takes ``samples_per_step`` of them per step.
   runs without the GIL. The packer's collectives then run concurrently with the training loop's, so
   the packer must own its process groups: build it with ``ThdPacker(..., private_groups=True)``
   (otherwise, and with an mpi4py communicator, ``prefetch=True`` raises ``InvalidArgument``).
+  The thread runs on the caller's current CUDA device (``torch.cuda.set_device`` in the thread).
 - ``samples_per_step`` below the VPP group (``topology.microbatch_multiple``) raises
   ``InvalidArgument``: no step could give every DP rank its micro-batches.
 """
@@ -125,7 +126,7 @@ class PackedSteps:
     def __iter__(self) -> Iterator[Any]:
         steps = self._produce()
         if self.prefetch:
-            steps = _Prefetcher(steps)
+            steps = _Prefetcher(steps, device=_caller_cuda_device())
         try:
             for step, consumed in steps:
                 self._consumed = consumed
@@ -242,13 +243,28 @@ def _distributed_sampler_padding(sampler, size: int) -> bool:
         sampler.total_size > size)
 
 
+def _caller_cuda_device() -> Optional[int]:
+    """The calling thread's current CUDA device index, or None when CUDA is not in use."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency of this module's users
+        return None
+    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        return None
+    return int(torch.cuda.current_device())
+
+
 class _Prefetcher:
     """Runs a generator exactly one item ahead in a background thread: item 0 at once, item N+1
     when the consumer takes item N, never earlier, and always once granted, so every rank runs the
     same steps (their collectives match) however the consumer stops. Errors reach the consumer in
     order."""
 
-    def __init__(self, source):
+    def __init__(self, source, device: Optional[int] = None, set_device=None):
+        # The thread starts on CUDA device 0; it runs on the caller's device (`device`, applied
+        # by `set_device`, torch.cuda.set_device by default) so that its tensors land there.
+        self._device = device
+        self._set_device = set_device
         self._queue: queue.Queue = queue.Queue()
         self._permits = threading.Semaphore(1)  # item 0 may start now
         self._stop = threading.Event()
@@ -258,6 +274,12 @@ class _Prefetcher:
 
     def _run(self, source):
         try:
+            if self._device is not None:
+                if self._set_device is None:
+                    import torch
+
+                    self._set_device = torch.cuda.set_device
+                self._set_device(self._device)
             while True:
                 while not self._permits.acquire(timeout=0.1):
                     if self._stop.is_set():

@@ -222,3 +222,30 @@ def test_prefetch_without_private_groups_and_too_few_samples_per_step_are_refuse
     assert outcome["multiple_steps"] == 5
     assert "num_replicas=2 with rank=0 but the packer's DP size is 1" in outcome["sampler_2_0"]
     assert "num_replicas=2 with rank=1" in outcome["sampler_2_1"]
+
+
+def test_the_prefetch_thread_runs_on_the_callers_cuda_device(monkeypatch):
+    import threading
+
+    import torch
+
+    from thdpack import torch_data
+
+    calls = []
+
+    def source():
+        calls.append(("item", threading.current_thread().name))
+        yield 1
+
+    prefetcher = torch_data._Prefetcher(
+        source(), device=3, set_device=lambda d: calls.append((d, threading.current_thread().name)))
+    assert list(prefetcher) == [1]
+    prefetcher.close()
+    assert calls == [(3, "thdpack-prefetch"), ("item", "thdpack-prefetch")]
+    # The device captured is the caller's current one, and none without CUDA in use.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 5)
+    assert torch_data._caller_cuda_device() == 5
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    assert torch_data._caller_cuda_device() is None
