@@ -88,10 +88,21 @@ void bind_datasets(py::module_& m) {
           py::arg("index"), "Sample indices (in the source) of pack `index`.")
       .def(
           "batch",
-          [](const PackedDataset& d, int64_t p) {
-            return std::make_shared<PackedBatch>(d.batch(p));
+          [](const PackedDataset& d, int64_t p, const std::string& tail_align,
+             int64_t tail_multiple, const std::string& tail_policy,
+             int64_t fixed_cu_seqlens_entries) {
+            PackOptions o;
+            o.tail_align = parse_tail_align(tail_align);
+            o.tail_multiple = tail_multiple;
+            o.tail_policy = parse_tail_policy(tail_policy);
+            o.fixed_cu_seqlens_entries = fixed_cu_seqlens_entries;
+            return std::make_shared<PackedBatch>(d.batch(p, o));
           },
-          py::arg("index"), "Pack `index` as a PackedBatch (tokens, labels, cu_seqlens, ...).");
+          py::arg("index"), py::kw_only(), py::arg("tail_align") = "none",
+          py::arg("tail_multiple") = 0, py::arg("tail_policy") = "append_dummy_seq",
+          py::arg("fixed_cu_seqlens_entries") = 0,
+          "Pack `index` as a PackedBatch (tokens, labels, cu_seqlens, ...), with the static "
+          "shapes `thdpack pack` was given (tail alignment, fixed cu_seqlens entries).");
 }
 
 }  // namespace thdpack::python

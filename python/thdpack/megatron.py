@@ -325,10 +325,12 @@ def wrap_data_iterator(data_iterator, config, num_microbatches: int, pg_collecti
 
 
 def _stage(pp_group, vpp_size, vp_stage) -> tuple:
+    """(first, last) stage as Megatron decides it: vp_stage counts only with virtual pipelining
+    (vpp_size > 1); without it the PP rank alone decides."""
     pp_rank, pp_size = _rank_and_size(pp_group)
-    first = pp_rank == 0 and (vp_stage is None or vp_stage == 0)
-    last = pp_rank == pp_size - 1 and (vp_stage is None or vpp_size is None
-                                        or vp_stage == vpp_size - 1)
+    virtual = vp_stage is not None and vpp_size is not None and vpp_size > 1
+    first = pp_rank == 0 and (not virtual or vp_stage == 0)
+    last = pp_rank == pp_size - 1 and (not virtual or vp_stage == vpp_size - 1)
     return first, last
 
 

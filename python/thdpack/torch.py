@@ -135,6 +135,14 @@ class ThdPacker:
         # Everything that can fail on one rank alone runs before the first collective, and the
         # ranks agree on the outcome: a rank that failed never leaves its peers waiting in
         # new_group or in the pipeline's first collective until the process group times out.
+        if mpi_comm is None:
+            import torch.distributed as dist
+
+            if not (dist.is_available() and dist.is_initialized()):
+                raise _thdpack.InvalidArgument(
+                    "ThdPacker needs an initialised torch.distributed (call "
+                    "torch.distributed.init_process_group first) or an mpi4py communicator "
+                    "(mpi_comm=)")
         error = None
         try:
             if mpi_comm is not None:

@@ -34,6 +34,7 @@ rank takes ``samples_per_step`` of them per step.
   runs without the GIL. The packer's collectives then run concurrently with the training loop's, so
   the packer must own its process groups: build it with ``ThdPacker(..., private_groups=True)``
   (otherwise, and with an mpi4py communicator, ``prefetch=True`` raises ``InvalidArgument``).
+  The thread runs on the caller's current CUDA device (``torch.cuda.set_device`` in the thread).
 - ``samples_per_step`` below the VPP group (``topology.microbatch_multiple``) raises
   ``InvalidArgument``: no step could give every DP rank its micro-batches.
 """
@@ -94,6 +95,7 @@ class PackedSteps:
             raise _thdpack.InvalidArgument(
                 "prefetch=True runs the packer's collectives beside the training loop's; build "
                 "the packer with ThdPacker(..., private_groups=True) so that it owns its groups")
+        _check_sampler_layout(sampler, packer.options.topology.dp, packer.coordinates["dp"])
         self.packer = packer
         self.dataset = dataset
         self.samples_per_step = samples_per_step
@@ -124,7 +126,7 @@ class PackedSteps:
     def __iter__(self) -> Iterator[Any]:
         steps = self._produce()
         if self.prefetch:
-            steps = _Prefetcher(steps)
+            steps = _Prefetcher(steps, device=_caller_cuda_device())
         try:
             for step, consumed in steps:
                 self._consumed = consumed
@@ -218,6 +220,19 @@ def packed_steps(packer, next_chunk, samples_per_step: int, drop_last: bool):
         yield packer.step(chunk), extra
 
 
+def _check_sampler_layout(sampler, dp: int, dp_rank: int) -> None:
+    """A sampler that splits the data itself (DistributedSampler's num_replicas and rank) must
+    split it over the packer's DP ranks."""
+    replicas, rank = getattr(sampler, "num_replicas", None), getattr(sampler, "rank", None)
+    if replicas is None or rank is None:
+        return
+    if (int(replicas), int(rank)) != (dp, dp_rank):
+        raise _thdpack.InvalidArgument(
+            f"the sampler splits the data over num_replicas={replicas} with rank={rank} but the "
+            f"packer's DP size is {dp} and this rank's DP rank is {dp_rank}: build it with "
+            f"num_replicas={dp}, rank={dp_rank}")
+
+
 def _distributed_sampler_padding(sampler, size: int) -> bool:
     """Whether `sampler` is a DistributedSampler that pads its list with repeats."""
     try:
@@ -228,13 +243,28 @@ def _distributed_sampler_padding(sampler, size: int) -> bool:
         sampler.total_size > size)
 
 
+def _caller_cuda_device() -> Optional[int]:
+    """The calling thread's current CUDA device index, or None when CUDA is not in use."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency of this module's users
+        return None
+    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        return None
+    return int(torch.cuda.current_device())
+
+
 class _Prefetcher:
     """Runs a generator exactly one item ahead in a background thread: item 0 at once, item N+1
     when the consumer takes item N, never earlier, and always once granted, so every rank runs the
     same steps (their collectives match) however the consumer stops. Errors reach the consumer in
     order."""
 
-    def __init__(self, source):
+    def __init__(self, source, device: Optional[int] = None, set_device=None):
+        # The thread starts on CUDA device 0; it runs on the caller's device (`device`, applied
+        # by `set_device`, torch.cuda.set_device by default) so that its tensors land there.
+        self._device = device
+        self._set_device = set_device
         self._queue: queue.Queue = queue.Queue()
         self._permits = threading.Semaphore(1)  # item 0 may start now
         self._stop = threading.Event()
@@ -244,6 +274,12 @@ class _Prefetcher:
 
     def _run(self, source):
         try:
+            if self._device is not None:
+                if self._set_device is None:
+                    import torch
+
+                    self._set_device = torch.cuda.set_device
+                self._set_device(self._device)
             while True:
                 while not self._permits.acquire(timeout=0.1):
                     if self._stop.is_set():

@@ -17,6 +17,7 @@ struct ReaderHeader {
   uint64_t fingerprint = 0;
   int64_t failed = 0;     ///< 1: the rank could not prepare its samples (fail_global_batch_gather)
   int64_t group_ids = 0;  ///< group ids given (0: none, or as many as samples)
+  uint64_t samples_fingerprint = 0;  ///< of the ids and lengths alone
 };
 
 // Every rank throws alike when some rank could not prepare its samples.
@@ -87,7 +88,8 @@ GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& o,
     if (with_groups) payload[2 * local.size() + i] = group_ids[i];
   }
   const auto n = static_cast<int64_t>(local.size());
-  const ReaderHeader mine{n, fingerprint(payload), 0, static_cast<int64_t>(group_ids.size())};
+  const ReaderHeader mine{n, fingerprint(payload), 0, static_cast<int64_t>(group_ids.size()),
+                          fingerprint(std::span<const int64_t>(payload).first(2 * local.size()))};
   const std::vector<ReaderHeader> headers = allgather_value(world, mine);
   check_no_rank_failed(headers);
 
@@ -122,6 +124,13 @@ GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& o,
       continue;
     }
     const ReaderHeader& s = headers[static_cast<size_t>(source_of(t.coordinates(r).dp))];
+    if (h.count == s.count && h.samples_fingerprint == s.samples_fingerprint &&
+        h.fingerprint != s.fingerprint) {
+      throw InvalidArgument(where(t, r) + " holds the same samples as " +
+                            where(t, source_of(t.coordinates(r).dp)) +
+                            " but their group ids differ: all readers of one DP index must give "
+                            "the same group ids");
+    }
     if (h.count != s.count || h.fingerprint != s.fingerprint) {
       throw InvalidArgument(where(t, r) + " holds " + std::to_string(h.count) +
                             " samples that differ from those of " +

@@ -31,6 +31,7 @@
 
 #include "packing/sorted_items.hpp"
 #include "schedule/balanced_assignment.hpp"
+#include "schedule/oversize_groups.hpp"
 #include "schedule/pack_splitting.hpp"
 #include "schedule/schedule_items.hpp"
 #include "schedule/step_bounds.hpp"
@@ -107,6 +108,7 @@ std::string BalancedScheduler::description() const {
 
 Plan BalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptions& options) const {
   validate_schedule_input(input, options);
+  if (auto plan = plan_with_oversize_groups(input, options)) return std::move(*plan);
   ScheduleItems items = build_items(input, options, /*same_rank_groups=*/false);
   const int64_t capacity = options.capacity();
   const int64_t multiple = options.microbatch_multiple;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <numeric>
+#include <set>
 #include <string>
 #include <unordered_map>
 
@@ -171,14 +172,34 @@ void validate_plan(const Plan& plan, const ScheduleInput& input, const ScheduleO
       tokens += length;
     }
   }
-  std::unordered_map<int64_t, int64_t> group_pack;
   for (size_t i = 0; i < input.ids.size(); ++i) {
     if (pack_of[i] < 0) broken("sample " + std::to_string(input.ids[i]) + " is missing");
-    if (!input.group_ids.empty()) {
-      auto [it, added] = group_pack.emplace(input.group_ids[i], pack_of[i]);
-      if (!added && it->second != pack_of[i]) {
-        broken("group " + std::to_string(input.group_ids[i]) + " is split across packs");
-      }
+  }
+  if (input.group_ids.empty()) return;
+  // A group that fits stays in one pack; a larger one on one replica, in consecutive steps.
+  struct Span {
+    int64_t tokens = 0, first_pack = -1, low = 0, high = 0;
+    std::set<int64_t> steps;
+  };
+  std::unordered_map<int64_t, Span> groups;
+  for (size_t i = 0; i < input.ids.size(); ++i) {
+    Span& g = groups[input.group_ids[i]];
+    g.tokens += input.padded_lengths[i];
+    const int64_t step = pack_of[i] / plan.dp();
+    if (g.first_pack < 0) g.first_pack = pack_of[i], g.low = step, g.high = step;
+    g.low = std::min(g.low, step);
+    g.high = std::max(g.high, step);
+    g.steps.insert(step);
+  }
+  for (size_t i = 0; i < input.ids.size(); ++i) {
+    const Span& g = groups[input.group_ids[i]];
+    const std::string name = "group " + std::to_string(input.group_ids[i]);
+    if (g.tokens <= options.capacity()) {
+      if (pack_of[i] != g.first_pack) broken(name + " is split across packs");
+    } else if (pack_of[i] % plan.dp() != g.first_pack % plan.dp()) {
+      broken(name + ", larger than one pack, is split across replicas");
+    } else if (static_cast<int64_t>(g.steps.size()) != g.high - g.low + 1) {
+      broken(name + ", larger than one pack, is not in consecutive micro-batches");
     }
   }
 }

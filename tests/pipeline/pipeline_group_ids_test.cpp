@@ -99,6 +99,30 @@ void expect_error_everywhere(const PipelineCase& c, bool wrong_count, const std:
   EXPECT_EQ(errors.load(), c.world_size());
 }
 
+TEST(PipelineGroupIds, ReadersThatDifferOnlyInGroupIdsAreToldSo) {
+  const PipelineCase c = grouped_case(2, 2, ReadingMode::kAllRanks);  // TP peers read too
+  std::atomic<int> errors{0};
+  EXPECT_THROW(
+      run_local(c.world_size(),
+                [&](Communicator& world) {
+                  const PipelineOptions o = testing::options_of(c);
+                  Pipeline p(world, o);
+                  const auto local = testing::local_samples(o, world.rank(), 0, kGlobalBatch);
+                  auto groups = pair_ids(local);
+                  if (o.topology.coordinates(world.rank()).tp == 1) groups[0] = 1000;
+                  try {
+                    p.run_step(local, groups);
+                  } catch (const InvalidArgument& e) {
+                    EXPECT_NE(std::string(e.what()).find("group ids differ"), std::string::npos)
+                        << e.what();
+                    ++errors;
+                    throw;
+                  }
+                }),
+      InvalidArgument);
+  EXPECT_EQ(errors.load(), c.world_size());
+}
+
 TEST(PipelineGroupIds, BadGroupIdsFailOnEveryRank) {
   const PipelineCase c = grouped_case(1, 2, ReadingMode::kMegatron);
   expect_error_everywhere(c, true, "group ids for");

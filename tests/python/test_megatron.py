@@ -280,3 +280,20 @@ def test_megatron_sample_order_in_python():
     assert list(batch.ids) == sampler_order(0, 2, 3)
     with pytest.raises(thdpack.InvalidArgument, match="'contiguous' or 'megatron'"):
         thdpack.global_batch_indices(0, 8, 100, dp=2, order="interleaved")
+
+
+@pytest.mark.parametrize("vpp_size", [None, 1])
+def test_vp_stage_without_virtual_pipelining_is_ignored_as_megatron_does(monkeypatch, vpp_size):
+    import torch.distributed as dist
+
+    from thdpack.megatron import _stage
+
+    for pp_rank in (0, 1, 2):
+        monkeypatch.setattr(dist, "get_rank", lambda group, r=pp_rank: r)
+        monkeypatch.setattr(dist, "get_world_size", lambda group: 3)
+        for vp_stage in (None, 0, 1):
+            assert _stage(object(), vpp_size, vp_stage) == (pp_rank == 0, pp_rank == 2)
+    monkeypatch.setattr(dist, "get_rank", lambda group: 0)
+    assert _stage(object(), 2, 1) == (False, False)
+    monkeypatch.setattr(dist, "get_world_size", lambda group: 1)
+    assert _stage(object(), 2, 1) == (False, True)

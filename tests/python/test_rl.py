@@ -1,6 +1,7 @@
 """thdpack.rl.dp_microbatches: the plan's hard constraints over many seeded inputs, equality with
 the balanced scheduler when every group fits one micro-batch, and groups larger than one
-micro-batch kept on one DP rank in consecutive micro-batches."""
+micro-batch kept on one DP rank in consecutive micro-batches, with balance no worse than an
+independent Python planner's (rl_reference)."""
 
 import re
 
@@ -9,6 +10,7 @@ import pytest
 
 import thdpack
 from thdpack.rl import dp_microbatches
+from rl_reference import oversize_groups, plan_with_oversize_groups
 
 
 def _lengths(rng, n, cap):
@@ -105,6 +107,51 @@ def test_a_group_larger_than_a_micro_batch_stays_on_one_rank():
     run = [pack for pack in plan[rank] if set(pack) & set(range(16, 24))]
     assert sorted(i for pack in run for i in pack) == list(range(16, 24))
     assert [len(p) for p in run] == [3, 3, 2]  # first-fit decreasing at 3 x 300 per 1024
+
+
+def _slowest_rank(plan, padded, cost):
+    return max(sum(cost.cost(int(padded[i])) for pack in rank for i in pack) for rank in plan)
+
+
+@pytest.mark.parametrize("seed", range(160))
+def test_groups_of_one_to_several_packs_stay_on_one_rank_and_balance_as_well(seed):
+    rng = np.random.default_rng(7000 + seed)
+    dp = int(rng.choice([1, 2, 3, 4, 8]))
+    cp = int(rng.choice([1, 2]))
+    m = int(rng.choice([128, 512, 2048]))
+    cap = m * cp
+    multiple = int(rng.choice([1, 1, 2]))
+    divisor = thdpack.padding_divisor(cp=cp)
+    # Group sizes from one sample to several packs' worth.
+    sizes, groups, lengths = [], [], []
+    while len(sizes) < dp * multiple * 3 + 2:
+        size = int(rng.choice([1, 2, 4, 8, 16, 32]))
+        longest = int(rng.choice([cap // 8, cap // 3, cap]))
+        lengths.extend(rng.integers(1, max(longest - longest % divisor, divisor) + 1, size))
+        groups.extend([len(sizes)] * size)
+        sizes.append(size)
+    order = rng.permutation(len(lengths))
+    lengths = np.minimum(np.array(lengths), cap - cap % divisor)[order]
+    groups = np.array(groups)[order]
+    cost = (thdpack.CostModel() if seed % 2 else
+            thdpack.CostModel.from_model(thdpack.model_preset("tiny-gpt")))
+    padded = (lengths + divisor - 1) // divisor * divisor
+    big = oversize_groups(padded, groups, cap)
+    try:
+        want = plan_with_oversize_groups(padded, groups, big, dp, m, cp, multiple, cost) if big \
+            else None
+    except thdpack.InvalidArgument:
+        want = None
+    try:
+        plan = dp_microbatches(lengths, dp=dp, max_seqlen_per_dp_cp_rank=m, cp=cp,
+                               group_ids=groups, microbatch_multiple=multiple, cost=cost)
+    except thdpack.InvalidArgument as error:
+        assert want is None, error  # only where the reference fails too
+        assert re.search(r"DP rank \d+ needs|cannot fill", str(error)), error
+        return
+    _check(plan, lengths, groups, dp, cap, multiple, divisor)
+    if want is not None:
+        assert _slowest_rank(plan, padded, cost) <= _slowest_rank(want, padded, cost) * (1 + 1e-12)
 
 
 def test_bad_input_is_refused_clearly():

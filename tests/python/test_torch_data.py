@@ -89,6 +89,13 @@ def _worker(rank, world, out_dir):
             for i in range(rank * 40, rank * 40 + 40)]
     step = packer.step(mine)
     results["groups"] = [[int(i) for i in mb["sample_ids"]] for mb in step.microbatches]
+    # A group larger than one micro-batch (every fourth sample of both readers, about 1000
+    # tokens against 512): on one DP rank, over consecutive micro-batches.
+    big = [dict(dataset.mock.sample(i), group_id=0 if i % 4 == 0 else i)
+           for i in range(rank * 40, rank * 40 + 40)]
+    step = packer.step(big)
+    results["big_group"] = [[int(i) for i in mb["sample_ids"]] for mb in step.microbatches]
+    results["big_lengths"] = [len(s["input_ids"]) for s in big]
     with open(os.path.join(out_dir, f"data{rank}.json"), "w") as f:
         json.dump(results, f)
 
@@ -122,6 +129,19 @@ def test_distributed_sampler_padding_is_trained_once(results):
     indices = sorted(i for r in results for s in r["padded"] for i in s["indices"])
     assert indices == list(range(15))
     assert [len(s["ids"]) for s in results[0]["padded"]] == [8, 7]
+
+
+def test_a_group_larger_than_a_micro_batch_stays_on_one_rank_through_thd_packer(results):
+    assert sum(length for r in results for i, length in enumerate(r["big_lengths"])
+               if i % 4 == 0) > 512
+    seen = sorted(i for r in results for mb in r["big_group"] for i in mb)
+    assert seen == list(range(80))
+    holders = [r for r, rank in enumerate(results)
+               if any(i % 4 == 0 for mb in rank["big_group"] for i in mb)]
+    assert len(holders) == 1
+    steps = [k for k, mb in enumerate(results[holders[0]]["big_group"])
+             if any(i % 4 == 0 for i in mb)]
+    assert len(steps) >= 2 and steps == list(range(steps[0], steps[0] + len(steps)))
 
 
 def test_a_dataset_smaller_than_one_global_batch_gives_a_step(results):
@@ -177,6 +197,12 @@ def _refusal_worker(rank, world, out_dir):
     outcome["prefetch_private"] = len(list(PackedSteps(
         ThdPacker(max_seqlen_per_dp_cp_rank=512, private_groups=True), data, samples_per_step=4,
         prefetch=True)))
+    for replicas, rank in ((2, 0), (2, 1)):
+        try:
+            PackedSteps(ThdPacker(max_seqlen_per_dp_cp_rank=512), data, samples_per_step=4,
+                        sampler=DistributedSampler(data, num_replicas=replicas, rank=rank))
+        except thdpack.InvalidArgument as error:
+            outcome[f"sampler_{replicas}_{rank}"] = str(error)
     vpp = ThdPacker(max_seqlen_per_dp_cp_rank=512, vpp=2, vpp_group=4)
     try:
         PackedSteps(vpp, data, samples_per_step=3)
@@ -194,3 +220,32 @@ def test_prefetch_without_private_groups_and_too_few_samples_per_step_are_refuse
     assert outcome["prefetch_private"] == 5
     assert "samples_per_step=3" in outcome.get("multiple", "")
     assert outcome["multiple_steps"] == 5
+    assert "num_replicas=2 with rank=0 but the packer's DP size is 1" in outcome["sampler_2_0"]
+    assert "num_replicas=2 with rank=1" in outcome["sampler_2_1"]
+
+
+def test_the_prefetch_thread_runs_on_the_callers_cuda_device(monkeypatch):
+    import threading
+
+    import torch
+
+    from thdpack import torch_data
+
+    calls = []
+
+    def source():
+        calls.append(("item", threading.current_thread().name))
+        yield 1
+
+    prefetcher = torch_data._Prefetcher(
+        source(), device=3, set_device=lambda d: calls.append((d, threading.current_thread().name)))
+    assert list(prefetcher) == [1]
+    prefetcher.close()
+    assert calls == [(3, "thdpack-prefetch"), ("item", "thdpack-prefetch")]
+    # The device captured is the caller's current one, and none without CUDA in use.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 5)
+    assert torch_data._caller_cuda_device() == 5
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    assert torch_data._caller_cuda_device() is None

@@ -142,3 +142,11 @@ def test_step_refuses_group_ids_that_are_not_integers(tmp_path):
     outcome = json.loads((tmp_path / "group_ids.json").read_text())
     assert set(outcome) == {"bool", "float"}
     assert all("group_ids" in message for message in outcome.values()), outcome
+
+
+def test_without_an_initialised_process_group_the_error_says_what_is_missing():
+    import torch.distributed as dist
+
+    assert not dist.is_initialized()
+    with pytest.raises(thdpack.InvalidArgument, match="needs an initialised torch.distributed"):
+        thdpack.torch.ThdPacker(max_seqlen_per_dp_cp_rank=512)

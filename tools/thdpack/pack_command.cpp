@@ -14,6 +14,7 @@
 #include "flag_values.hpp"
 #include "pack_html_report.hpp"
 #include "progress.hpp"
+#include "static_shape_flags.hpp"
 #include "table.hpp"
 #include "thdpack/core/checked_arithmetic.hpp"
 #include "thdpack/core/errors.hpp"
@@ -21,6 +22,7 @@
 #include "thdpack/data/output_file.hpp"
 #include "thdpack/data/pack_file.hpp"
 #include "thdpack/packing/offline_packing.hpp"
+#include "thdpack/pipeline/pipeline.hpp"
 #include "workload_source.hpp"
 
 namespace thdpack::cli {
@@ -74,7 +76,53 @@ struct PackFlags {
   bool tokens_only = false;
   bool json = false;
   bool no_progress = false;
+  StaticShapeFlags shapes;
+
+  bool static_shapes() const {
+    return shapes.tail_align != "none" || shapes.fixed_cu_seqlens_entries > 0;
+  }
 };
+
+// Static shapes: a pack with more samples than --fixed-cu-seqlens-entries allows is cut into
+// consecutive pieces (the same cap a pipeline's plan keeps); returns the rows of all packs once
+// each is aligned as a reader with these options packs it (PackedDataset::batch).
+int64_t apply_static_shapes(const PackFlags& f, std::span<const int64_t> lengths,
+                            OfflinePacking& result) {
+  PipelineOptions pipeline;
+  f.shapes.apply_to(pipeline);
+  pipeline.max_seqlen_per_dp_cp_rank = f.capacity;
+  const int64_t room = schedule_options_of(pipeline).max_sequences_per_pack;
+  if (room > 0 && f.group_size > 0) {
+    throw InvalidArgument("--fixed-cu-seqlens-entries cannot be combined with --group-size (a "
+                          "group is never cut, so a pack's sequence count is not bounded)");
+  }
+  if (room > 0) {
+    Bins capped;
+    for (int64_t p = 0; p < result.packs.count(); ++p) {
+      const auto pack = result.packs.bin(p);
+      for (size_t at = 0; at < pack.size(); at += static_cast<size_t>(room)) {
+        const size_t end = std::min(pack.size(), at + static_cast<size_t>(room));
+        capped.items.insert(capped.items.end(), pack.begin() + static_cast<std::ptrdiff_t>(at),
+                            pack.begin() + static_cast<std::ptrdiff_t>(end));
+        capped.offsets.push_back(static_cast<int64_t>(capped.items.size()));
+      }
+    }
+    result.packs = std::move(capped);
+    result.fill = static_cast<double>(result.padded_tokens) /
+                  (static_cast<double>(result.packs.count()) * static_cast<double>(f.capacity));
+  }
+  PackOptions shape;
+  shape.divisor = f.divisor;
+  shape.capacity = f.capacity;
+  f.shapes.apply_to(shape);
+  int64_t rows = 0;
+  for (int64_t p = 0; p < result.packs.count(); ++p) {
+    int64_t padded = 0;
+    for (int64_t i : result.packs.bin(p)) padded += round_up(lengths[static_cast<size_t>(i)], f.divisor);
+    rows = checked_add(rows, aligned_pack_rows(padded, shape), "the rows of the packs");
+  }
+  return rows;
+}
 
 // Streaming mode: samples in input order through a bounded number of open packs.
 Bins pack_streaming(std::span<const int64_t> lengths, const PackFlags& f) {
@@ -226,6 +274,7 @@ int run_pack(const PackFlags& f) {
   } else {
     result = pack_offline(lengths, o);
   }
+  const int64_t rows = apply_static_shapes(f, lengths, result);
   const double pack_seconds = seconds_since(pack_start);
 
   double write_seconds = 0;
@@ -267,6 +316,12 @@ int run_pack(const PackFlags& f) {
                         {"lower_bound_l2", result.lower_bound_l2},
                         {"packs_over_l2", over_l2},
                         {"fill", result.fill},
+                        {"rows", rows},
+                        {"static_shapes",
+                         {{"tail_align", f.shapes.tail_align},
+                          {"tail_multiple", f.shapes.tail_multiple},
+                          {"tail_policy", f.shapes.tail_policy},
+                          {"fixed_cu_seqlens_entries", f.shapes.fixed_cu_seqlens_entries}}},
                         {"seconds",
                          {{"open", open_seconds},
                           {"read_lengths", read_seconds},
@@ -283,8 +338,17 @@ int run_pack(const PackFlags& f) {
             << "strategy   " << strategy << '\n'
             << "packs      " << packs << " (L1 bound " << result.lower_bound_l1 << ", L2 bound "
             << result.lower_bound_l2 << ": " << fixed(100 * over_l2, 3) << "% over L2), fill "
-            << fixed(100 * result.fill, 3) << "%\n"
-            << "time       " << fixed(total, 3) << " s (open " << fixed(open_seconds, 3)
+            << fixed(100 * result.fill, 3) << "%\n";
+  if (f.static_shapes()) {
+    std::cout << "shapes     tail-align " << f.shapes.tail_align << ", tail-policy "
+              << f.shapes.tail_policy << ", cu_seqlens entries "
+              << (f.shapes.fixed_cu_seqlens_entries > 0
+                      ? std::to_string(f.shapes.fixed_cu_seqlens_entries)
+                      : std::string("not fixed"))
+              << ": " << rows << " rows, " << fixed(100.0 * static_cast<double>(rows - result.padded_tokens) / static_cast<double>(std::max<int64_t>(rows, 1)), 3)
+              << "% of them tail padding\n";
+  }
+  std::cout << "time       " << fixed(total, 3) << " s (open " << fixed(open_seconds, 3)
             << ", lengths " << fixed(read_seconds, 3) << ", pack " << fixed(pack_seconds, 3)
             << ", write " << fixed(write_seconds, 3) << "), "
             << fixed(static_cast<double>(lengths.size()) / std::max(total, 1e-9) / 1e6, 2)
@@ -376,6 +440,7 @@ Command add_pack_command(CLI::App& app) {
                 "this flag; the pack file keeps them)");
   cmd->add_flag("--json", f->json, "print the summary as JSON");
   cmd->add_flag("--no-progress", f->no_progress, "no progress bar");
+  f->shapes.add_to(*cmd);
 
   return {cmd, [f] { return run_pack(*f); }};
 }

@@ -15,6 +15,7 @@
 #include "mpi_job.hpp"
 #include "rank_agreement.hpp"
 #include "run_report.hpp"
+#include "static_shape_flags.hpp"
 #include "thdpack/comm/mpi_communicator.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/output_file.hpp"
@@ -34,10 +35,7 @@ struct RunFlags {
   double timeout = 300;
   bool json = false;
   std::string report;
-  std::string tail_align = "none";
-  int64_t tail_multiple = 0;
-  std::string tail_policy = "append_dummy_seq";
-  int64_t fixed_cu_seqlens_entries = 0;
+  StaticShapeFlags shapes;
 };
 
 PipelineOptions pipeline_options(const RunFlags& f, const Job& job) {
@@ -58,14 +56,7 @@ PipelineOptions pipeline_options(const RunFlags& f, const Job& job) {
   } else if (f.cp_mode != "zigzag") {
     throw InvalidArgument("--cp-mode must be 'zigzag' or 'contiguous', got '" + f.cp_mode + "'");
   }
-  o.tail_align = parse_tail_align(f.tail_align);
-  if (f.tail_multiple > 0 && o.tail_align != TailAlign::kMultiple) {
-    throw InvalidArgument("--tail-multiple " + std::to_string(f.tail_multiple) +
-                          " needs --tail-align multiple");
-  }
-  o.tail_multiple = f.tail_multiple;
-  o.tail_policy = parse_tail_policy(f.tail_policy);
-  o.fixed_cu_seqlens_entries = f.fixed_cu_seqlens_entries;
+  f.shapes.apply_to(o);
   o.max_sequences_per_pack = job.max_sequences_per_pack;
   return o;
 }
@@ -105,10 +96,10 @@ std::vector<AgreedOption> agreed_options(const RunFlags& f, const Job& job) {
           {"--no-verify", f.no_verify ? "set" : "not set"},
           {"--sample-order", sample_order_name(job.sample_order)},
           {"--thd-max-packed-sequences", std::to_string(job.max_sequences_per_pack)},
-          {"--tail-align", f.tail_align},
-          {"--tail-multiple", std::to_string(f.tail_multiple)},
-          {"--tail-policy", f.tail_policy},
-          {"--fixed-cu-seqlens-entries", std::to_string(f.fixed_cu_seqlens_entries)},
+          {"--tail-align", f.shapes.tail_align},
+          {"--tail-multiple", std::to_string(f.shapes.tail_multiple)},
+          {"--tail-policy", f.shapes.tail_policy},
+          {"--fixed-cu-seqlens-entries", std::to_string(f.shapes.fixed_cu_seqlens_entries)},
           {"the cost model", number(job.cost.linear) + " x L + " + number(job.cost.quadratic) +
                                  " x L^2"},
           {"the data source", job.workload.source.kind + " " + job.workload.source.spec},
@@ -212,22 +203,7 @@ Command add_run_command(CLI::App& app) {
                   "rank 0 writes a self-contained HTML page with pictures of the run (time per DP "
                   "replica against the bound, bytes against the minimum, wall time per step)")
       ->check(non_empty());
-  cmd->add_option("--tail-align", flags->tail_align,
-                  "static shapes (CUDA graphs): none, multiple (rows of every pack rounded up to "
-                  "--tail-multiple) or capacity (every pack M x cp rows)")
-      ->check(non_empty())
-      ->capture_default_str();
-  cmd->add_option("--tail-multiple", flags->tail_multiple,
-                  "N for --tail-align multiple (a multiple of the padding divisor)")
-      ->check(non_negative_integer());
-  cmd->add_option("--tail-policy", flags->tail_policy,
-                  "where tail rows go: append_dummy_seq (an all-padding sequence of real length "
-                  "0) or extend_last (the last padded boundary moves)")
-      ->check(non_empty())
-      ->capture_default_str();
-  cmd->add_option("--fixed-cu-seqlens-entries", flags->fixed_cu_seqlens_entries,
-                  "if > 0, every cu_seqlens array has exactly this many entries (last repeated)")
-      ->check(non_negative_integer());
+  flags->shapes.add_to(*cmd);
   return {cmd, [flags] {
             return run_mpi_job(MPI_THREAD_FUNNELED, flags->timeout,
                                [&](int rank, int size) { return run(*flags, rank, size); });

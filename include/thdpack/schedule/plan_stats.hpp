@@ -44,7 +44,8 @@ PlanStats evaluate_plan(const Plan& plan, const ScheduleInput& input,
 
 /// Throws InternalError naming the first violated scheduler contract (scheduler.hpp): a sample
 /// missing, duplicated or unknown, an empty pack, a pack over capacity, a K that is not a multiple
-/// of options.microbatch_multiple, a group split across packs.
+/// of options.microbatch_multiple, a group that fits one pack split across packs, a larger group
+/// split across replicas or over micro-batches that are not consecutive.
 void validate_plan(const Plan& plan, const ScheduleInput& input, const ScheduleOptions& options);
 
 /// max(Σ costs / dp, max cost): the simple lower bound on the slowest replica's cost.

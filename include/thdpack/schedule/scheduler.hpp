@@ -9,7 +9,8 @@
 // - every replica gets the same number of micro-batches K, a multiple of the topology's
 //   microbatch_multiple() (the VPP group with virtual pipelining);
 // - every pack holds at most C = max_seqlen_per_dp_cp_rank · cp tokens (padded lengths); a sample
-//   (or group) longer than C is an InvalidArgument;
+//   longer than C is an InvalidArgument, and so is a group longer than C except with "balanced",
+//   which keeps such a group on one replica over consecutive micro-batches;
 // - with max_sequences_per_pack > 0, no pack holds more samples than that;
 // - deterministic: the same input and options give a bit-identical plan, on every rank and run.
 //
@@ -35,7 +36,8 @@ struct ScheduleInput {
   /// are rank 0's, and so on. Empty means an equal split. Only "local" depends on it.
   std::span<const int64_t> samples_per_rank;
   /// Optional (empty or same size): samples with the same group id are kept in one pack, e.g. GRPO
-  /// groups or preference pairs. Supported by "balanced" and "local".
+  /// groups or preference pairs. Supported by "balanced" and "local". With "balanced", a group
+  /// longer than one pack goes to consecutive packs of one replica instead.
   std::span<const int64_t> group_ids;
 };
 
