@@ -1,4 +1,3 @@
-#include <fstream>
 #include <limits>
 #include <sstream>
 
@@ -160,7 +159,7 @@ Sample detail::parse_jsonl_line(const std::string& line, int64_t id, const Jsonl
 
 std::unique_ptr<Dataset> load_jsonl_dataset(const std::string& path, const JsonlOptions& options) {
   auto lease = std::make_unique<InputLease>(path, "JSONL file");
-  std::ifstream in = open_input_file(path, "JSONL file");
+  InputStream in(lease->file());
   std::vector<Sample> samples;
   std::string line;
   int64_t line_no = 0;

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "core/counter_rng.hpp"
+#include "data/readers.hpp"
 #include "thdpack/core/dataset.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/input_file.hpp"
@@ -63,7 +64,7 @@ class MockDataset final : public Dataset {
     }
     if (config.mode == MockConfig::Mode::kFile) {
       lease_ = std::make_unique<InputLease>(config.path, "lengths file");
-      file_lengths_ = read_lengths_file(config.path);
+      file_lengths_ = detail::read_lengths(lease_->file());
     }
   }
 

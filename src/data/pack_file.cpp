@@ -4,7 +4,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <iterator>
 #include <limits>
 #include <new>
@@ -33,13 +32,13 @@ constexpr uint64_t kVersion = 3;
 
 /// XXH64 of a whole file's bytes, read in chunks.
 uint64_t hash_file(const std::string& path, const std::string& what, detail::Hash64& hash) {
-  std::ifstream in = open_input_file(path, what);
+  const InputFile file(path, what);
   std::vector<char> chunk(size_t{1} << 20);
-  while (in) {
-    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-    hash.update(chunk.data(), static_cast<size_t>(in.gcount()));
+  int64_t at = 0;
+  while (const size_t got = file.read_at(at, chunk.data(), chunk.size())) {
+    hash.update(chunk.data(), got);
+    at += static_cast<int64_t>(got);
   }
-  if (in.bad()) throw InvalidArgument("cannot read " + what + " '" + path + "'");
   return hash.digest();
 }
 
@@ -295,10 +294,7 @@ detail::PackFileContents detail::parse_pack_file(std::span<const std::byte> byte
 
 std::unique_ptr<PackedDataset> PackedDataset::open(const std::string& path) {
   auto lease = std::make_unique<InputLease>(path, "pack file");
-  const std::string text = [&] {
-    std::ifstream in = open_input_file(path, "pack file");
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }();
+  const std::string text = lease->file().read_all(std::numeric_limits<size_t>::max());
   detail::PackFileContents c =
       detail::parse_pack_file(std::as_bytes(std::span<const char>(text.data(), text.size())), path);
   std::unique_ptr<PackedDataset> d(new PackedDataset());

@@ -14,6 +14,7 @@
 
 #include "thdpack/core/dataset.hpp"
 #include "thdpack/data/indexed_dataset.hpp"
+#include "thdpack/data/input_file.hpp"
 #include "thdpack/data/jsonl_dataset.hpp"
 #include "thdpack/data/pack_file.hpp"
 
@@ -25,6 +26,8 @@ Sample parse_jsonl_line(const std::string& line, int64_t id, const JsonlOptions&
 
 /// The lengths in a lengths file's text (see read_lengths_file); `name` is the file in messages.
 std::vector<int64_t> parse_lengths(std::istream& in, const std::string& name);
+/// parse_lengths of an open lengths file, read through its descriptor.
+std::vector<int64_t> read_lengths(const InputFile& file);
 
 /// What a Megatron .idx holds, validated on its own (everything but the size of .bin).
 struct IndexContents {
