@@ -192,7 +192,10 @@ int run(ReorderFlags f, int rank, int size) {
   }
   report.windows(sync.windows, overlapped.windows);
   report.finish(sync.wall_seconds, overlapped.wall_seconds, sync.packed_tokens);
-  if (!f.report.empty()) report.write_html(f.report);
+  if (!f.report.empty()) {
+    report.write_html(f.report);
+    if (rank == 0 && !f.json) std::cout << "report written to " << f.report << '\n';
+  }
   return 0;
 }
 
