@@ -298,6 +298,11 @@ std::unique_ptr<IndexedDataset> IndexedDataset::open(const std::string& prefix) 
 
 IndexedDataset::~IndexedDataset() = default;
 
+std::span<const std::byte> IndexedDataset::index_bytes() const {
+  index_->require_unchanged(index_->size);
+  return {index_->data, static_cast<size_t>(index_->size)};
+}
+
 int64_t IndexedDataset::length(int64_t index) const {
   if (index < 0 || index >= size()) {
     throw InvalidArgument("sequence " + std::to_string(index) + " outside [0, " +

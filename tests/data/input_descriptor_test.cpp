@@ -153,7 +153,7 @@ TEST(InputDescriptor, EveryReaderOpensEachOfItsFilesByPathOnce) {
       {[&] { make_mock_dataset(lengths_config(lengths)); }, {lengths}},
       {[&] { read_input_file(config, "config", kMaxConfigFileBytes); }, {config}},
       {[&] { IndexedDataset::open(dir.file("d")); }, {dir.file("d.idx"), dir.file("d.bin")}},
-      {[&] { PackedDataset::open(dir.file("p.pack")); }, {dir.file("p.pack")}},
+      {[&] { PackedDataset::open(dir.file("p.pack")); }, {dir.file("p.pack"), jsonl}},
   };
   for (const auto& [read, files] : cases) {
     const OpenCounter counter;
