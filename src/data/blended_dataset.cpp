@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "data/readers.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/indexed_dataset.hpp"
 
@@ -117,11 +118,21 @@ std::string BlendedDataset::describe() const {
 }
 
 std::unique_ptr<Dataset> open_indexed_datasets(const std::string& data_path, int64_t size) {
+  return detail::open_indexed_datasets(data_path, size, [](const IndexedDataset&) {});
+}
+
+std::unique_ptr<Dataset> detail::open_indexed_datasets(
+    const std::string& data_path, int64_t size,
+    const std::function<void(const IndexedDataset&)>& opened) {
   std::istringstream in(data_path);
   std::vector<std::string> words;
   for (std::string w; in >> w;) words.push_back(w);
   if (words.empty()) throw InvalidArgument("empty data path");
-  if (words.size() == 1) return IndexedDataset::open(words[0]);
+  if (words.size() == 1) {
+    auto single = IndexedDataset::open(words[0]);
+    opened(*single);
+    return single;
+  }
   if (words.size() % 2 != 0) {
     throw InvalidArgument("data path '" + data_path +
                           "': give a prefix, or weight-prefix pairs 'w1 prefix1 w2 prefix2 ...'");
@@ -145,7 +156,9 @@ std::unique_ptr<Dataset> open_indexed_datasets(const std::string& data_path, int
                             "' must be finite and > 0");
     }
     weights.push_back(w);
-    datasets.push_back(IndexedDataset::open(words[i + 1]));
+    auto part = IndexedDataset::open(words[i + 1]);
+    opened(*part);
+    datasets.push_back(std::move(part));
     total += datasets.back()->size();
   }
   return std::make_unique<BlendedDataset>(std::move(datasets), std::move(weights),

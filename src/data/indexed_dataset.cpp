@@ -1,6 +1,5 @@
 #include "thdpack/data/indexed_dataset.hpp"
 
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -40,22 +39,14 @@ struct IndexedDataset::Mapping {
   const std::byte* data = nullptr;
   int64_t size = 0;
   std::string path;
-  InputLease lease;
-  int fd = -1;  // kept open: the size checks ask the mapped file itself, not the path
+  InputLease lease;  // holds the file open: the maps and size checks ask it, not the path
 
   explicit Mapping(const std::string& file) : path(file), lease(file, "indexed dataset file") {
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) throw InvalidArgument("cannot open '" + path + "': " + std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd);
-      throw InvalidArgument("'" + path + "' is not a regular file it can read");
-    }
-    size = static_cast<int64_t>(st.st_size);
+    size = lease.file().size();
     if (size > 0) {
-      void* p = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_PRIVATE, fd, 0);
+      void* p = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_PRIVATE,
+                       lease.file().descriptor(), 0);
       if (p == MAP_FAILED) {
-        ::close(fd);
         throw InvalidArgument("cannot map '" + path + "': " + std::strerror(errno));
       }
       data = static_cast<const std::byte*>(p);
@@ -63,7 +54,6 @@ struct IndexedDataset::Mapping {
   }
   ~Mapping() {
     if (data != nullptr) ::munmap(const_cast<std::byte*>(data), static_cast<size_t>(size));
-    ::close(fd);
   }
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;
@@ -72,7 +62,7 @@ struct IndexedDataset::Mapping {
   // (another inode) leaves the mapped one intact; the same file cut shorter does not.
   void require_unchanged(int64_t end) const {
     struct stat st {};
-    if (::fstat(fd, &st) != 0) return;
+    if (::fstat(lease.file().descriptor(), &st) != 0) return;
     if (static_cast<int64_t>(st.st_size) < std::min(end, size)) {
       throw InvalidArgument(path + ": the file shrank from " + std::to_string(size) + " to " +
                             std::to_string(st.st_size) +
@@ -307,6 +297,11 @@ std::unique_ptr<IndexedDataset> IndexedDataset::open(const std::string& prefix) 
 }
 
 IndexedDataset::~IndexedDataset() = default;
+
+std::span<const std::byte> IndexedDataset::index_bytes() const {
+  index_->require_unchanged(index_->size);
+  return {index_->data, static_cast<size_t>(index_->size)};
+}
 
 int64_t IndexedDataset::length(int64_t index) const {
   if (index < 0 || index >= size()) {

@@ -2,19 +2,27 @@
 
 #include "thdpack/data/input_file.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
-#include <map>
 #include <mutex>
-#include <sstream>
 #include <utility>
 
+#include "data/file_syscalls.hpp"
 #include "thdpack/core/errors.hpp"
 
 namespace thdpack {
 namespace {
+
+int open_read_only(const char* path, int flags) {
+  return ::open(path, flags);
+}
 
 std::string kind_of(mode_t mode) {
   if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
@@ -25,23 +33,15 @@ std::string kind_of(mode_t mode) {
   return "not a regular file";
 }
 
-struct stat stat_input(const std::string& path, const std::string& what) {
-  struct stat st {};
-  if (path.empty()) throw InvalidArgument(what + ": the path is empty");
-  if (::stat(path.c_str(), &st) != 0) {
-    throw InvalidArgument("cannot open " + what + " '" + path + "': " + std::strerror(errno));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    throw InvalidArgument(what + " '" + path + "' is " + kind_of(st.st_mode) +
-                          ", not a regular file; give a file");
-  }
-  return st;
+InvalidArgument not_regular(const std::string& what, const std::string& path, mode_t mode) {
+  return InvalidArgument(what + " '" + path + "' is " + kind_of(mode) +
+                         ", not a regular file; give a file");
 }
 
-// Inputs in use: (device, inode) -> (path, number of leases).
+// Inputs in use: the leases alive, each holding its file open.
 struct Registry {
   std::mutex mutex;
-  std::map<std::pair<uint64_t, uint64_t>, std::pair<std::string, int>> leases;
+  std::vector<const InputFile*> files;
 };
 
 Registry& registry() {
@@ -51,40 +51,107 @@ Registry& registry() {
 
 }  // namespace
 
-void require_regular_file(const std::string& path, const std::string& what) {
-  stat_input(path, what);
+detail::FileSyscalls& detail::file_syscalls() {
+  static FileSyscalls calls{open_read_only, ::fsync, std::rename};
+  return calls;
 }
 
-std::ifstream open_input_file(const std::string& path, const std::string& what) {
-  require_regular_file(path, what);
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw InvalidArgument("cannot open " + what + " '" + path + "': " + std::strerror(errno));
-  return in;
+InputFile::InputFile(const std::string& path, const std::string& what) : path_(path), what_(what) {
+  if (path.empty()) throw InvalidArgument(what + ": the path is empty");
+  // Non-blocking: a FIFO with no writer opens at once (and is refused below) instead of waiting.
+  fd_ = detail::file_syscalls().open_input(path.c_str(),
+                                           O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd_ < 0) {
+    const int error = errno;
+    // A Unix socket cannot be opened at all (ENXIO); say what it is, as for the others.
+    struct stat st {};
+    if (error == ENXIO && ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+      throw not_regular(what, path, st.st_mode);
+    }
+    throw InvalidArgument("cannot open " + what + " '" + path + "': " + std::strerror(error));
+  }
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const int error = errno;
+    ::close(fd_);
+    if (S_ISREG(st.st_mode) || st.st_mode == 0) {
+      throw InvalidArgument("cannot open " + what + " '" + path + "': " + std::strerror(error));
+    }
+    throw not_regular(what, path, st.st_mode);
+  }
+  // Regular files ignore O_NONBLOCK today; cleared so that reads stay plain blocking reads.
+  const int flags = ::fcntl(fd_, F_GETFL);
+  if (flags >= 0 && (flags & O_NONBLOCK) != 0) ::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK);
+  device_ = static_cast<uint64_t>(st.st_dev);
+  inode_ = static_cast<uint64_t>(st.st_ino);
+}
+
+InputFile::~InputFile() {
+  ::close(fd_);
+}
+
+int64_t InputFile::size() const {
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) {
+    throw InvalidArgument("cannot read " + what_ + " '" + path_ + "': " + std::strerror(errno));
+  }
+  return static_cast<int64_t>(st.st_size);
+}
+
+size_t InputFile::read_at(int64_t offset, char* out, size_t n) const {
+  for (;;) {
+    const ssize_t got = ::pread(fd_, out, n, static_cast<off_t>(offset));
+    if (got >= 0) return static_cast<size_t>(got);
+    if (errno != EINTR) {
+      throw InvalidArgument("cannot read " + what_ + " '" + path_ + "': " + std::strerror(errno));
+    }
+  }
+}
+
+std::string InputFile::read_all(size_t max_bytes) const {
+  const int64_t bytes = size();
+  if (static_cast<uint64_t>(bytes) > max_bytes) {
+    throw InvalidArgument(what_ + " '" + path_ + "' has " + std::to_string(bytes) +
+                          " bytes; the limit is " + std::to_string(max_bytes));
+  }
+  // Read at most one byte past the limit: a file that grew since fstat is refused, not read whole.
+  const size_t most = max_bytes < SIZE_MAX ? max_bytes + 1 : max_bytes;
+  std::string text(std::min(most, static_cast<size_t>(bytes) + 1), '\0');
+  size_t total = 0;
+  for (;;) {
+    if (total == text.size()) {
+      if (total > max_bytes) {
+        throw InvalidArgument(what_ + " '" + path_ + "' is larger than the limit of " +
+                              std::to_string(max_bytes) + " bytes");
+      }
+      text.resize(std::min(most, 2 * total));
+    }
+    const size_t got =
+        read_at(static_cast<int64_t>(total), text.data() + total, text.size() - total);
+    if (got == 0) break;
+    total += got;
+  }
+  text.resize(total);
+  return text;
+}
+
+InputStream::Buffer::Buffer(const InputFile& file) : file_(file), chunk_(size_t{1} << 16) {}
+
+InputStream::Buffer::int_type InputStream::Buffer::underflow() {
+  if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
+  const size_t got = file_.read_at(next_, chunk_.data(), chunk_.size());
+  if (got == 0) return traits_type::eof();
+  next_ += static_cast<int64_t>(got);
+  setg(chunk_.data(), chunk_.data(), chunk_.data() + got);
+  return traits_type::to_int_type(*gptr());
+}
+
+InputStream::InputStream(const InputFile& file) : std::istream(nullptr), buffer_(file) {
+  rdbuf(&buffer_);
 }
 
 std::string read_input_file(const std::string& path, const std::string& what, size_t max_bytes) {
-  const struct stat st = stat_input(path, what);
-  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
-    throw InvalidArgument(what + " '" + path + "' has " + std::to_string(st.st_size) +
-                          " bytes; the limit is " + std::to_string(max_bytes));
-  }
-  std::ifstream in = open_input_file(path, what);
-  std::ostringstream text;
-  // Read at most one byte past the limit: a file that grew since stat is refused, not read whole.
-  std::string chunk(std::min<size_t>(max_bytes + 1, size_t{1} << 16), '\0');
-  size_t total = 0;
-  while (in) {
-    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-    const auto got = static_cast<size_t>(in.gcount());
-    total += got;
-    if (total > max_bytes) {
-      throw InvalidArgument(what + " '" + path + "' is larger than the limit of " +
-                            std::to_string(max_bytes) + " bytes");
-    }
-    text.write(chunk.data(), static_cast<std::streamsize>(got));
-  }
-  return text.str();
+  return InputFile(path, what).read_all(max_bytes);
 }
 
 bool read_bounded_line(std::istream& in, std::string& line, size_t max_bytes,
@@ -107,21 +174,20 @@ bool read_bounded_line(std::istream& in, std::string& line, size_t max_bytes,
   }
 }
 
-InputLease::InputLease(const std::string& path, const std::string& what) {
-  const struct stat st = stat_input(path, what);
-  device_ = static_cast<uint64_t>(st.st_dev);
-  inode_ = static_cast<uint64_t>(st.st_ino);
+InputLease::InputLease(const std::string& path, const std::string& what)
+    : InputLease(std::make_shared<const InputFile>(path, what)) {}
+
+InputLease::InputLease(std::shared_ptr<const InputFile> file) : file_(std::move(file)) {
   Registry& r = registry();
   const std::lock_guard<std::mutex> lock(r.mutex);
-  auto& entry = r.leases[{device_, inode_}];
-  if (entry.second++ == 0) entry.first = path;
+  r.files.push_back(file_.get());
 }
 
 InputLease::~InputLease() {
   Registry& r = registry();
   const std::lock_guard<std::mutex> lock(r.mutex);
-  const auto it = r.leases.find({device_, inode_});
-  if (it != r.leases.end() && --it->second.second == 0) r.leases.erase(it);
+  const auto it = std::find(r.files.begin(), r.files.end(), file_.get());
+  if (it != r.files.end()) r.files.erase(it);
 }
 
 std::string leased_input_at(const std::string& path) {
@@ -129,9 +195,14 @@ std::string leased_input_at(const std::string& path) {
   if (::stat(path.c_str(), &st) != 0) return "";
   Registry& r = registry();
   const std::lock_guard<std::mutex> lock(r.mutex);
-  const auto it =
-      r.leases.find({static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)});
-  return it == r.leases.end() ? "" : it->second.first;
+  for (const InputFile* file : r.files) {
+    struct stat leased {};
+    if (::fstat(file->descriptor(), &leased) == 0 && leased.st_dev == st.st_dev &&
+        leased.st_ino == st.st_ino) {
+      return file->path();
+    }
+  }
+  return "";
 }
 
 }  // namespace thdpack

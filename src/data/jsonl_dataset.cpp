@@ -1,4 +1,3 @@
-#include <fstream>
 #include <limits>
 #include <sstream>
 
@@ -159,8 +158,14 @@ Sample detail::parse_jsonl_line(const std::string& line, int64_t id, const Jsonl
 }
 
 std::unique_ptr<Dataset> load_jsonl_dataset(const std::string& path, const JsonlOptions& options) {
-  auto lease = std::make_unique<InputLease>(path, "JSONL file");
-  std::ifstream in = open_input_file(path, "JSONL file");
+  return detail::load_jsonl(std::make_shared<const InputFile>(path, "JSONL file"), options);
+}
+
+std::unique_ptr<Dataset> detail::load_jsonl(std::shared_ptr<const InputFile> file,
+                                            const JsonlOptions& options) {
+  const std::string path = file->path();
+  auto lease = std::make_unique<InputLease>(std::move(file));
+  InputStream in(lease->file());
   std::vector<Sample> samples;
   std::string line;
   int64_t line_no = 0;

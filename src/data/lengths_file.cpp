@@ -1,6 +1,5 @@
 #include <cctype>
 #include <charconv>
-#include <fstream>
 
 #include "data/json_text.hpp"
 #include "data/readers.hpp"
@@ -29,8 +28,12 @@ bool looks_numeric(const std::string& s) {
 }  // namespace
 
 std::vector<int64_t> read_lengths_file(const std::string& path) {
-  std::ifstream in = open_input_file(path, "lengths file");
-  return detail::parse_lengths(in, path);
+  return detail::read_lengths(InputFile(path, "lengths file"));
+}
+
+std::vector<int64_t> detail::read_lengths(const InputFile& file) {
+  InputStream in(file);
+  return parse_lengths(in, file.path());
 }
 
 std::vector<int64_t> detail::parse_lengths(std::istream& in, const std::string& path) {

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "core/counter_rng.hpp"
+#include "data/readers.hpp"
 #include "thdpack/core/dataset.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/input_file.hpp"
@@ -56,14 +57,16 @@ class LengthSampler {
 
 class MockDataset final : public Dataset {
  public:
-  MockDataset(const MockConfig& config, const MockContent& content)
+  MockDataset(const MockConfig& config, const MockContent& content,
+              std::shared_ptr<const InputFile> lengths)
       : config_((validate(config), config)), content_(content), sampler_(config) {
     if (content.vocab_size < 3 || content.eod_id < 0 || content.eod_id >= content.vocab_size) {
       throw InvalidArgument("mock content needs vocab_size >= 3 and 0 <= eod_id < vocab_size");
     }
     if (config.mode == MockConfig::Mode::kFile) {
-      lease_ = std::make_unique<InputLease>(config.path, "lengths file");
-      file_lengths_ = read_lengths_file(config.path);
+      lease_ = lengths ? std::make_unique<InputLease>(std::move(lengths))
+                       : std::make_unique<InputLease>(config.path, "lengths file");
+      file_lengths_ = detail::read_lengths(lease_->file());
     }
   }
 
@@ -120,7 +123,13 @@ int64_t mock_token(int64_t index, int64_t j, int64_t length, const MockContent& 
 }
 
 std::unique_ptr<Dataset> make_mock_dataset(const MockConfig& config, const MockContent& content) {
-  return std::make_unique<MockDataset>(config, content);
+  return std::make_unique<MockDataset>(config, content, nullptr);
+}
+
+std::unique_ptr<Dataset> detail::make_mock_dataset(const MockConfig& config,
+                                                   const MockContent& content,
+                                                   std::shared_ptr<const InputFile> lengths) {
+  return std::make_unique<MockDataset>(config, content, std::move(lengths));
 }
 
 }  // namespace thdpack

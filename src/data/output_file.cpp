@@ -3,6 +3,7 @@
 
 #include "thdpack/data/output_file.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <mutex>
 #include <system_error>
 
+#include "data/file_syscalls.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/input_file.hpp"
 
@@ -59,6 +61,21 @@ mode_t process_umask() {
 
 mode_t new_file_mode() {
   return 0666 & ~process_umask();
+}
+
+// The rename itself on disk: fsync of the folder that holds `path`. Filesystems that cannot sync
+// a folder (EINVAL) have nothing more to do.
+void sync_folder(const std::string& path) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::string folder = parent.empty() ? "." : parent.string();
+  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const bool synced = fd >= 0 && (detail::file_syscalls().fsync(fd) == 0 || errno == EINVAL);
+  const std::string reason = error_text();
+  if (fd >= 0) ::close(fd);
+  if (!synced) {
+    throw InvalidArgument("'" + path + "' is in place but its folder could not be synced (" +
+                          reason + "); it may not survive a crash");
+  }
 }
 
 }  // namespace
@@ -118,12 +135,15 @@ void OutputFile::write(const void* data, size_t n) {
 
 void OutputFile::close() {
   if (file_ == nullptr) return;
-  const bool flushed = std::fflush(file_) == 0;
+  // On disk before it is renamed: a crash after the rename must not leave an empty file in place
+  // of the old one.
+  const bool synced =
+      std::fflush(file_) == 0 && detail::file_syscalls().fsync(::fileno(file_)) == 0;
   const std::string reason = error_text();
   const int rc = std::fclose(file_);
   file_ = nullptr;
-  if (!flushed || rc != 0) {
-    throw InvalidArgument("cannot write '" + path_ + "': " + (flushed ? error_text() : reason));
+  if (!synced || rc != 0) {
+    throw InvalidArgument("cannot write '" + path_ + "': " + (synced ? error_text() : reason));
   }
   closed_ = true;
 }
@@ -134,10 +154,11 @@ void OutputFile::commit() {
   if (!closed_) throw InvalidArgument("'" + path_ + "' was not written");
   // The check again, as late as possible: an input opened since the constructor is not replaced.
   refuse_replacing_inputs(path_);
-  if (std::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+  if (detail::file_syscalls().rename(temp_path_.c_str(), path_.c_str()) != 0) {
     throw InvalidArgument("cannot move the new '" + path_ + "' into place: " + error_text());
   }
   committed_ = true;
+  sync_folder(path_);
 }
 
 }  // namespace thdpack

@@ -4,7 +4,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <iterator>
 #include <limits>
 #include <new>
@@ -31,16 +30,58 @@ constexpr char kMagic[8] = {'T', 'H', 'D', 'P', 'A', 'C', 'K', 'S'};
 // whole file at its end.
 constexpr uint64_t kVersion = 3;
 
-/// XXH64 of a whole file's bytes, read in chunks.
-uint64_t hash_file(const std::string& path, const std::string& what, detail::Hash64& hash) {
-  std::ifstream in = open_input_file(path, what);
+/// Adds a whole open file's bytes to `hash`, read in chunks.
+void hash_file(const InputFile& file, detail::Hash64& hash) {
   std::vector<char> chunk(size_t{1} << 20);
-  while (in) {
-    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-    hash.update(chunk.data(), static_cast<size_t>(in.gcount()));
+  int64_t at = 0;
+  while (const size_t got = file.read_at(at, chunk.data(), chunk.size())) {
+    hash.update(chunk.data(), got);
+    at += static_cast<int64_t>(got);
   }
-  if (in.bad()) throw InvalidArgument("cannot read " + what + " '" + path + "'");
-  return hash.digest();
+}
+
+/// The words of an indexed data path: "prefix" or "w1 prefix1 w2 prefix2 ...".
+std::vector<std::string> data_path_words(const std::string& spec) {
+  std::istringstream in(spec);
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
+/// A pack file's source opened once: its dataset, and the fingerprint (source_fingerprint) of the
+/// very files that dataset reads, through their descriptors.
+struct OpenedSource {
+  std::unique_ptr<Dataset> dataset;
+  uint64_t fingerprint = 0;
+};
+
+OpenedSource open_source_once(const PackSource& source) {
+  detail::Hash64 hash;
+  hash.update(source.kind.data(), source.kind.size());
+  OpenedSource out;
+  if (source.kind == "indexed") {
+    out.dataset = detail::open_indexed_datasets(
+        source.spec, source.size, [&hash](const IndexedDataset& part) {
+          const std::span<const std::byte> idx = part.index_bytes();
+          hash.update(idx.data(), idx.size());
+        });
+  } else if (source.kind == "jsonl") {
+    auto file = std::make_shared<const InputFile>(source.spec, "JSONL file");
+    hash_file(*file, hash);
+    out.dataset = detail::load_jsonl(std::move(file), {});
+  } else if (source.kind == "mock") {
+    const MockConfig config = parse_mock_config(source.spec);
+    std::shared_ptr<const InputFile> lengths;
+    if (config.mode == MockConfig::Mode::kFile) {
+      lengths = std::make_shared<const InputFile>(config.path, "lengths file");
+      hash_file(*lengths, hash);
+    }
+    out.dataset = detail::make_mock_dataset(config, {}, std::move(lengths));
+  } else {
+    throw InvalidArgument("unknown pack source kind '" + source.kind + "'");
+  }
+  out.fingerprint = hash.digest();
+  return out;
 }
 
 /// The index of an entry that repeats an earlier one (the second occurrence of the smallest
@@ -180,18 +221,17 @@ uint64_t source_fingerprint(const PackSource& source) {
   detail::Hash64 hash;
   hash.update(source.kind.data(), source.kind.size());
   if (source.kind == "indexed") {
-    // Every prefix of the data path ("prefix" or "w1 prefix1 w2 prefix2 ...").
-    std::istringstream in(source.spec);
-    std::vector<std::string> words;
-    for (std::string w; in >> w;) words.push_back(w);
+    const std::vector<std::string> words = data_path_words(source.spec);
     for (size_t i = words.size() == 1 ? 0 : 1; i < words.size(); i += 2) {
-      hash_file(words[i] + ".idx", "index", hash);
+      hash_file(InputFile(words[i] + ".idx", "index"), hash);
     }
   } else if (source.kind == "jsonl") {
-    hash_file(source.spec, "JSONL file", hash);
+    hash_file(InputFile(source.spec, "JSONL file"), hash);
   } else if (source.kind == "mock") {
     const MockConfig config = parse_mock_config(source.spec);
-    if (config.mode == MockConfig::Mode::kFile) hash_file(config.path, "lengths file", hash);
+    if (config.mode == MockConfig::Mode::kFile) {
+      hash_file(InputFile(config.path, "lengths file"), hash);
+    }
   }
   return hash.digest();
 }
@@ -295,10 +335,7 @@ detail::PackFileContents detail::parse_pack_file(std::span<const std::byte> byte
 
 std::unique_ptr<PackedDataset> PackedDataset::open(const std::string& path) {
   auto lease = std::make_unique<InputLease>(path, "pack file");
-  const std::string text = [&] {
-    std::ifstream in = open_input_file(path, "pack file");
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }();
+  const std::string text = lease->file().read_all(std::numeric_limits<size_t>::max());
   detail::PackFileContents c =
       detail::parse_pack_file(std::as_bytes(std::span<const char>(text.data(), text.size())), path);
   std::unique_ptr<PackedDataset> d(new PackedDataset());
@@ -313,8 +350,11 @@ std::unique_ptr<PackedDataset> PackedDataset::open(const std::string& path) {
     return InvalidArgument(path + ": its " + d->source_.kind + " source of " +
                            std::to_string(d->source_.size) + " samples does not fit in memory");
   };
+  uint64_t now = 0;
   try {
-    d->dataset_ = open_pack_source(d->source_);
+    OpenedSource opened = open_source_once(d->source_);
+    d->dataset_ = std::move(opened.dataset);
+    now = opened.fingerprint;
   } catch (const InvalidArgument& e) {
     throw InvalidArgument(path + ": cannot open its " + d->source_.kind + " source: " + e.what());
   } catch (const std::bad_alloc&) {
@@ -326,12 +366,6 @@ std::unique_ptr<PackedDataset> PackedDataset::open(const std::string& path) {
     throw InvalidArgument(path + ": its source " + d->source_.spec + " now has " +
                           std::to_string(d->dataset_->size()) + " samples, not the " +
                           std::to_string(d->source_.size) + " it was packed from");
-  }
-  uint64_t now = 0;
-  try {
-    now = source_fingerprint(d->source_);
-  } catch (const InvalidArgument& e) {
-    throw InvalidArgument(path + ": cannot read its " + d->source_.kind + " source: " + e.what());
   }
   if (now != c.fingerprint) {
     throw InvalidArgument(path + ": its source " + d->source_.spec +

@@ -7,6 +7,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <istream>
 #include <span>
 #include <string>
@@ -14,7 +16,9 @@
 
 #include "thdpack/core/dataset.hpp"
 #include "thdpack/data/indexed_dataset.hpp"
+#include "thdpack/data/input_file.hpp"
 #include "thdpack/data/jsonl_dataset.hpp"
+#include "thdpack/data/mock_dataset.hpp"
 #include "thdpack/data/pack_file.hpp"
 
 namespace thdpack::detail {
@@ -25,6 +29,22 @@ Sample parse_jsonl_line(const std::string& line, int64_t id, const JsonlOptions&
 
 /// The lengths in a lengths file's text (see read_lengths_file); `name` is the file in messages.
 std::vector<int64_t> parse_lengths(std::istream& in, const std::string& name);
+/// parse_lengths of an open lengths file, read through its descriptor.
+std::vector<int64_t> read_lengths(const InputFile& file);
+
+// The readers of already open files: a pack file's source is opened once, and its fingerprint
+// hashes the very files its dataset reads (see PackedDataset::open).
+
+/// load_jsonl_dataset of `file`, which the dataset leases for its life.
+std::unique_ptr<Dataset> load_jsonl(std::shared_ptr<const InputFile> file,
+                                    const JsonlOptions& options);
+/// make_mock_dataset whose file-mode lengths file is `lengths` (config.path is not opened).
+std::unique_ptr<Dataset> make_mock_dataset(const MockConfig& config, const MockContent& content,
+                                           std::shared_ptr<const InputFile> lengths);
+/// open_indexed_datasets, calling `opened` with each IndexedDataset in the data path's order.
+std::unique_ptr<Dataset> open_indexed_datasets(
+    const std::string& data_path, int64_t size,
+    const std::function<void(const IndexedDataset&)>& opened);
 
 /// What a Megatron .idx holds, validated on its own (everything but the size of .bin).
 struct IndexContents {

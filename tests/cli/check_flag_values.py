@@ -63,7 +63,7 @@ FLAGS = {
                 "--mean-images": "non_negative_number", "--max-images": "positive",
                 "--min-side": "positive", "--max-side": "positive",
                 "--median-text-tokens": "positive", "--pixel-dim": "positive",
-                "--timeout": "positive_number"},
+                "--timeout": "positive_number", "--report": "text"},
 }
 # Required flags given alongside the one under test (unless it is the one under test).
 REQUIRED = {"pack": ["--capacity", "100"], "convert": ["--out", os.path.join(WORK, "never")]}

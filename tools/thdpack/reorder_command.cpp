@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -23,6 +24,7 @@
 #include "reorder_report.hpp"
 #include "thdpack/comm/mpi_communicator.hpp"
 #include "thdpack/core/errors.hpp"
+#include "thdpack/data/output_file.hpp"
 #include "thdpack/multimodal/vl_workload.hpp"
 #include "thdpack/pipeline/reorder_exchange.hpp"
 
@@ -52,6 +54,7 @@ struct ReorderFlags {
   int64_t pack_divisor = 0;  // > 0: pack each rank's shard into one THD row
   double timeout = 300;
   bool json = false;
+  std::string report;  // rank 0 writes an HTML page here
 };
 
 std::vector<int> parse_sizes(const std::string& text) {
@@ -169,6 +172,15 @@ int run(ReorderFlags f, int rank, int size) {
   }
   if (f.microbatches < 1) throw InvalidArgument("--microbatches must be >= 1");
   validate(o, size);
+  // Refused now, not after the run: every rank checks (the same answer on a shared filesystem).
+  if (!f.report.empty()) {
+    refuse_replacing_inputs(f.report);
+    const std::filesystem::path folder = std::filesystem::path(f.report).parent_path();
+    if (!folder.empty() && !std::filesystem::is_directory(folder)) {
+      throw InvalidArgument("cannot create '" + f.report + "': no folder '" + folder.string() +
+                            "'");
+    }
+  }
 
   ReorderReport report(world, f.json);
   report.begin(o, f.workload, f.microbatches, f.compute_ms);
@@ -180,6 +192,10 @@ int run(ReorderFlags f, int rank, int size) {
   }
   report.windows(sync.windows, overlapped.windows);
   report.finish(sync.wall_seconds, overlapped.wall_seconds, sync.packed_tokens);
+  if (!f.report.empty()) {
+    report.write_html(f.report);
+    if (rank == 0 && !f.json) std::cout << "report written to " << f.report << '\n';
+  }
   return 0;
 }
 
@@ -262,6 +278,10 @@ Command add_reorder_command(CLI::App& app) {
       ->check(positive_number(kMaxTimeoutSeconds))
       ->capture_default_str();
   cmd->add_flag("--json", f->json, "print the report as JSON (rank 0)");
+  cmd->add_option("--report", f->report,
+                  "rank 0 writes a self-contained HTML page with pictures of the windows (vision-"
+                  "cost spread before and after, samples and bytes moved, exchange time)")
+      ->check(non_empty());
   return {cmd, [f] {
             // The overlapped exchange runs MPI on a background thread, one thread at a time.
             return run_mpi_job(MPI_THREAD_SERIALIZED, f->timeout,

@@ -7,6 +7,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "reorder_html_report.hpp"
 #include "table.hpp"
 
 namespace thdpack::cli {
@@ -67,19 +68,27 @@ const char* method_name(const ReorderOptions& o) {
   return o.assignment.method == AssignmentMethod::kRefined ? "refined" : "longest-first";
 }
 
+/// The module DP sizes, "2,4".
+std::string modules_text(const ReorderOptions& o) {
+  std::string text;
+  for (int d : o.module_dp_sizes) {
+    if (!text.empty()) text += ',';
+    text += std::to_string(d);
+  }
+  return text;
+}
+
 }  // namespace
 
 void ReorderReport::begin(const ReorderOptions& options, const VisionLanguageWorkload& w,
                           int64_t microbatches, double compute_ms) {
   options_ = options;
   workload_ = w;
+  microbatches_ = microbatches;
+  compute_ms_ = compute_ms;
   groups_ = canonical_groups(options.module_dp_sizes);
   if (world_.rank() != 0 || json_) return;
-  std::string modules;
-  for (int d : options.module_dp_sizes) {
-    if (!modules.empty()) modules += ',';
-    modules += std::to_string(d);
-  }
+  const std::string modules = modules_text(options);
   std::cout << "workload   synthetic vision-language, seed " << w.seed << ": "
             << fixed(100 * w.text_only_fraction, 0) << "% text-only, " << fixed(w.mean_images, 2)
             << " images per image sample (max " << w.max_images << "), sides " << w.min_side << ".."
@@ -156,6 +165,8 @@ void ReorderReport::finish(double sync_wall, double overlapped_wall,
                                  static_cast<double>(packed_tokens.size())};
   world_.allreduce(packing, ReduceOp::kMax);
   if (world_.rank() != 0) return;
+  sync_wall_seconds_ = sync_wall;
+  overlapped_wall_seconds_ = overlapped_wall;
 
   double before = 0, after = 0, reference = 0, peak_after = 0, sync = 0, exposed = 0;
   double cost_before = 0, cost_after = 0;
@@ -251,6 +262,30 @@ void ReorderReport::finish(double sync_wall, double overlapped_wall,
     std::cout << "packing    each shard packed into one THD row; the longest has "
               << static_cast<int64_t>(packing[0]) << " tokens\n";
   }
+}
+
+void ReorderReport::write_html(const std::string& path) const {
+  if (world_.rank() != 0) return;
+  const std::string modules = modules_text(options_);
+  const VisionLanguageWorkload& w = workload_;
+  write_reorder_html_report(
+      path,
+      {{{"workload", "synthetic vision-language, seed " + std::to_string(w.seed) + ": " +
+                         fixed(100 * w.text_only_fraction, 0) + "% text-only, " +
+                         fixed(w.mean_images, 2) + " images per image sample (max " +
+                         std::to_string(w.max_images) + "), sides " + std::to_string(w.min_side) +
+                         ".." + std::to_string(w.max_side) + " merged tokens"},
+        {"layout", "DP group of " + std::to_string(world_.size()) + " MPI ranks; module DP sizes " +
+                       modules + " -> G = " + std::to_string(groups_) + " canonical groups"},
+        {"batches", std::to_string(microbatches_) + " global micro-batches of " +
+                        std::to_string(options_.microbatch_size) + " samples, windows of " +
+                        std::to_string(options_.window)},
+        {"assignment", method_name(options_)},
+        {"compute", fixed(compute_ms_, 2) + " ms simulated per micro-batch"},
+        {"wall", fixed(1e3 * sync_wall_seconds_, 1) + " ms synchronous, " +
+                     fixed(1e3 * overlapped_wall_seconds_, 1) + " ms overlapped"}},
+       method_name(options_),
+       windows_});
 }
 
 }  // namespace thdpack::cli

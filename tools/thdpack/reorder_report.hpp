@@ -4,6 +4,8 @@
 // assignment of the same costs), the samples and bytes moved and the exchange time with and
 // without overlap (the slowest rank), then a summary.
 
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "thdpack/comm/communicator.hpp"
@@ -11,6 +13,23 @@
 #include "thdpack/pipeline/reorder_exchange.hpp"
 
 namespace thdpack::cli {
+
+/// One window of `thdpack reorder`, as rank 0 reports it.
+struct ReorderWindowFigures {
+  int64_t microbatches = 0;
+  double spread_before = 0;       ///< mean over micro-batches of max/min per-rank vision cost
+  double spread_after = 0;        ///< after this run's assignment
+  double spread_reference = 0;    ///< after longest-first on the same costs
+  double peak_after = 0;          ///< mean of max/mean per-rank vision cost after
+  double cost_spread_before = 0;  ///< the same spread of the balanced cost (vision + text)
+  double cost_spread_after = 0;
+  int64_t samples = 0;
+  int64_t samples_moved = 0;
+  int64_t reference_moved = 0;  ///< samples longest-first would move
+  int64_t bytes_moved = 0;
+  double sync_seconds = 0;     ///< slowest rank's exchange()
+  double exposed_seconds = 0;  ///< slowest rank's wait in finish() when overlapped
+};
 
 class ReorderReport {
  public:
@@ -25,23 +44,12 @@ class ReorderReport {
   /// packing). Collective (one allreduce).
   void finish(double sync_wall_seconds, double overlapped_wall_seconds,
               const std::vector<int64_t>& packed_tokens);
+  /// Rank 0 writes the windows as an HTML page (reorder_html_report.hpp) to `path`; other ranks
+  /// do nothing. Call after finish(). InvalidArgument when the file cannot be written.
+  void write_html(const std::string& path) const;
 
  private:
-  struct WindowFigures {
-    int64_t microbatches = 0;
-    double spread_before = 0;       ///< mean over micro-batches of max/min per-rank vision cost
-    double spread_after = 0;        ///< after this run's assignment
-    double spread_reference = 0;    ///< after longest-first on the same costs
-    double peak_after = 0;          ///< mean of max/mean per-rank vision cost after
-    double cost_spread_before = 0;  ///< the same spread of the balanced cost (vision + text)
-    double cost_spread_after = 0;
-    int64_t samples = 0;
-    int64_t samples_moved = 0;
-    int64_t reference_moved = 0;  ///< samples longest-first would move
-    int64_t bytes_moved = 0;
-    double sync_seconds = 0;     ///< slowest rank's exchange()
-    double exposed_seconds = 0;  ///< slowest rank's wait in finish() when overlapped
-  };
+  using WindowFigures = ReorderWindowFigures;
 
   Communicator& world_;
   bool json_;
@@ -49,6 +57,10 @@ class ReorderReport {
   VisionLanguageWorkload workload_;
   int64_t groups_ = 1;
   std::vector<WindowFigures> windows_;
+  int64_t microbatches_ = 0;
+  double compute_ms_ = 0;
+  double sync_wall_seconds_ = 0;
+  double overlapped_wall_seconds_ = 0;
 };
 
 }  // namespace thdpack::cli

@@ -46,9 +46,10 @@ ResolvedWorkload resolve_source(const WorkloadFlags& f) {
         throw InvalidArgument("--dataset-config: '" + text +
                               "' is neither JSON nor a readable file");
       }
-      r.inputs.push_back(std::make_shared<InputLease>(text, "--dataset-config file"));
+      const auto lease = std::make_shared<InputLease>(text, "--dataset-config file");
+      r.inputs.push_back(lease);
       base_dir = std::filesystem::path(text).parent_path().string();
-      text = read_input_file(text, "--dataset-config file", kMaxConfigFileBytes);
+      text = lease->file().read_all(kMaxConfigFileBytes);
     }
     const MockConfig config =
         parse_mock_config(text, base_dir, inline_json ? "" : f.dataset_config);

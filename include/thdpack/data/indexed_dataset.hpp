@@ -72,6 +72,9 @@ class IndexedDataset final : public Dataset {
   int64_t pointer(int64_t index) const;
   std::span<const int64_t> document_indices() const { return document_indices_; }
   const std::string& prefix() const { return prefix_; }
+  /// The bytes of `<prefix>.idx` as mapped at open (the file opened, whatever is at the path now);
+  /// InvalidArgument when that file has shrunk since.
+  std::span<const std::byte> index_bytes() const;
 
  private:
   IndexedDataset() = default;

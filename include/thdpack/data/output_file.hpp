@@ -5,8 +5,9 @@
 //   another spelling of it, a companion such as PREFIX.bin of an open indexed dataset) is refused
 //   before anything is opened for writing;
 // - what is there stays intact until the new file is complete: the bytes go to a temporary file
-//   in the same folder, renamed into place by commit(); a writer that fails or is abandoned
-//   removes it.
+//   in the same folder, synced to disk (fsync) and then renamed into place by commit(), which
+//   syncs the folder too, so that a crash leaves either the old file or the whole new one; a
+//   writer that fails or is abandoned removes the temporary file.
 
 #include <cstdio>
 #include <string>
@@ -36,12 +37,14 @@ class OutputFile {
   void write(const void* data, size_t n);
   /// The final path (links resolved), for messages.
   const std::string& path() const { return path_; }
-  /// Flushes and closes the temporary file without moving it into place, so that several files
-  /// can all be complete on disk before any is renamed. InvalidArgument naming the path when
-  /// either step fails. Does nothing when already closed.
+  /// Flushes, syncs (fsync) and closes the temporary file without moving it into place, so that
+  /// several files can all be complete on disk before any is renamed. InvalidArgument naming the
+  /// path when any step fails. Does nothing when already closed.
   void close();
-  /// Closes the temporary file (close()) and renames it over the final path (with the
-  /// permissions a new file would get). InvalidArgument naming the path when any step fails.
+  /// Closes the temporary file (close()), renames it over the final path (with the permissions a
+  /// new file would get) and syncs the folder. InvalidArgument naming the path when any step
+  /// fails; until the rename, what was at the path is intact and the destructor removes the
+  /// temporary file.
   void commit();
 
  private:
