@@ -80,6 +80,7 @@ struct Pipeline::State {
   Communicator* tp = nullptr;
   std::unique_ptr<Communicator> owned_dp;  // set when the pipeline split its own groups
   std::unique_ptr<Communicator> owned_tp;
+  detail::ExchangeBuffers buffers;  // kept from step to step (see ScratchBuffer)
 
   State(Communicator& w, PipelineOptions o)
       : world(w),
@@ -183,17 +184,12 @@ StepResult Pipeline::run_step(std::span<const Sample> local_samples,
   }
   const bool has_rows = s.fields.tokens || s.fields.labels;
   if (s.reader && has_rows) {
-    const int64_t first = geometry.first_of(s.coords.dp);
-    std::vector<PackedBatch> rows;
-    rows.reserve(local_samples.size());
-    for (size_t i = 0; i < local_samples.size(); ++i) {
-      rows.push_back(detail::sample_rows(
-          local_samples[i], r.batch.real_lengths[static_cast<size_t>(first) + i], s.pack));
-    }
-    detail::exchange_samples(*s.dp, geometry, rows, s.fields, *microbatches);
+    const detail::LocalSamples local(local_samples, geometry.first_of(s.coords.dp),
+                                     r.batch.real_lengths, s.pack);
+    detail::exchange_samples(*s.dp, geometry, local, s.fields, s.buffers, *microbatches);
   }
   if (s.options.reading == ReadingMode::kMegatron && has_rows) {
-    detail::broadcast_rows(*s.tp, s.fields, *microbatches);
+    detail::broadcast_rows(*s.tp, s.fields, s.buffers.send, *microbatches);
   }
   r.microbatches = std::move(microbatches);
 
