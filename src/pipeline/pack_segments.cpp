@@ -216,7 +216,7 @@ RowTargets batch_targets(PackedBatch& batch, int64_t at, StageFields fields) {
 }
 
 void LocalSamples::write(const Segment& seg, RowTargets out) const {
-  const Sample& s = samples_[static_cast<size_t>(seg.sample - first_)];
+  const SampleView& s = samples_[static_cast<size_t>(seg.sample - first_)];
   const int64_t real = real_lengths_[static_cast<size_t>(seg.sample)];
   const int64_t from = seg.offset;
   const int64_t end = seg.offset + seg.length;

@@ -90,7 +90,7 @@ class LocalSamples {
  public:
   /// `samples[i]` is the sample at batch position `first + i`; `real_lengths` are the batch's
   /// (a sample longer than its real length is cut, as truncated() does).
-  LocalSamples(std::span<const Sample> samples, int64_t first,
+  LocalSamples(std::span<const SampleView> samples, int64_t first,
                std::span<const int64_t> real_lengths, const PackOptions& pack)
       : samples_(samples), first_(first), real_lengths_(real_lengths), pack_(pack) {}
 
@@ -101,7 +101,7 @@ class LocalSamples {
   void write(const Segment& s, RowTargets out) const;
 
  private:
-  std::span<const Sample> samples_;
+  std::span<const SampleView> samples_;
   int64_t first_;
   std::span<const int64_t> real_lengths_;
   const PackOptions& pack_;

@@ -159,6 +159,14 @@ void Pipeline::fail_step(const std::string& error) {
 
 StepResult Pipeline::run_step(std::span<const Sample> local_samples,
                               std::span<const int64_t> group_ids) {
+  std::vector<SampleView> views;
+  views.reserve(local_samples.size());
+  for (const Sample& s : local_samples) views.push_back(view_of(s));
+  return run_step(std::span<const SampleView>(views), group_ids);
+}
+
+StepResult Pipeline::run_step(std::span<const SampleView> local_samples,
+                              std::span<const int64_t> group_ids) {
   State& s = *state_;
   const auto start = std::chrono::steady_clock::now();
   const CommStats before = total_stats({&s.world, s.dp, s.tp});

@@ -57,7 +57,9 @@ TEST(LocalSampleRows, AnyRunOfRowsEqualsTheOneSamplePack) {
       const auto n = static_cast<int64_t>(samples.back().input_ids.size());
       real.push_back(seed % 2 ? std::uniform_int_distribution<int64_t>(1, n)(rng) : n);
     }
-    const detail::LocalSamples local(samples, 5, real, pack);
+    std::vector<SampleView> views;
+    for (const Sample& s : samples) views.push_back(view_of(s));
+    const detail::LocalSamples local(views, 5, real, pack);
     for (int i = 0; i < 4; ++i) {
       const PackedBatch want = expected_rows(samples[static_cast<size_t>(i)], real[5 + i], pack);
       const int64_t rows = want.num_rows();
