@@ -9,7 +9,11 @@ same run, medians over repetitions:
     time, so that the figure is the cost of the hand-over, not the machine's load), the time the
     loop waits for data.
 
-    /usr/bin/python3 bench/python_step_bench.py [--ranks 4] [--reps 7] [--out F.json]
+  - solo: the same preparation in a world of one process (no exchange: every row stays), the
+    CPU cost of assembly alone;
+  - load: the machine's 1-minute load average before and after (the cores are shared).
+
+    /usr/bin/python3 bench/python_step_bench.py [--ranks 4] [--reps 9] [--out F.json]
 """
 
 import argparse
@@ -63,6 +67,23 @@ def _slowest(value):
     t = torch.tensor([value], dtype=torch.float64)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return float(t.item())
+
+
+def solo_worker(rank, store, reps, out):
+    """Prepare of rank 0's samples of each step in a one-process world (no exchange)."""
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
+    dataset = thdpack.mock_dataset(thdpack.workload("longtail-32k")["dataset_config"])
+    steps = rank_samples(dataset, 0, 1, reps)
+    samples = [[dataset.sample(i) for i in chunk] for chunk in steps]
+    packer = ThdPacker(max_seqlen_per_dp_cp_rank=32768, model="llama3-8b")
+    times = []
+    for chunk in samples:
+        t0 = time.perf_counter()
+        packer.step(chunk)
+        times.append(time.perf_counter() - t0)
+    with open(out, "w") as f:
+        json.dump({"solo_prepare_ms": 1e3 * statistics.median(times)}, f)
+    dist.destroy_process_group()
 
 
 def worker(rank, ranks, store, reps, train_ms, out):
@@ -129,22 +150,33 @@ def worker(rank, ranks, store, reps, train_ms, out):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ranks", type=int, default=4)
-    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--train-ms", type=float, default=0.0,
                     help="training step (a sleep); default: twice the measured prepare time")
     ap.add_argument("--out")
     args = ap.parse_args()
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="thdpack-bench-") as tmp:
         path = os.path.join(tmp, "result.json")
+        solo = os.path.join(tmp, "solo.json")
+        mp.spawn(solo_worker, args=(os.path.join(tmp, "solo-store"), args.reps, solo), nprocs=1,
+                 join=True)
         mp.spawn(worker, args=(args.ranks, os.path.join(tmp, "store"), args.reps, args.train_ms,
                                path), nprocs=args.ranks, join=True)
         with open(path) as f:
             result = json.load(f)
+        with open(solo) as f:
+            result.update(json.load(f))
+    result["load_average"] = [load_before, os.getloadavg()[0]]
+    result["cores"] = os.cpu_count()
     print(f"{result['ranks']} gloo ranks, {result['tokens_per_rank']} tokens per rank per step, "
           f"median of {result['reps']}: prepare {result['prepare_ms']:.1f} ms, raw exchange of "
           f"the same bytes {result['raw_exchange_ms']:.1f} ms ({result['prepare_over_raw']:.2f}x); "
           f"with prefetch and a {result['train_ms']:.0f} ms step the loop waits "
-          f"{result['prefetch_wait_ms']:.2f} ms ({100 * result['wait_over_raw']:.1f}% of raw)")
+          f"{result['prefetch_wait_ms']:.2f} ms ({100 * result['wait_over_raw']:.1f}% of raw); "
+          f"one process, no exchange: prepare {result['solo_prepare_ms']:.1f} ms; load average "
+          f"{result['load_average'][0]:.2f} -> {result['load_average'][1]:.2f} on "
+          f"{result['cores']} cores")
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)

@@ -2,6 +2,7 @@
 // offline bin packing.
 
 #include <pybind11/functional.h>
+#include <pybind11/numpy.h>
 
 #include <limits>
 
@@ -114,7 +115,7 @@ py::dict stats_to_python(const PlanStats& s) {
 namespace {
 
 // Token ids are vocabulary indices: never negative.
-void require_token_ids(const std::vector<int64_t>& ids, const char* name) {
+void require_token_ids(std::span<const int64_t> ids, const char* name) {
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0) {
       throw InvalidArgument(std::string(name) + "[" + std::to_string(i) + "] = " +
@@ -140,15 +141,27 @@ int int_size(py::handle value, const char* name) {
   return static_cast<int>(v);
 }
 
-}  // namespace
+// An array whose int64 elements can be read in place: 1-D, C-contiguous, aligned, native int64.
+py::object borrowable_ids(py::handle value) {
+  if (!py::isinstance<py::array>(value)) return {};
+  const auto a = py::reinterpret_borrow<py::array>(value);
+  if (a.ndim() != 1 || a.size() == 0 || !py::isinstance<py::array_t<int64_t>>(a) ||
+      !(a.flags() & py::array::c_style) ||
+      reinterpret_cast<uintptr_t>(a.data()) % alignof(int64_t) != 0) {
+    return {};
+  }
+  return a;
+}
 
-Sample sample_from_python(py::handle object, int64_t default_id, int64_t ignore_id) {
-  Sample s;
-  s.id = default_id;
+// The sample's fields into `s`; input_ids in place into `ids` when `borrowed` is given and they
+// can be read in place (see sample_view_from_python), else into s.input_ids.
+void read_sample(py::handle object, int64_t ignore_id, Sample& s, py::object* borrowed,
+                 std::span<const int64_t>& ids) {
   if (!py::isinstance<py::dict>(object)) {
     s.input_ids = int64_values(object, "sample");
-    require_token_ids(s.input_ids, "sample");
-    return s;
+    ids = s.input_ids;
+    require_token_ids(ids, "sample");
+    return;
   }
   const auto d = py::reinterpret_borrow<py::dict>(object);
   if (!d.contains("input_ids")) throw InvalidArgument("a sample dict needs 'input_ids'");
@@ -156,8 +169,16 @@ Sample sample_from_python(py::handle object, int64_t default_id, int64_t ignore_
   for (const auto& [key, value] : d) {
     const std::string k = py::str(key);
     if (k == "input_ids") {
-      s.input_ids = int64_values(value, "input_ids");
-      require_token_ids(s.input_ids, "input_ids");
+      py::object array = borrowed != nullptr ? borrowable_ids(value) : py::object();
+      if (array) {
+        const auto a = py::reinterpret_borrow<py::array_t<int64_t>>(array);
+        ids = std::span<const int64_t>(a.data(), static_cast<size_t>(a.size()));
+        *borrowed = std::move(array);
+      } else {
+        s.input_ids = int64_values(value, "input_ids");
+        ids = s.input_ids;
+      }
+      require_token_ids(ids, "input_ids");
     } else if (k == "loss_mask") {
       has_mask = !value.is_none();
       if (has_mask) s.loss_mask = mask_values(value, "loss_mask");
@@ -174,7 +195,7 @@ Sample sample_from_python(py::handle object, int64_t default_id, int64_t ignore_
     }
   }
   const std::string who = "sample " + std::to_string(s.id) + ": ";
-  if (s.input_ids.empty()) throw InvalidArgument(who + "input_ids is empty");
+  if (ids.empty()) throw InvalidArgument(who + "input_ids is empty");
   // Unshifted labels already say which positions train (the ignore id); a mask beside them is
   // ambiguous. Shifted labels (Megatron's convention) come with Megatron's loss_mask.
   if (has_mask && has_labels && !s.labels_shifted) {
@@ -183,8 +204,8 @@ Sample sample_from_python(py::handle object, int64_t default_id, int64_t ignore_
                           "labels_shifted=True, Megatron's convention)");
   }
   try {
-    if (has_mask) require_length("loss_mask", s.loss_mask.size(), s.input_ids.size());
-    if (has_labels) require_length("labels", s.labels.size(), s.input_ids.size());
+    if (has_mask) require_length("loss_mask", s.loss_mask.size(), ids.size());
+    if (has_labels) require_length("labels", s.labels.size(), ids.size());
   } catch (const InvalidArgument& e) {
     throw InvalidArgument(who + e.what());
   }
@@ -195,7 +216,25 @@ Sample sample_from_python(py::handle object, int64_t default_id, int64_t ignore_
                             " is negative and not the ignore id " + std::to_string(ignore_id));
     }
   }
+}
+
+}  // namespace
+
+Sample sample_from_python(py::handle object, int64_t default_id, int64_t ignore_id) {
+  Sample s;
+  s.id = default_id;
+  std::span<const int64_t> ids;
+  read_sample(object, ignore_id, s, nullptr, ids);
   return s;
+}
+
+SampleView sample_view_from_python(py::handle object, int64_t ignore_id, Sample& storage,
+                                   py::object& borrowed) {
+  std::span<const int64_t> ids;
+  read_sample(object, ignore_id, storage, &borrowed, ids);
+  SampleView view = view_of(storage);
+  view.input_ids = ids;
+  return view;
 }
 
 py::dict sample_to_python(const Sample& s) {

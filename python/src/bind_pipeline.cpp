@@ -3,6 +3,9 @@
 
 #include <pybind11/functional.h>
 
+#include <deque>
+#include <optional>
+
 #include "bindings.hpp"
 #include "strict_values.hpp"
 #include "thdpack/core/errors.hpp"
@@ -18,18 +21,41 @@ ReadingMode reading_of(const std::string& name) {
   throw InvalidArgument("reading must be 'megatron' or 'all-ranks', got '" + name + "'");
 }
 
+void require_pipeline_sample(py::handle s) {
+  if (!py::isinstance<py::dict>(s) || !py::reinterpret_borrow<py::dict>(s).contains("id")) {
+    throw InvalidArgument("pipeline samples must be dicts with a global 'id' and 'input_ids'");
+  }
+}
+
 std::vector<Sample> samples_of(const py::sequence& samples, int64_t ignore_id) {
   std::vector<Sample> out;
   out.reserve(samples.size());
   for (size_t i = 0; i < samples.size(); ++i) {
     const py::handle s = samples[i];
-    if (!py::isinstance<py::dict>(s) || !py::reinterpret_borrow<py::dict>(s).contains("id")) {
-      throw InvalidArgument("pipeline samples must be dicts with a global 'id' and 'input_ids'");
-    }
+    require_pipeline_sample(s);
     out.push_back(sample_from_python(s, 0, ignore_id));
   }
   return out;
 }
+
+// This rank's samples for run_step, their input_ids read in place where they allow it (see
+// sample_view_from_python). Destroyed with the GIL held (it holds Python references).
+struct BorrowedSamples {
+  std::vector<SampleView> views;
+  std::deque<Sample> storage;     // stable addresses for the views
+  std::vector<py::object> arrays;  // the arrays the views read
+
+  BorrowedSamples(const py::sequence& samples, int64_t ignore_id) {
+    views.reserve(samples.size());
+    for (size_t i = 0; i < samples.size(); ++i) {
+      const py::handle s = samples[i];
+      require_pipeline_sample(s);
+      py::object array;
+      views.push_back(sample_view_from_python(s, ignore_id, storage.emplace_back(), array));
+      if (array) arrays.push_back(std::move(array));
+    }
+  }
+};
 
 // sample_of for C++ code running without the GIL.
 std::function<Sample(int64_t)> sample_callback(const py::function& sample_of, int64_t ignore_id) {
@@ -200,10 +226,10 @@ void bind_pipeline(py::module_& m) {
       .def(
           "run_step",
           [](PyPipeline& p, const py::sequence& samples, const py::object& group_ids) {
-            std::vector<Sample> local;
+            std::optional<BorrowedSamples> local;
             std::vector<int64_t> groups;
             try {
-              local = samples_of(samples, p.pipeline->options().ignore_id);
+              local.emplace(samples, p.pipeline->options().ignore_id);
               if (!group_ids.is_none()) {
                 groups = int64_values(group_ids, "group_ids");
               }
@@ -214,11 +240,12 @@ void bind_pipeline(py::module_& m) {
               p.pipeline->fail_step(error);
             }
             py::gil_scoped_release release;
-            return p.pipeline->run_step(local, groups);
+            return p.pipeline->run_step(std::span<const SampleView>(local->views), groups);
           },
           py::arg("local_samples"), py::kw_only(), py::arg("group_ids") = py::none(),
           "Collective: this rank's samples of the step (dicts with 'id' and 'input_ids'; empty "
-          "on ranks that do not read) and optionally one group id >= 0 per sample (samples of a "
+          "on ranks that do not read; 1-D int64 numpy input_ids are read in place, not copied, "
+          "and must not change during the call) and optionally one group id >= 0 per sample (samples of a "
           "group share a micro-batch) -> StepResult. A malformed sample on one rank raises "
           "InvalidArgument on every rank (naming that rank on the others).")
       .def(

@@ -13,6 +13,7 @@
 #include "thdpack/core/dataset.hpp"
 #include "thdpack/packing/bin_packing.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
+#include "thdpack/packing/packed_batch.hpp"
 
 namespace thdpack::python {
 
@@ -61,6 +62,13 @@ std::vector<T> vector_of(const Array<T>& array, const char* name) {
 /// when present (even empty), exactly as long as input_ids; id is an integer; labels_shifted a
 /// bool. Anything else throws InvalidArgument.
 Sample sample_from_python(py::handle object, int64_t default_id, int64_t ignore_id = -100);
+/// The same, reading a dict's input_ids in place when they are a 1-D C-contiguous int64 numpy
+/// array (what thdpack.torch passes on for numpy arrays and CPU tensors): the returned Sample has
+/// empty input_ids, `borrowed` is set to the array (keep it alive while the view is used) and the
+/// view is `view_of(sample)` with input_ids pointing into it. Other inputs are copied as above
+/// and `borrowed` is left empty. The same checks either way.
+SampleView sample_view_from_python(py::handle object, int64_t ignore_id, Sample& storage,
+                                   py::object& borrowed);
 /// A dict of numpy arrays (input_ids, and loss_mask / labels when present) plus "id", and
 /// "labels_shifted" with labels, so sample_from_python reads it back the same.
 py::dict sample_to_python(const Sample& sample);

@@ -124,7 +124,8 @@ void check_dynamic_cp_pipeline_options(const PipelineOptions& o) {
 
 void deliver_dynamic_cp(StepResult& r, Communicator& world, Communicator& tp_group,
                         const PipelineOptions& options, bool reader, StageFields fields,
-                        const PackOptions& pack, std::span<const Sample> local_samples) {
+                        const PackOptions& pack, std::span<const SampleView> local_samples,
+                        ExchangeBuffers& buffers) {
   const Topology& t = options.topology;
   const Coordinates me = t.coordinates(world.rank());
   const int dp = t.dp();
@@ -173,7 +174,6 @@ void deliver_dynamic_cp(StepResult& r, Communicator& world, Communicator& tp_gro
     return static_cast<size_t>(t.rank_of({.tp = me.tp, .cp = me.cp, .dp = d, .pp = me.pp}));
   };
   std::vector<int> targets;  // DP indices this reader sends to, in world-rank order
-  std::vector<PackedBatch> rows;
   if (exchanges) {
     for (int d = 0; d < dp; ++d) {
       if (d != me.dp) targets.push_back(d);
@@ -195,35 +195,27 @@ void deliver_dynamic_cp(StepResult& r, Communicator& world, Communicator& tp_gro
         if (src != me.dp) recv_counts[peer(src)] += wire_bytes(s.length, fields);
       }
     }
-    const int64_t first = index.first[static_cast<size_t>(me.dp)];
-    rows.reserve(local_samples.size());
-    for (size_t i = 0; i < local_samples.size(); ++i) {
-      rows.push_back(sample_rows(local_samples[i],
-                                 r.batch.real_lengths[static_cast<size_t>(first) + i], pack));
-    }
   }
   const int64_t send_total = std::accumulate(send_counts.begin(), send_counts.end(), int64_t{0});
   std::vector<int64_t> recv_offset(world_size, 0);
   std::exclusive_scan(recv_counts.begin(), recv_counts.end(), recv_offset.begin(), int64_t{0});
   const int64_t recv_total = std::accumulate(recv_counts.begin(), recv_counts.end(), int64_t{0});
   const int64_t first_local = exchanges ? index.first[static_cast<size_t>(me.dp)] : 0;
-  auto local_rows = [&](int64_t sample) -> const PackedBatch& {
-    return rows[static_cast<size_t>(sample - first_local)];
-  };
+  const LocalSamples local(local_samples, first_local, r.batch.real_lengths, pack);
 
-  std::vector<std::byte> send(static_cast<size_t>(send_total));
+  const std::span<std::byte> send = buffers.send.get(send_total);
   std::byte* out = send.data();
   for (int d : targets) {
     for (int64_t k = 0; k < k_count; ++k) {
       for (const Segment& s : column[static_cast<size_t>(k * dp + d)].segments) {
         if (s.sample == Segment::kTailRows || index.source[static_cast<size_t>(s.sample)] != me.dp)
           continue;
-        write_rows(local_rows(s.sample), s.offset, s.length, fields, out);
+        local.write(s, wire_targets(out, s.length, fields));
         out += wire_bytes(s.length, fields);
       }
     }
   }
-  std::vector<std::byte> recv(static_cast<size_t>(recv_total));
+  const std::span<std::byte> recv = buffers.recv.get(recv_total);
   world.alltoallv(send, send_counts, recv, recv_counts);
 
   if (exchanges) {
@@ -234,7 +226,7 @@ void deliver_dynamic_cp(StepResult& r, Communicator& world, Communicator& tp_gro
       for (const Segment& s : mine(k).segments) {
         const int src = index.source[static_cast<size_t>(s.sample)];
         if (src == me.dp) {
-          copy_rows(local_rows(s.sample), s.offset, s.length, fields, target, at);
+          local.write(s, batch_targets(target, at, fields));
         } else {
           int64_t& c = cursor[peer(src)];
           read_rows(recv.data() + c, s.length, fields, target, at);
@@ -253,7 +245,7 @@ void deliver_dynamic_cp(StepResult& r, Communicator& world, Communicator& tp_gro
     }
   }
   if (options.reading == ReadingMode::kMegatron && (fields.tokens || fields.labels)) {
-    broadcast_rows(tp_group, fields, *microbatches);
+    broadcast_rows(tp_group, fields, buffers.send, *microbatches);
   }
   r.microbatches = std::move(microbatches);
 }

@@ -8,6 +8,7 @@
 #include <span>
 
 #include "thdpack/comm/communicator.hpp"
+#include "sample_exchange.hpp"
 #include "thdpack/pipeline/pipeline.hpp"
 
 namespace thdpack::detail {
@@ -21,7 +22,8 @@ void check_dynamic_cp_pipeline_options(const PipelineOptions& options);
 /// mode on ranks whose stage holds rows, over `tp_group` (one broadcast).
 void deliver_dynamic_cp(StepResult& result, Communicator& world, Communicator& tp_group,
                         const PipelineOptions& options, bool reader, StageFields fields,
-                        const PackOptions& pack, std::span<const Sample> local_samples);
+                        const PackOptions& pack, std::span<const SampleView> local_samples,
+                        ExchangeBuffers& buffers);
 
 /// minimum_exchange_bytes of a dynamic-CP step: every member of a sample's group that is not on
 /// the sample's DP index receives its slice.

@@ -63,6 +63,15 @@ void fail_global_batch_gather(Communicator& world, const std::string& error) {
 GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& o,
                                 std::span<const Sample> local,
                                 std::span<const int64_t> group_ids) {
+  std::vector<SampleView> views;
+  views.reserve(local.size());
+  for (const Sample& s : local) views.push_back(view_of(s));
+  return gather_global_batch(world, o, std::span<const SampleView>(views), group_ids);
+}
+
+GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& o,
+                                std::span<const SampleView> local,
+                                std::span<const int64_t> group_ids) {
   const Topology& t = o.topology;
   t.check_world_size(world.size());
   // DP index d's list comes from the reader with tp = cp = pp = 0 (a reader in every mode).
@@ -73,7 +82,7 @@ GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& o,
   // before the first collective, so that every rank stops at this step instead of the peers
   // waiting in the sample exchange for a rank that threw.
   try {
-    for (const Sample& s : local) validate_sample(view_of(s));
+    for (const SampleView& s : local) validate_sample(s);
   } catch (const InvalidArgument& e) {
     fail_global_batch_gather(world, e.what());
   }

@@ -162,20 +162,6 @@ Sample truncated(Sample sample, int64_t real) {
   return sample;
 }
 
-PackedBatch sample_rows(const Sample& sample, int64_t real, const PackOptions& pack) {
-  PackOptions one = pack;
-  one.capacity = 0;  // truncation already applied; the capacity is the plan's concern
-  one.tail_align = TailAlign::kNone;  // the tail belongs to the pack, not to one sample
-  one.fixed_cu_seqlens_entries = 0;
-  if (static_cast<int64_t>(sample.input_ids.size()) > real) {
-    const Sample cut = truncated(sample, real);
-    const SampleView view = view_of(cut);
-    return pack_samples(std::span(&view, 1), one);
-  }
-  const SampleView view = view_of(sample);
-  return pack_samples(std::span(&view, 1), one);
-}
-
 int64_t wire_bytes(int64_t length, StageFields fields) {
   int64_t bytes = 0;
   if (fields.tokens) bytes += 8 * length;
@@ -185,17 +171,13 @@ int64_t wire_bytes(int64_t length, StageFields fields) {
 
 void write_rows(const PackedBatch& source, int64_t from, int64_t length, StageFields fields,
                 std::byte* out) {
+  const RowTargets t = wire_targets(out, length, fields);
   const auto n = static_cast<size_t>(length);
   const auto f = static_cast<size_t>(from);
-  if (fields.tokens) {
-    std::memcpy(out, source.tokens.data() + f, n * 8);
-    out += n * 8;
-  }
-  if (fields.labels) {
-    std::memcpy(out, source.labels.data() + f, n * 8);
-    out += n * 8;
-    std::memcpy(out, source.loss_mask.data() + f, n * 4);
-    if (n % 2) std::memset(out + n * 4, 0, 4);  // keep alignment padding deterministic
+  if (t.tokens) std::memcpy(t.tokens, source.tokens.data() + f, n * 8);
+  if (t.labels) {
+    std::memcpy(t.labels, source.labels.data() + f, n * 8);
+    std::memcpy(t.loss_mask, source.loss_mask.data() + f, n * 4);
   }
 }
 
@@ -214,18 +196,82 @@ void read_rows(const std::byte* in, int64_t length, StageFields fields, PackedBa
   }
 }
 
-void copy_rows(const PackedBatch& source, int64_t from, int64_t length, StageFields fields,
-               PackedBatch& target, int64_t at) {
-  const auto b = static_cast<std::ptrdiff_t>(from);
-  const auto e = static_cast<std::ptrdiff_t>(from + length);
-  const auto a = static_cast<std::ptrdiff_t>(at);
-  if (fields.tokens)
-    std::copy(source.tokens.begin() + b, source.tokens.begin() + e, target.tokens.begin() + a);
-  if (fields.labels) {
-    std::copy(source.labels.begin() + b, source.labels.begin() + e, target.labels.begin() + a);
-    std::copy(source.loss_mask.begin() + b, source.loss_mask.begin() + e,
-              target.loss_mask.begin() + a);
+RowTargets wire_targets(std::byte* out, int64_t length, StageFields fields) {
+  RowTargets t;
+  const auto n = static_cast<size_t>(length);
+  if (fields.tokens) {
+    t.tokens = reinterpret_cast<int64_t*>(out);
+    out += n * 8;
   }
+  if (fields.labels) {
+    t.labels = reinterpret_cast<int64_t*>(out);
+    out += n * 8;
+    t.loss_mask = reinterpret_cast<float*>(out);
+    if (n % 2) std::memset(out + n * 4, 0, 4);  // keep alignment padding deterministic
+  }
+  return t;
+}
+
+RowTargets batch_targets(PackedBatch& batch, int64_t at, StageFields fields) {
+  RowTargets t;
+  const auto a = static_cast<size_t>(at);
+  if (fields.tokens) t.tokens = batch.tokens.data() + a;
+  if (fields.labels) {
+    t.labels = batch.labels.data() + a;
+    t.loss_mask = batch.loss_mask.data() + a;
+  }
+  return t;
+}
+
+void LocalSamples::write(const Segment& seg, RowTargets out) const {
+  const SampleView& s = samples_[static_cast<size_t>(seg.sample - first_)];
+  const int64_t real = real_lengths_[static_cast<size_t>(seg.sample)];
+  const int64_t from = seg.offset;
+  const int64_t end = seg.offset + seg.length;
+  // Rows [from, real_end) are the sample's own, the rest padding (row indices within the sample).
+  const int64_t real_end = std::clamp(real, from, end);
+  const auto own = static_cast<size_t>(real_end - from);
+  if (out.tokens) {
+    if (own > 0) std::memcpy(out.tokens, s.input_ids.data() + from, own * sizeof(int64_t));
+    std::fill(out.tokens + own, out.tokens + seg.length, pack_.pad_id);
+  }
+  if (!out.labels) return;
+  int64_t* labels = out.labels - from;  // indexed by row within the sample
+  float* mask = out.loss_mask - from;
+  const int64_t last = real - 1;
+  const bool shifted = s.labels_shifted && !s.labels.empty();
+  if (shifted) {
+    if (own > 0) std::memcpy(labels + from, s.labels.data() + from, own * sizeof(int64_t));
+  } else {
+    // Position j's label is the sample's token (or label) j + 1; the last real row has none.
+    const int64_t* next = s.labels.empty() ? s.input_ids.data() : s.labels.data();
+    const int64_t stop = std::min(real_end, last);
+    if (stop > from) {
+      std::memcpy(labels + from, next + from + 1,
+                  static_cast<size_t>(stop - from) * sizeof(int64_t));
+    }
+    if (last >= from && last < end) labels[last] = pack_.ignore_id;
+  }
+  if (!s.loss_mask.empty()) {
+    // Position j's weight is its target token's mask.
+    const int64_t shift = shifted ? 0 : 1;
+    const int64_t stop = std::min(real_end, real - shift);
+    if (stop > from) {
+      std::memcpy(mask + from, s.loss_mask.data() + from + shift,
+                  static_cast<size_t>(stop - from) * sizeof(float));
+    }
+    if (shift && last >= from && last < end) mask[last] = 0.0f;
+  } else {
+    std::fill(mask + from, mask + real_end, 1.0f);
+    if (!shifted && last >= from && last < end) mask[last] = 0.0f;
+  }
+  if (!s.labels.empty()) {
+    for (int64_t j = from; j < real_end; ++j) {
+      if (labels[j] == pack_.ignore_id) mask[j] = 0.0f;
+    }
+  }
+  std::fill(labels + real_end, labels + end, pack_.ignore_id);
+  std::fill(mask + real_end, mask + end, 0.0f);
 }
 
 }  // namespace thdpack::detail

@@ -78,21 +78,50 @@ void keep_stage_fields(PackedBatch& batch, StageFields fields);
 /// is not longer.
 Sample truncated(Sample sample, int64_t real);
 
-/// Every row of `sample` (cut to `real` tokens) padded to the divisor: a one-sample pack. Labels
-/// never cross samples, so these are exactly the sample's rows in any pack.
-PackedBatch sample_rows(const Sample& sample, int64_t real, const PackOptions& pack);
+/// Where rows go: one pointer per field carried (null for the fields not carried).
+struct RowTargets {
+  int64_t* tokens = nullptr;
+  int64_t* labels = nullptr;
+  float* loss_mask = nullptr;
+};
 
 /// Bytes `length` rows of `fields` take on the wire: tokens (8 each), labels (8 each), loss mask
 /// (4 each, padded to a multiple of 8 so the next run stays 8-byte aligned).
 int64_t wire_bytes(int64_t length, StageFields fields);
+/// The targets of `length` rows of `fields` written at `out` in the wire layout (wire_bytes bytes);
+/// the loss mask's alignment padding is zeroed here, so every byte on the wire is defined.
+RowTargets wire_targets(std::byte* out, int64_t length, StageFields fields);
+/// The targets of rows from `at` on in `batch`'s arrays of `fields`.
+RowTargets batch_targets(PackedBatch& batch, int64_t at, StageFields fields);
+
+/// This DP rank's samples as the source of their rows in any pack, written straight to where they
+/// go (an exchange buffer or a micro-batch) without building a pack per sample.
+class LocalSamples {
+ public:
+  /// `samples[i]` is the sample at batch position `first + i`; `real_lengths` are the batch's
+  /// (a sample longer than its real length is cut, as truncated() does).
+  LocalSamples(std::span<const SampleView> samples, int64_t first,
+               std::span<const int64_t> real_lengths, const PackOptions& pack)
+      : samples_(samples), first_(first), real_lengths_(real_lengths), pack_(pack) {}
+
+  /// Writes rows [s.offset, s.offset + s.length) of the sample at batch position s.sample as
+  /// pack_samples lays them out: its real rows, then padding up to a multiple of the divisor
+  /// (pad_id tokens, ignore_id labels, loss mask 0); labels never cross the sample. Only the
+  /// non-null targets are written.
+  void write(const Segment& s, RowTargets out) const;
+
+ private:
+  std::span<const SampleView> samples_;
+  int64_t first_;
+  std::span<const int64_t> real_lengths_;
+  const PackOptions& pack_;
+};
+
 /// Writes rows [from, from + length) of `source`'s `fields` to `out` (wire_bytes bytes).
 void write_rows(const PackedBatch& source, int64_t from, int64_t length, StageFields fields,
                 std::byte* out);
 /// Reads `length` rows written by write_rows into `target` starting at row `at`.
 void read_rows(const std::byte* in, int64_t length, StageFields fields, PackedBatch& target,
                int64_t at);
-/// Copies rows directly (a sample that stays on its rank).
-void copy_rows(const PackedBatch& source, int64_t from, int64_t length, StageFields fields,
-               PackedBatch& target, int64_t at);
 
 }  // namespace thdpack::detail

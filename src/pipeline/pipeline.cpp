@@ -81,6 +81,7 @@ struct Pipeline::State {
   Communicator* tp = nullptr;
   std::unique_ptr<Communicator> owned_dp;  // set when the pipeline split its own groups
   std::unique_ptr<Communicator> owned_tp;
+  detail::ExchangeBuffers buffers;  // kept from step to step (see ScratchBuffer)
 
   State(Communicator& w, PipelineOptions o)
       : world(w),
@@ -162,7 +163,7 @@ void Pipeline::fail_step(const std::string& error) {
   fail_global_batch_gather(state_->world, error);
 }
 
-void Pipeline::deliver_fixed_cp(StepResult& r, std::span<const Sample> local_samples) {
+void Pipeline::deliver_fixed_cp(StepResult& r, std::span<const SampleView> local_samples) {
   State& s = *state_;
   const Topology& t = s.options.topology;
   r.plan = plan_global_batch(r.batch, s.options);
@@ -179,22 +180,25 @@ void Pipeline::deliver_fixed_cp(StepResult& r, std::span<const Sample> local_sam
   }
   const bool has_rows = s.fields.tokens || s.fields.labels;
   if (s.reader && has_rows) {
-    const int64_t first = geometry.first_of(s.coords.dp);
-    std::vector<PackedBatch> rows;
-    rows.reserve(local_samples.size());
-    for (size_t i = 0; i < local_samples.size(); ++i) {
-      rows.push_back(detail::sample_rows(
-          local_samples[i], r.batch.real_lengths[static_cast<size_t>(first) + i], s.pack));
-    }
-    detail::exchange_samples(*s.dp, geometry, rows, s.fields, *microbatches);
+    const detail::LocalSamples local(local_samples, geometry.first_of(s.coords.dp),
+                                     r.batch.real_lengths, s.pack);
+    detail::exchange_samples(*s.dp, geometry, local, s.fields, s.buffers, *microbatches);
   }
   if (s.options.reading == ReadingMode::kMegatron && has_rows) {
-    detail::broadcast_rows(*s.tp, s.fields, *microbatches);
+    detail::broadcast_rows(*s.tp, s.fields, s.buffers.send, *microbatches);
   }
   r.microbatches = std::move(microbatches);
 }
 
 StepResult Pipeline::run_step(std::span<const Sample> local_samples,
+                              std::span<const int64_t> group_ids) {
+  std::vector<SampleView> views;
+  views.reserve(local_samples.size());
+  for (const Sample& s : local_samples) views.push_back(view_of(s));
+  return run_step(std::span<const SampleView>(views), group_ids);
+}
+
+StepResult Pipeline::run_step(std::span<const SampleView> local_samples,
                               std::span<const int64_t> group_ids) {
   State& s = *state_;
   const auto start = std::chrono::steady_clock::now();
@@ -212,7 +216,7 @@ StepResult Pipeline::run_step(std::span<const Sample> local_samples,
   const CommStats world_gathered = s.world.stats();
   if (uses_dynamic_cp(s.options)) {
     detail::deliver_dynamic_cp(r, s.world, *s.tp, s.options, s.reader, s.fields, s.pack,
-                               local_samples);
+                               local_samples, s.buffers);
   } else {
     deliver_fixed_cp(r, local_samples);
   }

@@ -8,16 +8,21 @@
 
 namespace thdpack::detail {
 
+std::span<std::byte> ScratchBuffer::get(int64_t bytes) {
+  if (bytes > size_) {
+    data_.reset();  // the old buffer goes before the new one is touched
+    data_.reset(new std::byte[static_cast<size_t>(bytes)]);
+    size_ = bytes;
+  }
+  return {data_.get(), static_cast<size_t>(bytes)};
+}
+
 void exchange_samples(Communicator& dp_group, const StepGeometry& geometry,
-                      std::span<const PackedBatch> sample_rows, StageFields fields,
+                      const LocalSamples& local, StageFields fields, ExchangeBuffers& buffers,
                       std::vector<PackedBatch>& microbatches) {
   const int me = dp_group.rank();
   const int dp = dp_group.size();
   const auto k_count = static_cast<int64_t>(microbatches.size());
-  const int64_t first_local = geometry.first_of(me);
-  auto local_rows = [&](int64_t sample) -> const PackedBatch& {
-    return sample_rows[static_cast<size_t>(sample - first_local)];
-  };
 
   // Sizes: both sides walk the same segments in the same (micro-batch, segment) order.
   std::vector<int64_t> send_counts(static_cast<size_t>(dp), 0);
@@ -41,25 +46,23 @@ void exchange_samples(Communicator& dp_group, const StepGeometry& geometry,
     recv_total += recv_counts[static_cast<size_t>(r)];
   }
 
-  // Uninitialised buffers: every byte is written (by write_rows, or by the alltoallv) before it
-  // is read, and zero-filling tens of megabytes per step is measurable.
-  const std::unique_ptr<std::byte[]> send_buffer(new std::byte[static_cast<size_t>(send_total)]);
-  const std::span<std::byte> send(send_buffer.get(), static_cast<size_t>(send_total));
+  // Uninitialised buffers: every byte is written (by LocalSamples::write, or by the alltoallv)
+  // before it is read.
+  const std::span<std::byte> send = buffers.send.get(send_total);
   std::byte* out = send.data();
   for (int r = 0; r < dp; ++r) {
     if (r == me) continue;
     for (int64_t k = 0; k < k_count; ++k) {
       for (const Segment& s : geometry.pack(k, r).segments) {
         if (s.sample == Segment::kTailRows || geometry.source_of(s.sample) != me) continue;
-        write_rows(local_rows(s.sample), s.offset, s.length, fields, out);
+        local.write(s, wire_targets(out, s.length, fields));
         out += wire_bytes(s.length, fields);
       }
     }
   }
   if (out != send.data() + send_total) throw InternalError("exchange: send buffer size mismatch");
 
-  const std::unique_ptr<std::byte[]> recv_buffer(new std::byte[static_cast<size_t>(recv_total)]);
-  const std::span<std::byte> recv(recv_buffer.get(), static_cast<size_t>(recv_total));
+  const std::span<std::byte> recv = buffers.recv.get(recv_total);
   dp_group.alltoallv(send, send_counts, recv, recv_counts);
 
   std::vector<int64_t> cursor = recv_offset;
@@ -71,7 +74,7 @@ void exchange_samples(Communicator& dp_group, const StepGeometry& geometry,
       if (src < 0) {
         // tail rows: written by empty_microbatch
       } else if (src == me) {
-        copy_rows(local_rows(s.sample), s.offset, s.length, fields, target, at);
+        local.write(s, batch_targets(target, at, fields));
       } else {
         read_rows(recv.data() + cursor[static_cast<size_t>(src)], s.length, fields, target, at);
         cursor[static_cast<size_t>(src)] += wire_bytes(s.length, fields);
@@ -89,12 +92,12 @@ void exchange_samples(Communicator& dp_group, const StepGeometry& geometry,
   }
 }
 
-void broadcast_rows(Communicator& tp_group, StageFields fields,
+void broadcast_rows(Communicator& tp_group, StageFields fields, ScratchBuffer& scratch,
                     std::vector<PackedBatch>& microbatches) {
   if (tp_group.size() == 1 || (!fields.tokens && !fields.labels)) return;
   int64_t total = 0;
   for (const PackedBatch& m : microbatches) total += wire_bytes(m.num_rows(), fields);
-  std::vector<std::byte> buffer(static_cast<size_t>(total));
+  const std::span<std::byte> buffer = scratch.get(total);
   const bool root = tp_group.rank() == 0;
   if (root) {
     std::byte* out = buffer.data();

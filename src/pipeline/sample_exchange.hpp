@@ -1,6 +1,9 @@
 #pragma once
 // Moving rows: the sample exchange over a DP group (step 3) and the TP broadcast (step 4).
 
+#include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -9,16 +12,36 @@
 
 namespace thdpack::detail {
 
+/// A byte buffer kept from step to step. Fresh memory costs the kernel a zeroed page per 4 KiB on
+/// first touch, which for the tens of megabytes a step moves is a large share of its time; a kept
+/// buffer is touched once. Its bytes are not initialised.
+class ScratchBuffer {
+ public:
+  /// `bytes` bytes, valid until the next call (grows, never shrinks).
+  std::span<std::byte> get(int64_t bytes);
+
+ private:
+  std::unique_ptr<std::byte[]> data_;
+  int64_t size_ = 0;
+};
+
+/// A pipeline's exchange buffers (one step at a time).
+struct ExchangeBuffers {
+  ScratchBuffer send;
+  ScratchBuffer recv;
+};
+
 /// Fills `microbatches` (this rank's K micro-batches from empty_microbatch) with the rows of
-/// `fields`. `sample_rows[i]` holds every row of this rank's i-th local sample (a one-sample pack).
-/// One alltoallv over `dp_group`; rows that stay on this DP rank are copied, not sent.
+/// `fields`. Each row of this rank's samples is written once, straight from `local` to where it
+/// goes: the send buffer at its final offset, or this rank's micro-batch when it stays. One
+/// alltoallv over `dp_group`; received rows are copied once into the micro-batches.
 void exchange_samples(Communicator& dp_group, const StepGeometry& geometry,
-                      std::span<const PackedBatch> sample_rows, StageFields fields,
+                      const LocalSamples& local, StageFields fields, ExchangeBuffers& buffers,
                       std::vector<PackedBatch>& microbatches);
 
 /// Rank 0 of `tp_group` sends the rows of `fields` of all its micro-batches to the others in one
 /// broadcast; the others' micro-batches must already have the right sizes.
-void broadcast_rows(Communicator& tp_group, StageFields fields,
+void broadcast_rows(Communicator& tp_group, StageFields fields, ScratchBuffer& buffer,
                     std::vector<PackedBatch>& microbatches);
 
 }  // namespace thdpack::detail

@@ -210,6 +210,10 @@ class Pipeline {
   /// sample is too long (under OversizePolicy::kError) or too few samples were given to schedule.
   StepResult run_step(std::span<const Sample> local_samples,
                       std::span<const int64_t> group_ids = {});
+  /// The same with borrowed samples: their arrays are read in place, not copied, and must stay
+  /// valid and unchanged until the call returns. The result owns all its data.
+  StepResult run_step(std::span<const SampleView> local_samples,
+                      std::span<const int64_t> group_ids = {});
 
   /// Collective: this rank's part in a step whose samples it could not prepare (a malformed
   /// sample, a failed read), called instead of run_step. The peers, inside run_step, learn it from
@@ -226,7 +230,7 @@ class Pipeline {
  private:
   struct State;
   /// Steps 2-4 with a fixed-CP scheduler.
-  void deliver_fixed_cp(StepResult& result, std::span<const Sample> local_samples);
+  void deliver_fixed_cp(StepResult& result, std::span<const SampleView> local_samples);
   std::unique_ptr<State> state_;
 };
 
@@ -234,6 +238,10 @@ class Pipeline {
 /// Collective over `world`; same errors as Pipeline::run_step.
 GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& options,
                                 std::span<const Sample> local_samples,
+                                std::span<const int64_t> group_ids = {});
+/// The same with borrowed samples (only their ids and lengths are read).
+GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& options,
+                                std::span<const SampleView> local_samples,
                                 std::span<const int64_t> group_ids = {});
 
 /// This rank's part of gather_global_batch when it could not prepare its samples: the peers throw

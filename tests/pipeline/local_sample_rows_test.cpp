@@ -1,0 +1,129 @@
+// LocalSamples::write, which writes a sample's rows straight to the exchange buffer or a
+// micro-batch: any run of rows of any sample equals the same rows of pack_samples' one-sample pack
+// of the sample cut to its real length, for every kind of sample (plain, loss mask, labels,
+// shifted labels with a mask, ignored labels), every padding divisor and truncation, through both
+// the micro-batch and the wire layout.
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "pipeline/pack_segments.hpp"
+
+namespace thdpack {
+namespace {
+
+constexpr int64_t kIgnore = -100;
+
+Sample random_sample(std::mt19937_64& rng, int64_t id) {
+  Sample s;
+  s.id = id;
+  const int64_t n = std::uniform_int_distribution<int64_t>(1, 40)(rng);
+  for (int64_t j = 0; j < n; ++j) s.input_ids.push_back(static_cast<int64_t>(rng() % 1000));
+  const int kind = static_cast<int>(rng() % 5);
+  if (kind == 1 || kind == 4) {
+    for (int64_t j = 0; j < n; ++j) s.loss_mask.push_back(rng() % 3 == 0 ? 0.0f : 1.0f);
+  }
+  if (kind == 2 || kind == 3 || kind == 4) {
+    for (int64_t j = 0; j < n; ++j) {
+      s.labels.push_back(rng() % 4 == 0 ? kIgnore : static_cast<int64_t>(rng() % 1000));
+    }
+    s.labels_shifted = kind == 3 || kind == 4;  // a mask beside labels needs shifted labels
+  }
+  return s;
+}
+
+// The rows a one-sample pack of `s` cut to `real` tokens holds: what write() must reproduce.
+PackedBatch expected_rows(const Sample& s, int64_t real, const PackOptions& pack) {
+  const Sample cut = detail::truncated(s, real);
+  const SampleView view = view_of(cut);
+  return pack_samples(std::span(&view, 1), pack);
+}
+
+TEST(LocalSampleRows, AnyRunOfRowsEqualsTheOneSamplePack) {
+  int checked = 0;
+  for (uint64_t seed = 0; seed < 300; ++seed) {
+    std::mt19937_64 rng(seed);
+    PackOptions pack;
+    pack.divisor = std::vector<int64_t>{1, 2, 4, 8}[seed % 4];
+    pack.pad_id = static_cast<int64_t>(seed % 3);
+    pack.ignore_id = kIgnore;
+    // Samples at batch positions 5.. (a DP rank whose samples do not start at 0).
+    std::vector<Sample> samples;
+    std::vector<int64_t> real(5, 0);
+    for (int i = 0; i < 4; ++i) {
+      samples.push_back(random_sample(rng, 100 + i));
+      const auto n = static_cast<int64_t>(samples.back().input_ids.size());
+      real.push_back(seed % 2 ? std::uniform_int_distribution<int64_t>(1, n)(rng) : n);
+    }
+    std::vector<SampleView> views;
+    for (const Sample& s : samples) views.push_back(view_of(s));
+    const detail::LocalSamples local(views, 5, real, pack);
+    for (int i = 0; i < 4; ++i) {
+      const PackedBatch want = expected_rows(samples[static_cast<size_t>(i)], real[5 + i], pack);
+      const int64_t rows = want.num_rows();
+      for (int trial = 0; trial < 6; ++trial) {
+        const int64_t from = std::uniform_int_distribution<int64_t>(0, rows - 1)(rng);
+        const int64_t length = std::uniform_int_distribution<int64_t>(1, rows - from)(rng);
+        const detail::Segment seg{5 + i, from, length};
+        const StageFields fields{.tokens = trial % 3 != 1, .labels = trial % 3 != 2};
+
+        // Into a micro-batch at row 3, and into a wire buffer.
+        PackedBatch batch;
+        batch.tokens.assign(static_cast<size_t>(length + 3), -7);
+        batch.labels.assign(static_cast<size_t>(length + 3), -7);
+        batch.loss_mask.assign(static_cast<size_t>(length + 3), -7.0f);
+        local.write(seg, detail::batch_targets(batch, 3, fields));
+        std::vector<std::byte> wire(static_cast<size_t>(detail::wire_bytes(length, fields)),
+                                    std::byte{0x5a});
+        local.write(seg, detail::wire_targets(wire.data(), length, fields));
+        PackedBatch read;
+        read.tokens.resize(static_cast<size_t>(length));
+        read.labels.resize(static_cast<size_t>(length));
+        read.loss_mask.resize(static_cast<size_t>(length));
+        detail::read_rows(wire.data(), length, fields, read, 0);
+
+        for (int64_t j = 0; j < length; ++j) {
+          const auto w = static_cast<size_t>(from + j);
+          const auto b = static_cast<size_t>(3 + j);
+          const auto r = static_cast<size_t>(j);
+          SCOPED_TRACE("seed " + std::to_string(seed) + " sample " + std::to_string(i) + " row " +
+                       std::to_string(from + j));
+          if (fields.tokens) {
+            ASSERT_EQ(batch.tokens[b], want.tokens[w]);
+            ASSERT_EQ(read.tokens[r], want.tokens[w]);
+          }
+          if (fields.labels) {
+            ASSERT_EQ(batch.labels[b], want.labels[w]);
+            ASSERT_EQ(batch.loss_mask[b], want.loss_mask[w]);
+            ASSERT_EQ(read.labels[r], want.labels[w]);
+            ASSERT_EQ(read.loss_mask[r], want.loss_mask[w]);
+          }
+        }
+        // Nothing outside the run, and no field not asked for, is written.
+        for (size_t b = 0; b < 3; ++b) {
+          ASSERT_EQ(batch.tokens[b], -7);
+          ASSERT_EQ(batch.labels[b], -7);
+        }
+        if (!fields.tokens) {
+          ASSERT_EQ(batch.tokens[3], -7);
+        }
+        if (!fields.labels) {
+          ASSERT_EQ(batch.labels[3], -7);
+        }
+        // The wire bytes are all defined (alignment padding included).
+        if (fields.labels && length % 2 == 1) {
+          int32_t pad = -1;
+          std::memcpy(&pad, wire.data() + wire.size() - 4, 4);
+          ASSERT_EQ(pad, 0);
+        }
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 300 * 4 * 6);
+}
+
+}  // namespace
+}  // namespace thdpack
