@@ -112,6 +112,57 @@ void grow(Level& level, Group& g, int size, const SizeTable& table) {
   recompute_height(level);
 }
 
+/// When no group can grow into the free ranks (they are fewer than the smallest group), one
+/// sample moves out of a group of several onto a new group of the largest allowed size that fits
+/// the free ranks: the move that leaves the lowest height, then the least time moved. False when
+/// no sample can move (none fits such a group).
+bool move_to_free_ranks(Level& level, const PackContext& ctx) {
+  const DynamicCpOptions& o = ctx.options;
+  int size = 0;
+  for (int c = 1; c <= level.free; c *= 2) {
+    if (allowed_cp_group_size(c, o)) size = c;
+  }
+  if (o.min_cp <= level.free && allowed_cp_group_size(o.min_cp, o)) size = std::max(size, o.min_cp);
+  if (size == 0) return false;
+  const int slot = ctx.table.slot_of(size);
+  const int64_t room = o.max_seqlen_per_dp_cp_rank * size;
+  int from = -1;
+  size_t which = 0;
+  double best_height = std::numeric_limits<double>::infinity();
+  double best_moved = 0;
+  for (size_t g = 0; g < level.groups.size(); ++g) {
+    const Group& group = level.groups[g];
+    if (group.members.size() < 2) continue;
+    double others = 0;  // the height without this group
+    for (size_t h = 0; h < level.groups.size(); ++h) {
+      if (h != g) others = std::max(others, level.groups[h].time);
+    }
+    for (size_t i = 0; i < group.members.size(); ++i) {
+      const Item* item = group.members[i];
+      if (item->slots.front() > slot || item->length > room) continue;
+      const double moved = item->times[slot];
+      const double height =
+          std::max({others, group.time - item->times[group.slot], moved});
+      if (height < best_height || (height == best_height && moved < best_moved)) {
+        from = static_cast<int>(g);
+        which = i;
+        best_height = height;
+        best_moved = moved;
+      }
+    }
+  }
+  if (from < 0) return false;
+  Group& source = level.groups[static_cast<size_t>(from)];
+  const Item* item = source.members[which];
+  source.members.erase(source.members.begin() + static_cast<std::ptrdiff_t>(which));
+  source.tokens -= item->length;
+  source.time = group_time(source, source.slot);
+  level.groups.push_back(Group{slot, size, item->length, item->times[slot], {item}});
+  level.free -= size;
+  recompute_height(level);
+  return true;
+}
+
 /// Step 3 for one micro-batch.
 void spend_free_ranks(Level& level, const PackContext& ctx) {
   const DynamicCpOptions& o = ctx.options;
@@ -144,8 +195,9 @@ void spend_free_ranks(Level& level, const PackContext& ctx) {
         best_height = h;
       }
     }
+    if (best == nullptr && move_to_free_ranks(level, ctx)) continue;
     if (best == nullptr) {
-      // No growth fits the free ranks: one group of all ranks (tokens <= M·G by construction).
+      // Nothing fits the free ranks: one group of all ranks (tokens <= M·G by construction).
       const int all_slot = ctx.table.slot_of(o.ranks());
       Group all{all_slot, o.ranks(), 0, 0.0, {}};
       for (auto& g : level.groups) {
@@ -311,9 +363,10 @@ struct DealKey {
   }
 };
 
-/// All micro-batches for K of them: samples dealt by area, most first, to the micro-batch with
-/// the least area that has token room; then each packed at its lowest height. Empty when one
-/// does not pack. Micro-batches wait in area order; one leaves when no sample fits its room.
+/// All micro-batches for K of them: samples dealt, most rank-time first, to the micro-batch with
+/// the least rank-time that has token room; then each packed at its lowest height. Empty when
+/// one does not pack. Micro-batches wait in rank-time order; one leaves when no sample fits its
+/// token room.
 std::optional<std::vector<Level>> plan_with(int64_t k, const std::vector<Item>& items,
                                             int64_t shortest, const PackContext& ctx) {
   const DynamicCpOptions& o = ctx.options;
@@ -321,16 +374,31 @@ std::optional<std::vector<Level>> plan_with(int64_t k, const std::vector<Item>& 
   std::vector<std::vector<const Item*>> members(static_cast<size_t>(k));
   std::vector<double> area(static_cast<size_t>(k), 0.0);
   std::vector<int64_t> tokens(static_cast<size_t>(k), 0);
+  // A sample is dealt by the rank-time it will take at the height the micro-batches are aiming
+  // for: the smallest size that finishes by then, else its fastest size. A long sample that only
+  // fits such a height on all ranks thus fills its micro-batch rather than leaving room that the
+  // others could only take by sharing its group.
+  double total_area = 0;
+  double fastest_longest = 0;
+  for (const Item& item : items) {
+    total_area += item.area;
+    double fastest = item.times[item.slots.front()];
+    for (const int s : item.slots) fastest = std::min(fastest, item.times[s]);
+    fastest_longest = std::max(fastest_longest, fastest);
+  }
+  const double target =
+      std::max(total_area / (static_cast<double>(k) * o.ranks()), fastest_longest);
   std::set<DealKey> open;
   for (size_t j = 0; j < members.size(); ++j) open.insert({0.0, j});
   for (const Item& item : items) {
+    const int slot = slot_for_height(item, target);
     auto it = open.begin();
     while (it != open.end() && sum_exceeds(tokens[it->index], item.length, room)) ++it;
     if (it == open.end()) return std::nullopt;
     const size_t j = it->index;
     open.erase(it);
     members[j].push_back(&item);
-    area[j] += item.area;
+    area[j] += ctx.table.sizes[static_cast<size_t>(slot)] * item.times[slot];
     tokens[j] += item.length;
     if (!sum_exceeds(tokens[j], shortest, room)) open.insert({area[j], j});
   }
