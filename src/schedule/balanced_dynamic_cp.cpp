@@ -78,10 +78,24 @@ struct Level {
   double height = 0;
 };
 
-/// What the packing of one micro-batch reads.
+/// A group in its size's index: ordered by time, then (among equal times) by descending index, so
+/// walking down from the largest time that fits meets the oldest such group first.
+struct GroupKey {
+  double time;
+  int group;
+  bool operator<(const GroupKey& o) const {
+    return time < o.time || (time == o.time && group > o.group);
+  }
+};
+
+/// A size's groups by GroupKey, sorted (a few hundred at most: a sorted vector beats a tree).
+using SizeIndex = std::vector<GroupKey>;
+
+/// What the packing of one micro-batch reads, and the indexes it reuses between calls.
 struct PackContext {
   const DynamicCpOptions& options;
   const SizeTable& table;
+  std::vector<SizeIndex>& by_size;  ///< one per SizeTable slot
 };
 
 double group_time(const Group& g, int slot) {
@@ -226,16 +240,6 @@ int slot_for_height(const Item& item, double height) {
   return fastest;
 }
 
-/// A group in its size's index: ordered by time, then (among equal times) by descending index, so
-/// walking down from the largest time that fits meets the oldest such group first.
-struct GroupKey {
-  double time;
-  int group;
-  bool operator<(const GroupKey& o) const {
-    return time < o.time || (time == o.time && group > o.group);
-  }
-};
-
 /// The groups of one micro-batch that all finish by `height`, or nothing when the samples do not
 /// fit. Samples come most costly first. A sample joins an existing group when one of an allowed
 /// size has token room and time left for it (the least rank-time added, then the least time left
@@ -248,7 +252,8 @@ std::optional<Level> pack_at_height(const std::vector<const Item*>& items, doubl
   const DynamicCpOptions& o = ctx.options;
   const int64_t m = o.max_seqlen_per_dp_cp_rank;
   Level level{{}, o.ranks(), 0.0};
-  std::vector<std::set<GroupKey>> by_size(ctx.table.slots());
+  std::vector<SizeIndex>& by_size = ctx.by_size;
+  for (auto& index : by_size) index.clear();
   int64_t shortest = std::numeric_limits<int64_t>::max();
   for (const Item* item : items) shortest = std::min(shortest, item->length);
   for (const Item* item : items) {
@@ -268,7 +273,8 @@ std::optional<Level> pack_at_height(const std::vector<const Item*>& items, doubl
       if (best >= 0 && area > best_area) continue;
       const int64_t token_limit = m * size - item->length;
       // Largest time that leaves room for t, with slack for rounding; checked exactly below.
-      auto it = index.upper_bound(GroupKey{height - t + 1e-12 * height, -1});
+      auto it = std::upper_bound(index.begin(), index.end(),
+                                 GroupKey{height - t + 1e-12 * height, -1});
       while (it != index.begin()) {
         --it;
         const Group& g = level.groups[static_cast<size_t>(it->group)];
@@ -293,15 +299,18 @@ std::optional<Level> pack_at_height(const std::vector<const Item*>& items, doubl
       level.groups.push_back(Group{fresh_slot, fresh, 0, 0.0, {}});
       best = static_cast<int>(level.groups.size()) - 1;
     } else {
-      by_size[static_cast<size_t>(level.groups[static_cast<size_t>(best)].slot)].erase(
-          GroupKey{level.groups[static_cast<size_t>(best)].time, best});
+      auto& index = by_size[static_cast<size_t>(level.groups[static_cast<size_t>(best)].slot)];
+      index.erase(std::lower_bound(index.begin(), index.end(),
+                                   GroupKey{level.groups[static_cast<size_t>(best)].time, best}));
     }
     Group& g = level.groups[static_cast<size_t>(best)];
     g.tokens += item->length;
     g.time += item->times[g.slot];
     g.members.push_back(item);
     if (g.tokens <= m * g.size - shortest) {
-      by_size[static_cast<size_t>(g.slot)].insert(GroupKey{g.time, best});
+      auto& index = by_size[static_cast<size_t>(g.slot)];
+      const GroupKey key{g.time, best};
+      index.insert(std::upper_bound(index.begin(), index.end(), key), key);
     }
   }
   recompute_height(level);
@@ -451,7 +460,8 @@ DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
   std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
     return a.area > b.area || (a.area == b.area && a.id < b.id);
   });
-  const PackContext ctx{options, table};
+  std::vector<SizeIndex> by_size(table.slots());
+  const PackContext ctx{options, table, by_size};
 
   // K from the token bound upward (in VPP multiples) to the first that packs, then a few more:
   // the modeled step hardly depends on K, but more micro-batches pack more easily.
