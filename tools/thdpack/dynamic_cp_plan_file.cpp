@@ -9,10 +9,11 @@
 
 namespace thdpack::cli {
 
-DynamicCpPlanWriter::DynamicCpPlanWriter(const std::string& path, const DynamicCpRunInfo& info)
-    : file_(path) {
+namespace {
+
+nlohmann::ordered_json head_of(const DynamicCpRunInfo& info) {
   const CpCostModel& c = info.cost;
-  const nlohmann::ordered_json head = {
+  return {
       {"format", "thdpack-dynamic-cp-plans-v1"},
       {"workload", info.workload},
       {"topology", info.topology},
@@ -33,54 +34,41 @@ DynamicCpPlanWriter::DynamicCpPlanWriter(const std::string& path, const DynamicC
         {"link_bytes_per_second", c.link_bytes_per_second},
         {"step_overhead_seconds", c.step_overhead_seconds},
         {"layers", c.layers}}}};
-  std::string text = head.dump();
-  text.pop_back();  // the closing brace: "steps" follows
-  out_ << text << ",\"steps\":[";
 }
 
-void DynamicCpPlanWriter::flush() {
-  const std::string text = out_.str();
-  file_.write(text.data(), text.size());
-  out_.str("");
+template <typename T>
+std::string json_array(std::span<const T> values) {
+  return nlohmann::json(std::vector<T>(values.begin(), values.end())).dump();
 }
+
+}  // namespace
+
+DynamicCpPlanWriter::DynamicCpPlanWriter(const std::string& path, const DynamicCpRunInfo& info)
+    : file_(path, head_of(info)) {}
 
 void DynamicCpPlanWriter::begin_step(int64_t step, std::span<const int64_t> ids,
                                      std::span<const int64_t> padded_lengths,
                                      std::span<const int64_t> fixed_cp_padded_lengths) {
   step_ids_ = ids;
-  out_ << (first_step_ ? "\n" : ",\n") << "{\"step\":" << step
-       << ",\"ids\":" << nlohmann::json(std::vector<int64_t>(ids.begin(), ids.end())).dump()
-       << ",\"padded_lengths\":"
-       << nlohmann::json(std::vector<int64_t>(padded_lengths.begin(), padded_lengths.end())).dump()
-       << ",\"fixed_cp_padded_lengths\":"
-       << nlohmann::json(std::vector<int64_t>(fixed_cp_padded_lengths.begin(),
-                                              fixed_cp_padded_lengths.end()))
-              .dump()
-       << ",\"fixed_cp_plans\":{";
-  first_step_ = false;
+  file_.begin_step() << "{\"step\":" << step << ",\"ids\":" << json_array(ids)
+                     << ",\"padded_lengths\":" << json_array(padded_lengths)
+                     << ",\"fixed_cp_padded_lengths\":" << json_array(fixed_cp_padded_lengths)
+                     << ",\"fixed_cp_plans\":{";
   first_fixed_ = true;
   first_dynamic_ = true;
   in_dynamic_ = false;
 }
 
 void DynamicCpPlanWriter::add_fixed_cp_plan(const std::string& scheduler, const Plan& plan) {
-  nlohmann::json mbs = nlohmann::json::array();
-  for (int64_t k = 0; k < plan.num_microbatches(); ++k) {
-    nlohmann::json replicas = nlohmann::json::array();
-    for (int r = 0; r < plan.dp(); ++r) {
-      const auto pack = plan.pack(k, r);
-      replicas.push_back(std::vector<int64_t>(pack.begin(), pack.end()));
-    }
-    mbs.push_back(std::move(replicas));
-  }
-  out_ << (first_fixed_ ? "" : ",") << nlohmann::json(scheduler).dump() << ":" << mbs.dump();
+  file_.text() << (first_fixed_ ? "" : ",") << nlohmann::json(scheduler).dump() << ":";
+  write_plan_json(file_.text(), plan);
   first_fixed_ = false;
 }
 
 void DynamicCpPlanWriter::add_dynamic_cp_plan(const std::string& scheduler,
                                               const DynamicCpPlan& plan) {
   if (!in_dynamic_) {
-    out_ << "},\"plans\":{";
+    file_.text() << "},\"plans\":{";
     in_dynamic_ = true;
   }
   std::unordered_map<int64_t, std::pair<int64_t, int64_t>> where;
@@ -110,24 +98,18 @@ void DynamicCpPlanWriter::add_dynamic_cp_plan(const std::string& scheduler,
     }
     sample_groups.push_back({it->second.first, it->second.second});
   }
-  out_ << (first_dynamic_ ? "" : ",") << nlohmann::json(scheduler).dump() << ":"
+  file_.text() << (first_dynamic_ ? "" : ",") << nlohmann::json(scheduler).dump() << ":"
        << nlohmann::json{{"microbatches", std::move(mbs)}, {"sample_groups", std::move(sample_groups)}}
               .dump();
   first_dynamic_ = false;
 }
 
 void DynamicCpPlanWriter::end_step() {
-  if (!in_dynamic_) out_ << "},\"plans\":{";
-  out_ << "}}";
-  flush();
+  if (!in_dynamic_) file_.text() << "},\"plans\":{";
+  file_.text() << "}}";
+  file_.end_step();
 }
 
-void DynamicCpPlanWriter::close() {
-  if (closed_) return;
-  closed_ = true;
-  out_ << "\n]}\n";
-  flush();
-  file_.commit();
-}
+void DynamicCpPlanWriter::close() { file_.close(); }
 
 }  // namespace thdpack::cli

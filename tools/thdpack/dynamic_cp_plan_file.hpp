@@ -17,10 +17,9 @@
 
 #include <cstdint>
 #include <span>
-#include <sstream>
 #include <string>
 
-#include "thdpack/data/output_file.hpp"
+#include "plan_report.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
 #include "thdpack/schedule/scheduler.hpp"
 
@@ -52,16 +51,11 @@ class DynamicCpPlanWriter {
   void close();
 
  private:
-  void flush();
-
-  OutputFile file_;
-  std::ostringstream out_;
+  StepsJsonFile file_;
   std::span<const int64_t> step_ids_;
-  bool first_step_ = true;
   bool first_fixed_ = true;
   bool first_dynamic_ = true;
   bool in_dynamic_ = false;
-  bool closed_ = false;
 };
 
 }  // namespace thdpack::cli
