@@ -2,11 +2,15 @@
 // Megatron's default_dynamic_cp and balanced_dynamic_cp, under Megatron's L²/c workload and under
 // the full CP cost model, on the long-context workloads at dp·cp = 32 and 256. Medians over seeds;
 // every plan is checked against the dynamic-CP contracts.
+// Then planning time: both dynamic-CP schedulers timed on every one of many seeded inputs from
+// four length distributions at dp·cp = 32 and 256 (p50 / p90 / max), and on ~1M samples.
 //
-//   thdpack_dynamic_cp_bench [--seeds N] [--quick] [--out FILE.json]
+//   thdpack_dynamic_cp_bench [--seeds N] [--timing-seeds N] [--large-samples N] [--quick]
+//                            [--out FILE.json]
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -65,19 +69,139 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+/// The q-quantile (nearest rank) of `v`.
+double quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const auto i = static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+/// Above this many samples the large run skips default_dynamic_cp (quadratic in the samples).
+constexpr int64_t kLargestDefaultDynamicCpRun = 1 << 17;
+
+/// A length distribution for the timing runs, at its own M.
+struct TimingCase {
+  std::string workload;
+  int64_t max_seqlen_per_dp_cp_rank;
+};
+
+/// This thread's CPU time in milliseconds (unlike wall time, not inflated by other processes on
+/// a shared machine).
+double thread_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+struct PlanTimes {
+  std::vector<double> wall_ms;
+  std::vector<double> cpu_ms;
+};
+
+/// Wall and CPU milliseconds `scheduler` takes on each of the inputs; every plan is checked.
+PlanTimes plan_times(const std::string& scheduler, const std::vector<std::vector<int64_t>>& inputs,
+                     const DynamicCpOptions& o) {
+  PlanTimes times;
+  for (const auto& lengths : inputs) {
+    std::vector<int64_t> ids(lengths.size());
+    std::iota(ids.begin(), ids.end(), 0);
+    const double c0 = thread_cpu_ms();
+    const auto t0 = std::chrono::steady_clock::now();
+    const DynamicCpPlan plan = schedule_dynamic_cp(scheduler, ids, lengths, o);
+    const auto t1 = std::chrono::steady_clock::now();
+    times.cpu_ms.push_back(thread_cpu_ms() - c0);
+    times.wall_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    check_dynamic_cp_plan(plan, ids, lengths, o);
+  }
+  return times;
+}
+
+/// Planning time of both dynamic-CP schedulers: many seeded inputs per distribution and size
+/// (8 samples per rank), then `large_samples` samples of longctx-128k on 256 ranks
+/// (default_dynamic_cp only up to kLargestDefaultDynamicCpRun).
+nlohmann::json timing_rows(int seeds, int64_t large_samples, const CpCostModel& cost) {
+  const std::vector<TimingCase> cases = {
+      {"longctx-128k", 16384}, {"rl-64k", 16384}, {"longtail-32k", 8192}, {"bimodal-16k", 4096}};
+  const std::vector<std::string> schedulers = {"default_dynamic_cp", "balanced_dynamic_cp"};
+  nlohmann::json rows = nlohmann::json::array();
+  std::printf("\n%-13s %5s %8s %8s %21s %11s %11s %11s %11s %11s\n", "workload", "dp*cp", "M",
+              "samples", "scheduler", "p50 ms", "p90 ms", "max ms", "cpu p50", "cpu max");
+  auto add_row = [&](const std::string& name, int ranks, int64_t m, int64_t n,
+                     const std::string& scheduler, const PlanTimes& t) {
+    const auto& ms = t.wall_ms;
+    const double p50 = quantile(ms, 0.5), p90 = quantile(ms, 0.9), max = quantile(ms, 1.0);
+    const double cpu50 = quantile(t.cpu_ms, 0.5), cpu_max = quantile(t.cpu_ms, 1.0);
+    std::printf("%-13s %5d %8lld %8lld %21s %11.3f %11.3f %11.3f %11.3f %11.3f\n", name.c_str(),
+                ranks, static_cast<long long>(m), static_cast<long long>(n), scheduler.c_str(), p50,
+                p90, max, cpu50, cpu_max);
+    rows.push_back({{"workload", name},
+                    {"ranks", ranks},
+                    {"max_seqlen_per_dp_cp_rank", m},
+                    {"samples", n},
+                    {"scheduler", scheduler},
+                    {"inputs", ms.size()},
+                    {"p50_ms", p50},
+                    {"p90_ms", p90},
+                    {"max_ms", max},
+                    {"cpu_p50_ms", cpu50},
+                    {"cpu_max_ms", cpu_max}});
+  };
+  auto options = [&](int ranks, int64_t m) {
+    DynamicCpOptions o;
+    o.dp = ranks;
+    o.max_seqlen_per_dp_cp_rank = m;
+    o.cost = cost;
+    return o;
+  };
+  for (const int ranks : {32, 256}) {
+    for (const TimingCase& c : cases) {
+      const int64_t n = 8LL * ranks;
+      std::vector<std::vector<int64_t>> inputs;
+      for (int s = 0; s < seeds; ++s) {
+        inputs.push_back(padded(raw_lengths(workload(c.workload), n, 5000 + static_cast<uint64_t>(s)),
+                                2LL * ranks));
+      }
+      for (const auto& scheduler : schedulers) {
+        add_row(c.workload, ranks, c.max_seqlen_per_dp_cp_rank, n, scheduler,
+                plan_times(scheduler, inputs, options(ranks, c.max_seqlen_per_dp_cp_rank)));
+      }
+    }
+  }
+  if (large_samples > 0) {
+    const std::vector<std::vector<int64_t>> inputs = {
+        padded(raw_lengths(workload("longctx-128k"), large_samples, 77), 512)};
+    for (const auto& scheduler : schedulers) {
+      // default_dynamic_cp revisits every waiting sample in each of its ~n/(8·256) rounds.
+      if (scheduler == "default_dynamic_cp" && large_samples > kLargestDefaultDynamicCpRun) continue;
+      add_row("longctx-128k", 256, 16384, large_samples, scheduler,
+              plan_times(scheduler, inputs, options(256, 16384)));
+    }
+  }
+  return rows;
+}
+
 int run(int argc, char** argv) {
   int seeds = 9;
+  int timing_seeds = 50;
+  int64_t large_samples = 1 << 20;
   std::string out_path;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--seeds" && i + 1 < argc) {
       seeds = std::stoi(argv[++i]);
+    } else if (a == "--timing-seeds" && i + 1 < argc) {
+      timing_seeds = std::stoi(argv[++i]);
+    } else if (a == "--large-samples" && i + 1 < argc) {
+      large_samples = std::stoll(argv[++i]);
     } else if (a == "--quick") {
       seeds = 1;
+      timing_seeds = 1;
+      large_samples = 0;
     } else if (a == "--out" && i + 1 < argc) {
       out_path = argv[++i];
     } else {
-      std::cerr << "usage: thdpack_dynamic_cp_bench [--seeds N] [--quick] [--out FILE.json]\n";
+      std::cerr << "usage: thdpack_dynamic_cp_bench [--seeds N] [--timing-seeds N] "
+                   "[--large-samples N] [--quick] [--out FILE.json]\n";
       return 2;
     }
   }
@@ -94,7 +218,7 @@ int run(int argc, char** argv) {
   nlohmann::json rows = nlohmann::json::array();
   std::printf("%-13s %5s %8s %13s %19s %20s %9s %12s\n", "workload", "dp*cp", "cost", "dp_balanced",
               "default_dynamic_cp", "balanced_dynamic_cp", "speedup", "plan ms (ours)");
-  for (const Case& c : cases) {
+  for (const Case& c : seeds > 0 ? cases : std::vector<Case>{}) {  // --seeds 0: timing only
     const Workload w = workload(c.workload);
     const int fixed_cp = w.cp;
     const int64_t m = w.max_seqlen_per_dp_cp_rank;
@@ -142,8 +266,10 @@ int run(int argc, char** argv) {
                       {"seeds", seeds}});
     }
   }
+  const nlohmann::json timing = timing_rows(timing_seeds, large_samples, costs[1].second);
   if (!out_path.empty()) {
-    std::ofstream(out_path) << nlohmann::json{{"dynamic_cp", rows}}.dump(2) << "\n";
+    std::ofstream(out_path) << nlohmann::json{{"dynamic_cp", rows}, {"timing", timing}}.dump(2)
+                            << "\n";
   }
   return 0;
 }

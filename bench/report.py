@@ -163,6 +163,16 @@ def dynamic_cp_table(dynamic_cp):
     return "\n".join(lines)
 
 
+def dynamic_cp_timing_table(dynamic_cp):
+    lines = ["| workload | dp·cp | M | samples | scheduler | inputs | wall p50 / p90 / max ms | CPU p50 / max ms |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in dynamic_cp.get("timing", []):
+        lines.append(f"| {r['workload']} | {r['ranks']} | {r['max_seqlen_per_dp_cp_rank']} | {r['samples']:,} | "
+                     f"{r['scheduler']} | {r['inputs']} | {r['p50_ms']:.2f} / {r['p90_ms']:.2f} / {r['max_ms']:.2f} | "
+                     f"{r['cpu_p50_ms']:.2f} / {r['cpu_max_ms']:.2f} |")
+    return "\n".join(lines)
+
+
 def pipeline_table(runs):
     lines = ["| ranks | layout | bytes/rank (ours / Megatron-style) | exchange vs minimum (ours / Megatron-style) | collectives per step | s per 1M tokens (ours / Megatron-style) |",
              "|---|---|---|---|---|---|"]
@@ -245,7 +255,14 @@ def render(speed, quality, pipeline=None, pack=None, moe=None, reorder=None, pla
         "over micro-batches of the slowest CP group, a fixed-CP step the slowest replica's sum; the "
         "bound is max(least rank-time of all samples / (dp·cp), slowest single sample)):\n\n"
         + dynamic_cp_table(dynamic_cp)
-    ] if dynamic_cp else []) + [
+    ] if dynamic_cp else []) + ([
+        "**Dynamic-CP planning time** (`thdpack_dynamic_cp_bench`: both dynamic-CP schedulers timed on "
+        "every one of many seeded inputs per row, 8 samples per rank, with the full CP cost model; "
+        "four length distributions at their own M, then ~1M samples of longctx-128k; wall time on a "
+        "machine shared with other jobs, so the CPU time of the planning thread is shown too; "
+        "default_dynamic_cp is skipped above 131,072 samples, its time growing with samples x "
+        "rounds):\n\n" + dynamic_cp_timing_table(dynamic_cp)
+    ] if dynamic_cp and dynamic_cp.get("timing") else []) + [
         "**Offline packing fill** (figure 3):\n\n" + fill_table(quality),
         "**Hard constraints** (figure 6):\n\n" + violation_table(quality),
         "**CP balance**, max/mean causal-attention work across CP ranks (figure 7; step = work-weighted "

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,11 +28,34 @@ namespace thdpack {
 
 namespace {
 
+/// Every group size a plan may use (allowed_cp_group_size), ascending, and each sample's time
+/// on each of them, computed once: the packing probes many heights and groups.
+struct SizeTable {
+  std::vector<int> sizes;
+  size_t slots() const { return sizes.size(); }
+  /// The slot of an allowed `size`.
+  int slot_of(int size) const {
+    return static_cast<int>(std::lower_bound(sizes.begin(), sizes.end(), size) - sizes.begin());
+  }
+};
+
+SizeTable make_size_table(const DynamicCpOptions& o) {
+  SizeTable t;
+  const int ranks = o.ranks();
+  for (int64_t c = 1; c <= ranks; c *= 2) t.sizes.push_back(static_cast<int>(c));
+  for (int64_t c = o.min_cp; c <= ranks; c *= 2) t.sizes.push_back(static_cast<int>(c));
+  t.sizes.push_back(ranks);
+  std::sort(t.sizes.begin(), t.sizes.end());
+  t.sizes.erase(std::unique(t.sizes.begin(), t.sizes.end()), t.sizes.end());
+  return t;
+}
+
 struct Item {
   int64_t id;
   int64_t length;
-  std::vector<int> sizes;  ///< allowed CP sizes, ascending
+  std::vector<int> slots;  ///< allowed CP sizes of this sample, as SizeTable slots, ascending
   double area;             ///< rank-seconds at the smallest size
+  const double* times;     ///< time on each SizeTable slot
 };
 
 // After the first K that packs, this many more are tried (the step hardly depends on K, but
@@ -41,11 +65,11 @@ constexpr int64_t kExtraKTries = 6;
 constexpr double kHeightTolerance = 0.004;
 
 struct Group {
+  int slot;  ///< its size, as a SizeTable slot
   int size;
   int64_t tokens;
   double time;
-  std::vector<int64_t> ids;
-  std::vector<int64_t> lengths;
+  std::vector<const Item*> members;
 };
 
 struct Level {
@@ -54,9 +78,29 @@ struct Level {
   double height = 0;
 };
 
-double group_time(const Group& g, int size, const CpCostModel& cost) {
+/// A group in its size's index: ordered by time, then (among equal times) by descending index, so
+/// walking down from the largest time that fits meets the oldest such group first.
+struct GroupKey {
+  double time;
+  int group;
+  bool operator<(const GroupKey& o) const {
+    return time < o.time || (time == o.time && group > o.group);
+  }
+};
+
+/// A size's groups by GroupKey, sorted (a few hundred at most: a sorted vector beats a tree).
+using SizeIndex = std::vector<GroupKey>;
+
+/// What the packing of one micro-batch reads, and the indexes it reuses between calls.
+struct PackContext {
+  const DynamicCpOptions& options;
+  const SizeTable& table;
+  std::vector<SizeIndex>& by_size;  ///< one per SizeTable slot
+};
+
+double group_time(const Group& g, int slot) {
   double t = 0;
-  for (const int64_t len : g.lengths) t += cost.time(len, size);
+  for (const Item* item : g.members) t += item->times[slot];
   return t;
 }
 
@@ -74,29 +118,81 @@ int next_size(int size, const DynamicCpOptions& o) {
 }
 
 /// Grows `g` to `size` ranks.
-void grow(Level& level, Group& g, int size, const CpCostModel& cost) {
+void grow(Level& level, Group& g, int size, const SizeTable& table) {
   level.free -= size - g.size;
   g.size = size;
-  g.time = group_time(g, size, cost);
+  g.slot = table.slot_of(size);
+  g.time = group_time(g, g.slot);
   recompute_height(level);
 }
 
+/// When no group can grow into the free ranks (they are fewer than the smallest group), one
+/// sample moves out of a group of several onto a new group of the largest allowed size that fits
+/// the free ranks: the move that leaves the lowest height, then the least time moved. False when
+/// no sample can move (none fits such a group).
+bool move_to_free_ranks(Level& level, const PackContext& ctx) {
+  const DynamicCpOptions& o = ctx.options;
+  int size = 0;
+  for (int c = 1; c <= level.free; c *= 2) {
+    if (allowed_cp_group_size(c, o)) size = c;
+  }
+  if (o.min_cp <= level.free && allowed_cp_group_size(o.min_cp, o)) size = std::max(size, o.min_cp);
+  if (size == 0) return false;
+  const int slot = ctx.table.slot_of(size);
+  const int64_t room = o.max_seqlen_per_dp_cp_rank * size;
+  int from = -1;
+  size_t which = 0;
+  double best_height = std::numeric_limits<double>::infinity();
+  double best_moved = 0;
+  for (size_t g = 0; g < level.groups.size(); ++g) {
+    const Group& group = level.groups[g];
+    if (group.members.size() < 2) continue;
+    double others = 0;  // the height without this group
+    for (size_t h = 0; h < level.groups.size(); ++h) {
+      if (h != g) others = std::max(others, level.groups[h].time);
+    }
+    for (size_t i = 0; i < group.members.size(); ++i) {
+      const Item* item = group.members[i];
+      if (item->slots.front() > slot || item->length > room) continue;
+      const double moved = item->times[slot];
+      const double height =
+          std::max({others, group.time - item->times[group.slot], moved});
+      if (height < best_height || (height == best_height && moved < best_moved)) {
+        from = static_cast<int>(g);
+        which = i;
+        best_height = height;
+        best_moved = moved;
+      }
+    }
+  }
+  if (from < 0) return false;
+  Group& source = level.groups[static_cast<size_t>(from)];
+  const Item* item = source.members[which];
+  source.members.erase(source.members.begin() + static_cast<std::ptrdiff_t>(which));
+  source.tokens -= item->length;
+  source.time = group_time(source, source.slot);
+  level.groups.push_back(Group{slot, size, item->length, item->times[slot], {item}});
+  level.free -= size;
+  recompute_height(level);
+  return true;
+}
+
 /// Step 3 for one micro-batch.
-void spend_free_ranks(Level& level, const DynamicCpOptions& o) {
-  const CpCostModel& cost = o.cost;
+void spend_free_ranks(Level& level, const PackContext& ctx) {
+  const DynamicCpOptions& o = ctx.options;
   // Grow the slowest group while that lowers the height.
   while (level.free > 0) {
     auto slowest = std::max_element(level.groups.begin(), level.groups.end(),
                                     [](const Group& a, const Group& b) { return a.time < b.time; });
     const int size = next_size(slowest->size, o);
     if (size == 0 || size - slowest->size > level.free) break;
-    const double t = group_time(*slowest, size, cost);
+    const double t = group_time(*slowest, ctx.table.slot_of(size));
     double others = 0;
     for (const auto& g : level.groups) {
       if (&g != &*slowest) others = std::max(others, g.time);
     }
     if (std::max(others, t) >= level.height) break;
-    grow(level, *slowest, size, cost);
+    grow(level, *slowest, size, ctx.table);
   }
   // Cover the remaining free ranks with the growth that raises the height least.
   while (level.free > 0) {
@@ -106,39 +202,40 @@ void spend_free_ranks(Level& level, const DynamicCpOptions& o) {
     for (auto& g : level.groups) {
       const int size = next_size(g.size, o);
       if (size == 0 || size - g.size > level.free) continue;
-      const double h = std::max(level.height, group_time(g, size, cost));
+      const double h = std::max(level.height, group_time(g, ctx.table.slot_of(size)));
       if (h < best_height || (h == best_height && best != nullptr && g.size < best->size)) {
         best = &g;
         best_size = size;
         best_height = h;
       }
     }
+    if (best == nullptr && move_to_free_ranks(level, ctx)) continue;
     if (best == nullptr) {
-      // No growth fits the free ranks: one group of all ranks (tokens <= M·G by construction).
-      Group all{o.ranks(), 0, 0.0, {}, {}};
+      // Nothing fits the free ranks: one group of all ranks (tokens <= M·G by construction).
+      const int all_slot = ctx.table.slot_of(o.ranks());
+      Group all{all_slot, o.ranks(), 0, 0.0, {}};
       for (auto& g : level.groups) {
         all.tokens += g.tokens;
-        all.ids.insert(all.ids.end(), g.ids.begin(), g.ids.end());
-        all.lengths.insert(all.lengths.end(), g.lengths.begin(), g.lengths.end());
+        all.members.insert(all.members.end(), g.members.begin(), g.members.end());
       }
-      all.time = group_time(all, o.ranks(), cost);
+      all.time = group_time(all, all_slot);
       level.groups = {std::move(all)};
       level.free = 0;
       recompute_height(level);
       return;
     }
-    grow(level, *best, best_size, cost);
+    grow(level, *best, best_size, ctx.table);
   }
 }
 
-/// The CP size of `item` for a micro-batch of height `height`: the smallest allowed size whose
-/// time fits, else the fastest.
-int size_for_height(const Item& item, double height, const DynamicCpOptions& o) {
-  int fastest = item.sizes.front();
-  for (const int c : item.sizes) {
-    const double t = o.cost.time(item.length, c);
-    if (t <= height) return c;
-    if (t < o.cost.time(item.length, fastest)) fastest = c;
+/// The CP size slot of `item` for a micro-batch of height `height`: the smallest allowed size
+/// whose time fits, else the fastest.
+int slot_for_height(const Item& item, double height) {
+  int fastest = item.slots.front();
+  for (const int s : item.slots) {
+    const double t = item.times[s];
+    if (t <= height) return s;
+    if (t < item.times[fastest]) fastest = s;
   }
   return fastest;
 }
@@ -146,70 +243,117 @@ int size_for_height(const Item& item, double height, const DynamicCpOptions& o) 
 /// The groups of one micro-batch that all finish by `height`, or nothing when the samples do not
 /// fit. Samples come most costly first. A sample joins an existing group when one of an allowed
 /// size has token room and time left for it (the least rank-time added, then the least time left
-/// after it): that time is spent anyway, while a new group takes ranks. Otherwise it opens a group
-/// of the smallest allowed size that finishes in time.
+/// after it, then the oldest group): that time is spent anyway, while a new group takes ranks.
+/// Otherwise it opens a group of the smallest allowed size that finishes in time. Groups are
+/// indexed per size by time, so a sample looks at one candidate per size (plus those it skips for
+/// lack of token room), not at every group.
 std::optional<Level> pack_at_height(const std::vector<const Item*>& items, double height,
-                                    const DynamicCpOptions& o) {
+                                    const PackContext& ctx) {
+  const DynamicCpOptions& o = ctx.options;
   const int64_t m = o.max_seqlen_per_dp_cp_rank;
-  const CpCostModel& cost = o.cost;
   Level level{{}, o.ranks(), 0.0};
+  std::vector<SizeIndex>& by_size = ctx.by_size;
+  for (auto& index : by_size) index.clear();
+  int64_t shortest = std::numeric_limits<int64_t>::max();
+  for (const Item* item : items) shortest = std::min(shortest, item->length);
   for (const Item* item : items) {
-    const int fresh = size_for_height(*item, height, o);
-    const double fresh_time = cost.time(item->length, fresh);
+    const int fresh_slot = slot_for_height(*item, height);
+    const int fresh = ctx.table.sizes[static_cast<size_t>(fresh_slot)];
+    const double fresh_time = item->times[fresh_slot];
     const bool fresh_fits = fresh <= level.free && fresh_time <= height;
-    Group* best = nullptr;
+    int best = -1;
     double best_area = 0;
     double best_left = 0;
-    for (auto& g : level.groups) {
-      if (g.size < item->sizes.front() || g.tokens + item->length > m * g.size) continue;
-      const double t = cost.time(item->length, g.size);
-      const double left = height - g.time - t;
-      if (left < 0) continue;
-      const double area = g.size * t;
-      if (best == nullptr || area < best_area || (area == best_area && left < best_left)) {
-        best = &g;
-        best_area = area;
-        best_left = left;
+    for (int s = item->slots.front(); s < static_cast<int>(ctx.table.slots()); ++s) {
+      auto& index = by_size[static_cast<size_t>(s)];
+      if (index.empty()) continue;
+      const int size = ctx.table.sizes[static_cast<size_t>(s)];
+      const double t = item->times[s];
+      const double area = size * t;
+      if (best >= 0 && area > best_area) continue;
+      const int64_t token_limit = m * size - item->length;
+      // Largest time that leaves room for t, with slack for rounding; checked exactly below.
+      auto it = std::upper_bound(index.begin(), index.end(),
+                                 GroupKey{height - t + 1e-12 * height, -1});
+      while (it != index.begin()) {
+        --it;
+        const Group& g = level.groups[static_cast<size_t>(it->group)];
+        if (g.tokens > m * size - shortest) {  // full for every sample: leaves the index
+          it = index.erase(it);
+          continue;
+        }
+        const double left = height - g.time - t;
+        if (left < 0 || g.tokens > token_limit) continue;
+        if (best < 0 || area < best_area ||
+            (area == best_area && (left < best_left || (left == best_left && it->group < best)))) {
+          best = it->group;
+          best_area = area;
+          best_left = left;
+        }
+        break;
       }
     }
-    if (best == nullptr) {
+    if (best < 0) {
       if (!fresh_fits) return std::nullopt;
       level.free -= fresh;
-      level.groups.push_back(Group{fresh, 0, 0.0, {}, {}});
-      best = &level.groups.back();
+      level.groups.push_back(Group{fresh_slot, fresh, 0, 0.0, {}});
+      best = static_cast<int>(level.groups.size()) - 1;
+    } else {
+      auto& index = by_size[static_cast<size_t>(level.groups[static_cast<size_t>(best)].slot)];
+      index.erase(std::lower_bound(index.begin(), index.end(),
+                                   GroupKey{level.groups[static_cast<size_t>(best)].time, best}));
     }
-    best->tokens += item->length;
-    best->time += cost.time(item->length, best->size);
-    best->ids.push_back(item->id);
-    best->lengths.push_back(item->length);
+    Group& g = level.groups[static_cast<size_t>(best)];
+    g.tokens += item->length;
+    g.time += item->times[g.slot];
+    g.members.push_back(item);
+    if (g.tokens <= m * g.size - shortest) {
+      auto& index = by_size[static_cast<size_t>(g.slot)];
+      const GroupKey key{g.time, best};
+      index.insert(std::upper_bound(index.begin(), index.end(), key), key);
+    }
   }
   recompute_height(level);
-  spend_free_ranks(level, o);
+  spend_free_ranks(level, ctx);
   return level;
 }
 
 /// The lowest height (to within kHeightTolerance) at which the micro-batch packs; empty when it
-/// never does.
+/// never does. Heights are probed upward from the lower bound in growing steps until one packs
+/// (plans land close to the bound), then bisected between the last that failed and it.
 std::optional<Level> pack_microbatch(const std::vector<const Item*>& items,
-                                     const DynamicCpOptions& o) {
+                                     const PackContext& ctx) {
   double area = 0;
   double fastest_longest = 0;
   double slowest = 0;
   for (const Item* item : items) {
-    area += o.cost.area(item->length, item->sizes.front());
-    double best = o.cost.time(item->length, item->sizes.front());
-    for (const int c : item->sizes) best = std::min(best, o.cost.time(item->length, c));
+    area += item->area;
+    double best = item->times[item->slots.front()];
+    for (const int s : item->slots) best = std::min(best, item->times[s]);
     fastest_longest = std::max(fastest_longest, best);
-    slowest += o.cost.time(item->length, item->sizes.front());
+    slowest += item->times[item->slots.front()];
   }
-  double lo = std::max(area / o.ranks(), fastest_longest);
+  double lo = std::max(area / ctx.options.ranks(), fastest_longest);
   double hi = std::max(lo, slowest);
-  auto best = pack_at_height(items, hi, o);
-  if (!best) return std::nullopt;
-  if (auto at_lo = pack_at_height(items, lo, o)) return at_lo;
+  if (auto at_lo = pack_at_height(items, lo, ctx)) return at_lo;
+  std::optional<Level> best;
+  for (double step = 0.01; !best; step *= 3) {
+    const double probe = lo * (1 + step);
+    if (probe >= hi) {
+      best = pack_at_height(items, hi, ctx);
+      if (!best) return std::nullopt;
+      break;
+    }
+    best = pack_at_height(items, probe, ctx);
+    if (best) {
+      hi = probe;
+    } else {
+      lo = probe;
+    }
+  }
   for (int step = 0; step < 40 && hi - lo > kHeightTolerance * lo; ++step) {
     const double mid = 0.5 * (lo + hi);
-    if (auto level = pack_at_height(items, mid, o)) {
+    if (auto level = pack_at_height(items, mid, ctx)) {
       hi = mid;
       if (level->height < best->height) best = std::move(level);
     } else {
@@ -219,30 +363,58 @@ std::optional<Level> pack_microbatch(const std::vector<const Item*>& items,
   return best;
 }
 
-/// All micro-batches for K of them: samples dealt by area, most first, to the micro-batch with
-/// the least area that has token room; then each packed at its lowest height. Empty when one
-/// does not pack.
+/// A micro-batch in the dealing order: least rank-time first, then the lowest index.
+struct DealKey {
+  double area;
+  size_t index;
+  bool operator<(const DealKey& o) const {
+    return area < o.area || (area == o.area && index < o.index);
+  }
+};
+
+/// All micro-batches for K of them: samples dealt, most rank-time first, to the micro-batch with
+/// the least rank-time that has token room; then each packed at its lowest height. Empty when
+/// one does not pack. Micro-batches wait in rank-time order; one leaves when no sample fits its
+/// token room.
 std::optional<std::vector<Level>> plan_with(int64_t k, const std::vector<Item>& items,
-                                            const DynamicCpOptions& o) {
+                                            int64_t shortest, const PackContext& ctx) {
+  const DynamicCpOptions& o = ctx.options;
   const int64_t room = o.max_seqlen_per_dp_cp_rank * o.ranks();
   std::vector<std::vector<const Item*>> members(static_cast<size_t>(k));
   std::vector<double> area(static_cast<size_t>(k), 0.0);
   std::vector<int64_t> tokens(static_cast<size_t>(k), 0);
+  // A sample is dealt by the rank-time it will take at the height the micro-batches are aiming
+  // for: the smallest size that finishes by then, else its fastest size. A long sample that only
+  // fits such a height on all ranks thus fills its micro-batch rather than leaving room that the
+  // others could only take by sharing its group.
+  double total_area = 0;
+  double fastest_longest = 0;
   for (const Item& item : items) {
-    size_t best = members.size();
-    for (size_t j = 0; j < members.size(); ++j) {
-      if (sum_exceeds(tokens[j], item.length, room)) continue;
-      if (best == members.size() || area[j] < area[best]) best = j;
-    }
-    if (best == members.size()) return std::nullopt;
-    members[best].push_back(&item);
-    area[best] += item.area;
-    tokens[best] += item.length;
+    total_area += item.area;
+    double fastest = item.times[item.slots.front()];
+    for (const int s : item.slots) fastest = std::min(fastest, item.times[s]);
+    fastest_longest = std::max(fastest_longest, fastest);
+  }
+  const double target =
+      std::max(total_area / (static_cast<double>(k) * o.ranks()), fastest_longest);
+  std::set<DealKey> open;
+  for (size_t j = 0; j < members.size(); ++j) open.insert({0.0, j});
+  for (const Item& item : items) {
+    const int slot = slot_for_height(item, target);
+    auto it = open.begin();
+    while (it != open.end() && sum_exceeds(tokens[it->index], item.length, room)) ++it;
+    if (it == open.end()) return std::nullopt;
+    const size_t j = it->index;
+    open.erase(it);
+    members[j].push_back(&item);
+    area[j] += ctx.table.sizes[static_cast<size_t>(slot)] * item.times[slot];
+    tokens[j] += item.length;
+    if (!sum_exceeds(tokens[j], shortest, room)) open.insert({area[j], j});
   }
   std::vector<Level> levels;
   for (const auto& group : members) {
     if (group.empty()) return std::nullopt;
-    auto level = pack_microbatch(group, o);
+    auto level = pack_microbatch(group, ctx);
     if (!level) return std::nullopt;
     levels.push_back(std::move(*level));
   }
@@ -260,23 +432,36 @@ DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
                                            std::span<const int64_t> padded_lengths,
                                            const DynamicCpOptions& options) {
   validate_dynamic_cp_input(ids, padded_lengths, options);
+  const SizeTable table = make_size_table(options);
+  std::vector<double> times(ids.size() * table.slots());
   std::vector<Item> items(ids.size());
   int64_t total_tokens = 0;
+  int64_t shortest = std::numeric_limits<int64_t>::max();
   for (size_t i = 0; i < ids.size(); ++i) {
-    auto sizes = detail::candidate_cp_sizes(padded_lengths[i], options);
+    const auto sizes = detail::candidate_cp_sizes(padded_lengths[i], options);
     if (sizes.empty()) {
       throw InvalidArgument("balanced_dynamic_cp: sample " + std::to_string(ids[i]) + " has " +
                             std::to_string(padded_lengths[i]) + " tokens, more than M x dp*cp = " +
                             std::to_string(options.max_seqlen_per_dp_cp_rank * options.ranks()) +
                             "; raise --max-seqlen-per-dp-cp-rank or truncate");
     }
-    const double area = options.cost.area(padded_lengths[i], sizes.front());
-    items[i] = {ids[i], padded_lengths[i], std::move(sizes), area};
+    double* row = times.data() + i * table.slots();
+    for (size_t s = 0; s < table.slots(); ++s) {
+      row[s] = options.cost.time(padded_lengths[i], table.sizes[s]);
+    }
+    std::vector<int> slots;
+    slots.reserve(sizes.size());
+    for (const int c : sizes) slots.push_back(table.slot_of(c));
+    const double area = sizes.front() * row[slots.front()];
+    items[i] = {ids[i], padded_lengths[i], std::move(slots), area, row};
     total_tokens = checked_add(total_tokens, padded_lengths[i], "balanced_dynamic_cp total tokens");
+    shortest = std::min(shortest, padded_lengths[i]);
   }
   std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
     return a.area > b.area || (a.area == b.area && a.id < b.id);
   });
+  std::vector<SizeIndex> by_size(table.slots());
+  const PackContext ctx{options, table, by_size};
 
   // K from the token bound upward (in VPP multiples) to the first that packs, then a few more:
   // the modeled step hardly depends on K, but more micro-batches pack more easily.
@@ -288,7 +473,7 @@ DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
   std::optional<std::vector<Level>> best;
   int64_t tries_after_first = 0;
   for (; k <= n && tries_after_first < kExtraKTries; k += multiple) {
-    auto levels = plan_with(k, items, options);
+    auto levels = plan_with(k, items, shortest, ctx);
     if (best) ++tries_after_first;
     if (levels && (!best || total_height(*levels) < total_height(*best))) best = std::move(levels);
   }
@@ -307,7 +492,10 @@ DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
     std::stable_sort(level.groups.begin(), level.groups.end(),
                      [](const Group& a, const Group& b) { return a.size > b.size; });
     for (auto& g : level.groups) {
-      mb.groups.push_back(CpGroup{rank, g.size, std::move(g.ids)});
+      CpGroup group{rank, g.size, {}};
+      group.ids.reserve(g.members.size());
+      for (const Item* item : g.members) group.ids.push_back(item->id);
+      mb.groups.push_back(std::move(group));
       rank += g.size;
     }
     plan.microbatches.push_back(std::move(mb));

@@ -9,6 +9,7 @@
 // ties resolve identically; token budgets are exact integers (Megatron uses floats).
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,21 @@ struct RoundGroup {
 
 double workload(int64_t length, int cp) {
   return static_cast<double>(length) * static_cast<double>(length) / static_cast<double>(cp);
+}
+
+/// The groups of one size in creation order, and the fewest tokens any of them holds.
+struct SizeIndex {
+  int size;
+  std::vector<int> groups;
+  int64_t fewest_tokens;
+};
+
+/// The index of `size` in `indexes` (a handful of sizes per round), or nullptr.
+SizeIndex* find_size(std::vector<SizeIndex>& indexes, int size) {
+  for (auto& x : indexes) {
+    if (x.size == size) return &x;
+  }
+  return nullptr;
 }
 
 /// Lays the groups out from rank 0 in order.
@@ -85,6 +101,22 @@ DynamicCpMicrobatch next_microbatch(const std::vector<Sample>& round, const Dyna
   groups.push_back({first_cp, first.length, workload(first.length, first_cp), {first.id}});
   int used = first_cp;
   double max_load = groups.front().load;
+  // The groups of each size in creation order, and the fewest tokens any of them holds, so a
+  // size no group of which has room is skipped whole. Scanning one size's groups in creation
+  // order is the scan of all groups in creation order that skips other sizes, so every decision
+  // and tie is Megatron's.
+  std::vector<SizeIndex> by_size;
+  auto index = [&](int g) {
+    const RoundGroup& group = groups[static_cast<size_t>(g)];
+    SizeIndex* x = find_size(by_size, group.size);
+    if (x == nullptr) {
+      by_size.push_back({group.size, {}, group.tokens});
+      x = &by_size.back();
+    }
+    x->groups.push_back(g);
+    x->fewest_tokens = std::min(x->fewest_tokens, group.tokens);
+  };
+  index(0);
 
   for (size_t i = 1; i < round.size(); ++i) {
     const Sample& s = round[i];
@@ -95,15 +127,18 @@ DynamicCpMicrobatch next_microbatch(const std::vector<Sample>& round, const Dyna
     for (int64_t c = cp_min_for_length(s.length, m, o.min_cp); c <= ranks; c *= 2) {
       const int cp = static_cast<int>(c);
       const double w = workload(s.length, cp);
-      for (size_t g = 0; g < groups.size(); ++g) {
-        const RoundGroup& group = groups[g];
-        if (group.size != cp || group.tokens + s.length > m * c) continue;
-        const double score = std::max(max_load, group.load + w);
-        if (score <= cap && (!found || score < best_score)) {
-          found = true;
-          best_score = score;
-          best_group = static_cast<int>(g);
-          best_cp = cp;
+      const SizeIndex* same_size = find_size(by_size, cp);
+      if (same_size != nullptr && same_size->fewest_tokens + s.length <= m * c) {
+        for (const int g : same_size->groups) {
+          const RoundGroup& group = groups[static_cast<size_t>(g)];
+          if (group.tokens + s.length > m * c) continue;
+          const double score = std::max(max_load, group.load + w);
+          if (score <= cap && (!found || score < best_score)) {
+            found = true;
+            best_score = score;
+            best_group = g;
+            best_cp = cp;
+          }
         }
       }
       if (ranks - used >= cp) {
@@ -124,12 +159,18 @@ DynamicCpMicrobatch next_microbatch(const std::vector<Sample>& round, const Dyna
       groups.push_back({best_cp, 0, 0.0, {}});
       used += best_cp;
       best_group = static_cast<int>(groups.size()) - 1;
+      index(best_group);
     }
     RoundGroup& group = groups[static_cast<size_t>(best_group)];
     group.tokens += s.length;
     group.load += workload(s.length, best_cp);
     group.ids.push_back(s.id);
     max_load = std::max(max_load, group.load);
+    SizeIndex& grown = *find_size(by_size, best_cp);
+    grown.fewest_tokens = std::numeric_limits<int64_t>::max();
+    for (const int g : grown.groups) {
+      grown.fewest_tokens = std::min(grown.fewest_tokens, groups[static_cast<size_t>(g)].tokens);
+    }
   }
 
   // Idle ranks: double the first smallest group (later groups move right) while ranks are idle.

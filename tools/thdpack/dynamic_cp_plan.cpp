@@ -2,9 +2,13 @@
 
 #include <nlohmann/json.hpp>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <numeric>
 #include <vector>
 
+#include "dynamic_cp_html_report.hpp"
+#include "dynamic_cp_plan_file.hpp"
 #include "flag_values.hpp"
 #include "table.hpp"
 #include "thdpack/core/errors.hpp"
@@ -16,15 +20,7 @@
 namespace thdpack::cli {
 namespace {
 
-struct Row {
-  std::string name;
-  std::string cp;
-  double microbatches = 0;
-  double groups = 0;  ///< CP groups per micro-batch (fixed CP: dp)
-  double step = 0;
-  double ratio = 0;
-  std::string error;
-};
+using Row = DynamicCpSummaryRow;
 
 CpCostModel cost_for(const Job& job, double tflops, const DynamicCpFlags& f) {
   if (!job.model.empty()) {
@@ -64,7 +60,8 @@ bool is_dynamic_cp_scheduler(const std::string& name) {
 }
 
 int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, double gpu_tflops,
-                        const DynamicCpFlags& flags, bool json, std::ostream& out) {
+                        const DynamicCpFlags& flags, const DynamicCpOutputs& outputs, bool json,
+                        std::ostream& out) {
   if (!(flags.link_gbps >= 0)) throw InvalidArgument("--cp-link-gbps must be >= 0");
   if (!(flags.step_overhead_us >= 0)) throw InvalidArgument("--cp-step-overhead-us must be >= 0");
   if (flags.min_cp < 1) throw InvalidArgument("--min-cp must be >= 1");
@@ -101,6 +98,28 @@ int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, 
     rows.back().name = n;
     rows.back().cp = "dynamic";
   }
+  DynamicCpRunInfo info;
+  info.workload = job.workload.name;
+  info.topology = t.describe();
+  info.dp = t.dp();
+  info.cp = t.cp();
+  info.max_seqlen_per_dp_cp_rank = job.max_seqlen_per_dp_cp_rank;
+  info.microbatch_multiple = dynamic.microbatch_multiple;
+  info.min_cp = dynamic.min_cp;
+  info.divisor = dynamic_divisor;
+  info.fixed_cp_divisor = job.divisor;
+  info.cost = cost;
+  std::unique_ptr<DynamicCpPlanWriter> writer;
+  if (!outputs.plan_out.empty()) {
+    writer = std::make_unique<DynamicCpPlanWriter>(outputs.plan_out, info);
+  }
+  // The reported step's input and plans.
+  std::optional<GlobalBatch> report_batch;
+  std::vector<int64_t> report_lengths;
+  double report_bound = 0;
+  std::vector<ReportedFixedCpPlan> report_fixed;
+  std::vector<ReportedDynamicCpPlan> report_dynamic;
+
   double bound_sum = 0;
   const GlobalBatchOptions batch_options = job.batch_options();
   for (int64_t step = 0; step < steps; ++step) {
@@ -113,6 +132,13 @@ int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, 
                                                   dyn_lengths, dynamic, cost)
                              .lower_bound;
     bound_sum += bound;
+    const bool reported = !outputs.report.empty() && step == outputs.report_step;
+    if (reported) {
+      report_batch = batch;
+      report_lengths = dyn_lengths;
+      report_bound = bound;
+    }
+    if (writer) writer->begin_step(step, batch.ids, dyn_lengths, batch.padded_lengths);
     const ScheduleInput input{batch.ids, batch.padded_lengths, batch.samples_per_rank, {}};
     for (size_t r = 0; r < 2; ++r) {
       Row& row = rows[r];
@@ -122,6 +148,8 @@ int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, 
         row.microbatches += static_cast<double>(plan.num_microbatches());
         row.groups += t.dp();
         row.step += fixed_cp_modeled_step(plan, batch.ids, batch.padded_lengths, t.cp(), cost);
+        if (writer) writer->add_fixed_cp_plan(row.name, plan);
+        if (reported) report_fixed.push_back({row.name, plan});
       } catch (const InvalidArgument& e) {
         row.error = "step " + std::to_string(step) + ": " + e.what();
       }
@@ -137,10 +165,13 @@ int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, 
         row.microbatches += static_cast<double>(stats.microbatches);
         row.groups += static_cast<double>(stats.groups) / static_cast<double>(stats.microbatches);
         row.step += stats.step;
+        if (writer) writer->add_dynamic_cp_plan(row.name, plan);
+        if (reported) report_dynamic.push_back({row.name, plan});
       } catch (const InvalidArgument& e) {
         row.error = "step " + std::to_string(step) + ": " + e.what();
       }
     }
+    if (writer) writer->end_step();
   }
   const auto n = static_cast<double>(steps);
   for (auto& row : rows) {
@@ -148,6 +179,18 @@ int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, 
     row.microbatches /= n;
     row.groups /= n;
     row.step /= n;
+  }
+  if (writer) writer->close();
+  const std::string cost_description =
+      (job.model.empty() ? std::string("direct coefficients") : job.model) + " at " +
+      fixed(gpu_tflops, 0) + " TFLOP/s, ring link " + fixed(flags.link_gbps, 0) + " GB/s, " +
+      fixed(flags.step_overhead_us, 0) + " us per ring step and layer";
+  if (report_batch) {
+    write_dynamic_cp_html_report(
+        outputs.report, {info, job.workload.description, steps, job.global_batch,
+                         outputs.report_step, cost_description, rows, report_batch->ids,
+                         report_lengths, report_batch->padded_lengths, report_bound, report_fixed,
+                         report_dynamic});
   }
   if (json) {
     nlohmann::json j = {{"workload", job.workload.name},
@@ -173,9 +216,7 @@ int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, 
     out << "workload   " << job.workload.name << ": " << job.workload.description << '\n'
         << "layout     " << t.describe() << " (dynamic CP over all " << dynamic.ranks()
         << " dp x cp ranks, padding divisor " << dynamic_divisor << ")\n"
-        << "cost       " << (job.model.empty() ? "direct coefficients" : job.model) << " at "
-        << fixed(gpu_tflops, 0) << " TFLOP/s, ring link " << fixed(flags.link_gbps, 0) << " GB/s, "
-        << fixed(flags.step_overhead_us, 0) << " us per ring step and layer\n"
+        << "cost       " << cost_description << "\n"
         << "steps      " << steps << " x global batch " << job.global_batch << " samples\n\n";
     Table table({"scheduler", "cp", "mb/step", "groups/mb", "step s", "vs bound"});
     for (const auto& row : rows) {
@@ -188,6 +229,8 @@ int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, 
     }
     table.left_align(0);
     table.print(out);
+    if (!outputs.plan_out.empty()) out << "plans written to " << outputs.plan_out << '\n';
+    if (!outputs.report.empty()) out << "report written to " << outputs.report << '\n';
   }
   for (const auto& row : rows) {
     if (row.name == name && !row.error.empty()) return 2;

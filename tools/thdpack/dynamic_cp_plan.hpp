@@ -22,11 +22,19 @@ struct DynamicCpFlags {
 /// True for the names of dynamic-CP schedulers.
 bool is_dynamic_cp_scheduler(const std::string& name);
 
+/// Where `plan` writes the plans and the report ("" for none); the caller has checked the paths.
+struct DynamicCpOutputs {
+  std::string plan_out;  ///< dynamic_cp_plan_file.hpp
+  std::string report;    ///< dynamic_cp_html_report.hpp
+  int64_t report_step = 0;
+};
+
 /// Plans `steps` global batches with dp_balanced and balanced at the layout's fixed cp and with
 /// every dynamic-CP scheduler over all dp·cp ranks; prints a table (or JSON) of micro-batches, CP
-/// groups and modeled step time against the shared lower bound. Returns 2 when the scheduler
-/// `name` failed, else 0.
+/// groups and modeled step time against the shared lower bound, and writes the outputs asked
+/// for. Returns 2 when the scheduler `name` failed, else 0.
 int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, double gpu_tflops,
-                        const DynamicCpFlags& flags, bool json, std::ostream& out);
+                        const DynamicCpFlags& flags, const DynamicCpOutputs& outputs, bool json,
+                        std::ostream& out);
 
 }  // namespace thdpack::cli

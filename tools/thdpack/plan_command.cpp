@@ -45,14 +45,6 @@ int run_plan(const PlanFlags& f) {
   if (f.report_step < 0 || f.report_step >= f.steps)
     throw InvalidArgument("--report-step must be in [0, --steps)");
   const Job job = resolve_job(f.job);
-  if (is_dynamic_cp_scheduler(f.scheduler)) {
-    if (!f.plan_out.empty() || !f.report.empty()) {
-      throw InvalidArgument("--plan-out and --report are not written for the dynamic CP schedulers "
-                            "yet; leave them out with --scheduler " + f.scheduler);
-    }
-    return run_dynamic_cp_plan(job, f.scheduler, f.steps, f.gpu_tflops, f.dynamic_cp, f.json,
-                               std::cout);
-  }
   // Both outputs are checked against the inputs (leased while `job` lives) and against each
   // other before planning, so a refused output leaves every file as it was.
   std::vector<std::string> outputs;
@@ -63,6 +55,10 @@ int run_plan(const PlanFlags& f) {
       std::filesystem::weakly_canonical(f.plan_out) == std::filesystem::weakly_canonical(f.report)) {
     throw InvalidArgument("--report " + f.report + " is the same file as --plan-out " +
                           f.plan_out + "; write the report somewhere else");
+  }
+  if (is_dynamic_cp_scheduler(f.scheduler)) {
+    return run_dynamic_cp_plan(job, f.scheduler, f.steps, f.gpu_tflops, f.dynamic_cp,
+                               {f.plan_out, f.report, f.report_step}, f.json, std::cout);
   }
   ScheduleOptions options =
       ScheduleOptions::from_topology(job.topology, job.max_seqlen_per_dp_cp_rank, job.cost);
@@ -185,11 +181,13 @@ Command add_plan_command(CLI::App& app) {
   cmd->add_option(
       "--plan-out", flags->plan_out,
       "write the plans (per step, micro-batch and DP replica, the ordered global sample "
-      "ids) to this JSON file")
+      "ids; with a dynamic CP scheduler also each micro-batch's CP groups: size, member ranks, "
+      "samples) to this JSON file")
       ->check(non_empty());
   cmd->add_option("--report", flags->report,
                   "write a self-contained HTML page with pictures of the plans (modeled time per "
-                  "DP replica and micro-batch, micro-batch counts, pack fill, CP work, padding)")
+                  "DP replica and micro-batch, micro-batch counts, pack fill, CP work, padding; with "
+                  "a dynamic CP scheduler, fixed and dynamic CP side by side per rank)")
       ->check(non_empty());
   cmd->add_option("--report-step", flags->report_step, "the step the report's pictures show")
       ->check(non_negative_integer())

@@ -188,68 +188,84 @@ nlohmann::json plan_json(const PlanRunInfo& info, const std::vector<SchedulerSum
   return j;
 }
 
-PlanWriter::PlanWriter(const std::string& path, const PlanRunInfo& info) : file_(path) {
-  // cp, pp, cost and gpu_tflops let a reader recompute every modeled time (plan_stats.hpp).
-  nlohmann::json head = {{"format", "thdpack-plans-v1"},
-                         {"workload", info.workload},
-                         {"topology", info.topology},
-                         {"dp", info.dp},
-                         {"cp", info.cp},
-                         {"pp", info.pp},
-                         {"capacity", info.capacity},
-                         {"global_batch", info.global_batch},
-                         {"model", info.model},
-                         {"gpu_tflops", info.gpu_tflops},
-                         {"cost",
-                          {{"linear", info.cost.linear}, {"quadratic", info.cost.quadratic}}}};
+StepsJsonFile::StepsJsonFile(const std::string& path, const nlohmann::ordered_json& head)
+    : file_(path) {
   std::string text = head.dump();
   text.pop_back();  // reopen the object to append "steps"
   out_ << text << ",\"steps\":[";
 }
 
-// Not closed: the run failed, and the OutputFile removes what was written.
-PlanWriter::~PlanWriter() = default;
-
-void PlanWriter::flush() {
+void StepsJsonFile::flush() {
   const std::string text = out_.str();
   file_.write(text.data(), text.size());
   out_.str("");
 }
 
-void PlanWriter::begin_step(int64_t step, const GlobalBatch& batch) {
-  out_ << (first_step_ ? "\n" : ",\n") << "{\"step\":" << step
-       << ",\"ids\":" << nlohmann::json(batch.ids).dump()
-       << ",\"padded_lengths\":" << nlohmann::json(batch.padded_lengths).dump() << ",\"plans\":{";
+std::ostringstream& StepsJsonFile::begin_step() {
+  out_ << (first_step_ ? "\n" : ",\n");
   first_step_ = false;
-  first_plan_ = true;
+  return out_;
 }
 
-void PlanWriter::add_plan(const std::string& scheduler, const Plan& plan) {
-  out_ << (first_plan_ ? "" : ",") << nlohmann::json(scheduler).dump() << ":[";
-  for (int64_t k = 0; k < plan.num_microbatches(); ++k) {
-    out_ << (k ? "," : "") << "[";
-    for (int r = 0; r < plan.dp(); ++r) {
-      const auto pack = plan.pack(k, r);
-      out_ << (r ? "," : "")
-           << nlohmann::json(std::vector<int64_t>(pack.begin(), pack.end())).dump();
-    }
-    out_ << "]";
-  }
-  out_ << "]";
-  first_plan_ = false;
-}
+void StepsJsonFile::end_step() { flush(); }
 
-void PlanWriter::end_step() {
-  out_ << "}}";
-  flush();
-}
-
-void PlanWriter::close() {
+void StepsJsonFile::close() {
   if (closed_) return;
   closed_ = true;
   out_ << "\n]}\n";
   flush();
   file_.commit();
 }
+
+void write_plan_json(std::ostream& out, const Plan& plan) {
+  out << "[";
+  for (int64_t k = 0; k < plan.num_microbatches(); ++k) {
+    out << (k ? "," : "") << "[";
+    for (int r = 0; r < plan.dp(); ++r) {
+      const auto pack = plan.pack(k, r);
+      out << (r ? "," : "") << nlohmann::json(std::vector<int64_t>(pack.begin(), pack.end())).dump();
+    }
+    out << "]";
+  }
+  out << "]";
+}
+
+// cp, pp, cost and gpu_tflops let a reader recompute every modeled time (plan_stats.hpp).
+PlanWriter::PlanWriter(const std::string& path, const PlanRunInfo& info)
+    : file_(path, nlohmann::ordered_json{
+                      {"format", "thdpack-plans-v1"},
+                      {"workload", info.workload},
+                      {"topology", info.topology},
+                      {"dp", info.dp},
+                      {"cp", info.cp},
+                      {"pp", info.pp},
+                      {"capacity", info.capacity},
+                      {"global_batch", info.global_batch},
+                      {"model", info.model},
+                      {"gpu_tflops", info.gpu_tflops},
+                      {"cost", {{"linear", info.cost.linear}, {"quadratic", info.cost.quadratic}}}}) {}
+
+// Not closed: the run failed, and the OutputFile removes what was written.
+PlanWriter::~PlanWriter() = default;
+
+void PlanWriter::begin_step(int64_t step, const GlobalBatch& batch) {
+  file_.begin_step() << "{\"step\":" << step << ",\"ids\":" << nlohmann::json(batch.ids).dump()
+                     << ",\"padded_lengths\":" << nlohmann::json(batch.padded_lengths).dump()
+                     << ",\"plans\":{";
+  first_plan_ = true;
+}
+
+void PlanWriter::add_plan(const std::string& scheduler, const Plan& plan) {
+  file_.text() << (first_plan_ ? "" : ",") << nlohmann::json(scheduler).dump() << ":";
+  write_plan_json(file_.text(), plan);
+  first_plan_ = false;
+}
+
+void PlanWriter::end_step() {
+  file_.text() << "}}";
+  file_.end_step();
+}
+
+void PlanWriter::close() { file_.close(); }
 
 }  // namespace thdpack::cli

@@ -54,11 +54,36 @@ void print_plan_table(std::ostream& out, const PlanRunInfo& info,
 /// The same figures as JSON (means over steps, plus every step's figures).
 nlohmann::json plan_json(const PlanRunInfo& info, const std::vector<SchedulerSummary>& summaries);
 
+/// A JSON document {head fields..., "steps": [step, ...]} streamed to an OutputFile one step at a
+/// time: refused when the path is an input in use, and in place only after close() (a run that
+/// fails leaves what was at the path).
+class StepsJsonFile {
+ public:
+  StepsJsonFile(const std::string& path, const nlohmann::ordered_json& head);
+  /// Starts the next step's text (after the separator); write the step's object to it.
+  std::ostringstream& begin_step();
+  /// The current step's text.
+  std::ostringstream& text() { return out_; }
+  /// Writes out the step's text.
+  void end_step();
+  /// Ends the document and puts the file in place (once).
+  void close();
+
+ private:
+  void flush();
+
+  OutputFile file_;
+  std::ostringstream out_;
+  bool first_step_ = true;
+  bool closed_ = false;
+};
+
+/// A fixed-CP plan as JSON: [[ids of replica 0, ids of replica 1, ...] for each micro-batch].
+void write_plan_json(std::ostream& out, const Plan& plan);
+
 /// Streams plans to a JSON file: {"format":"thdpack-plans-v1", "dp":..., "capacity":...,
 /// "steps":[{"step":s, "ids":[...], "padded_lengths":[...], "plans":{"<scheduler>":
-/// [[ids of replica 0, ids of replica 1, ...] for each micro-batch]}}]}. The file is an OutputFile:
-/// refused when it is an input in use, and in place only after close() (a run that fails leaves
-/// what was at the path).
+/// [[ids of replica 0, ids of replica 1, ...] for each micro-batch]}}]} (a StepsJsonFile).
 class PlanWriter {
  public:
   PlanWriter(const std::string& path, const PlanRunInfo& info);
@@ -69,13 +94,8 @@ class PlanWriter {
   void close();
 
  private:
-  void flush();
-
-  OutputFile file_;
-  std::ostringstream out_;
-  bool first_step_ = true;
+  StepsJsonFile file_;
   bool first_plan_ = true;
-  bool closed_ = false;
 };
 
 }  // namespace thdpack::cli
