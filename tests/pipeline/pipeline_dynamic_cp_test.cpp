@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 
+#include "every_rank_failure.hpp"
 #include "pipeline_case.hpp"
 #include "thdpack/comm/local_communicator.hpp"
 #include "thdpack/core/errors.hpp"
@@ -112,20 +113,7 @@ TEST(PipelineDynamicCpOptions, PaddingDivisorIsTwiceDpCp) {
 // Runs `body` on `ranks` threads; every rank must throw InvalidArgument mentioning `needle`.
 void expect_error_on_every_rank(int ranks, const std::function<void(Communicator&)>& body,
                                 const std::string& needle) {
-  std::atomic<int> errors{0};
-  EXPECT_THROW(run_local(ranks,
-                         [&](Communicator& world) {
-                           try {
-                             body(world);
-                           } catch (const InvalidArgument& e) {
-                             EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
-                                 << e.what();
-                             ++errors;
-                             throw;
-                           }
-                         }),
-               InvalidArgument);
-  EXPECT_EQ(errors.load(), ranks);
+  test_util::expect_invalid_argument_on_every_rank(ranks, needle, body);
 }
 
 PipelineOptions dynamic_options(const char* scheduler) {

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "every_rank_failure.hpp"
 #include "pipeline_case.hpp"
 #include "thdpack/comm/local_communicator.hpp"
 #include "thdpack/core/errors.hpp"
@@ -49,7 +50,8 @@ TEST(PipelineGroupIds, PairsShareAMicroBatchAndMatchTheReference) {
         ASSERT_EQ(r.batch.group_ids.size(), r.batch.ids.size());
         std::map<int64_t, std::set<int64_t>> packs_of_pair;
         for (int64_t pack = 0; pack < r.plan.num_packs(); ++pack) {
-          for (int64_t id : r.plan.pack_at(pack)) packs_of_pair[id % (kGlobalBatch / 2)].insert(pack);
+          for (int64_t id : r.plan.pack_at(pack))
+            packs_of_pair[id % (kGlobalBatch / 2)].insert(pack);
         }
         EXPECT_EQ(packs_of_pair.size(), static_cast<size_t>(kGlobalBatch / 2));
         for (const auto& [pair, packs] : packs_of_pair) EXPECT_EQ(packs.size(), 1u) << pair;
@@ -71,56 +73,35 @@ TEST(PipelineGroupIds, WithoutGroupIdsTheBatchHasNone) {
 }
 
 void expect_error_everywhere(const PipelineCase& c, bool wrong_count, const std::string& needle) {
-  std::atomic<int> errors{0};
-  EXPECT_THROW(
-      run_local(c.world_size(),
-                [&](Communicator& world) {
-                  const PipelineOptions o = testing::options_of(c);
-                  Pipeline p(world, o);
-                  const auto local = testing::local_samples(o, world.rank(), 0, kGlobalBatch);
-                  auto groups = pair_ids(local);
-                  // Only DP rank 1's readers get it wrong; every rank must still fail.
-                  if (o.topology.coordinates(world.rank()).dp == 1 && !groups.empty()) {
-                    if (wrong_count) {
-                      groups.pop_back();
-                    } else {
-                      groups[0] = -7;
-                    }
-                  }
-                  try {
-                    p.run_step(local, groups);
-                  } catch (const InvalidArgument& e) {
-                    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-                    ++errors;
-                    throw;
-                  }
-                }),
-      InvalidArgument);
-  EXPECT_EQ(errors.load(), c.world_size());
+  test_util::expect_invalid_argument_on_every_rank(
+      c.world_size(), needle, [&](Communicator& world) {
+        const PipelineOptions o = testing::options_of(c);
+        Pipeline p(world, o);
+        const auto local = testing::local_samples(o, world.rank(), 0, kGlobalBatch);
+        auto groups = pair_ids(local);
+        // Only DP rank 1's readers get it wrong; every rank must still fail.
+        if (o.topology.coordinates(world.rank()).dp == 1 && !groups.empty()) {
+          if (wrong_count) {
+            groups.pop_back();
+          } else {
+            groups[0] = -7;
+          }
+        }
+        p.run_step(local, groups);
+      });
 }
 
 TEST(PipelineGroupIds, ReadersThatDifferOnlyInGroupIdsAreToldSo) {
   const PipelineCase c = grouped_case(2, 2, ReadingMode::kAllRanks);  // TP peers read too
-  std::atomic<int> errors{0};
-  EXPECT_THROW(
-      run_local(c.world_size(),
-                [&](Communicator& world) {
-                  const PipelineOptions o = testing::options_of(c);
-                  Pipeline p(world, o);
-                  const auto local = testing::local_samples(o, world.rank(), 0, kGlobalBatch);
-                  auto groups = pair_ids(local);
-                  if (o.topology.coordinates(world.rank()).tp == 1) groups[0] = 1000;
-                  try {
-                    p.run_step(local, groups);
-                  } catch (const InvalidArgument& e) {
-                    EXPECT_NE(std::string(e.what()).find("group ids differ"), std::string::npos)
-                        << e.what();
-                    ++errors;
-                    throw;
-                  }
-                }),
-      InvalidArgument);
-  EXPECT_EQ(errors.load(), c.world_size());
+  test_util::expect_invalid_argument_on_every_rank(
+      c.world_size(), "group ids differ", [&](Communicator& world) {
+        const PipelineOptions o = testing::options_of(c);
+        Pipeline p(world, o);
+        const auto local = testing::local_samples(o, world.rank(), 0, kGlobalBatch);
+        auto groups = pair_ids(local);
+        if (o.topology.coordinates(world.rank()).tp == 1) groups[0] = 1000;
+        p.run_step(local, groups);
+      });
 }
 
 TEST(PipelineGroupIds, BadGroupIdsFailOnEveryRank) {

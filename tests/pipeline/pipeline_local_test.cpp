@@ -7,6 +7,7 @@
 #include <atomic>
 #include <map>
 
+#include "every_rank_failure.hpp"
 #include "expect_throw.hpp"
 #include "pipeline_case.hpp"
 #include "thdpack/comm/local_communicator.hpp"
@@ -84,22 +85,12 @@ void expect_step_error_everywhere(
     const PipelineCase& c,
     const std::function<std::vector<Sample>(const PipelineOptions&, int)>& samples,
     const std::string& needle) {
-  std::atomic<int> errors{0};
-  EXPECT_THROW(run_local(c.world_size(),
-                         [&](Communicator& world) {
-                           const PipelineOptions o = testing::options_of(c);
-                           Pipeline p(world, o);
-                           try {
-                             p.run_step(samples(o, world.rank()));
-                           } catch (const InvalidArgument& e) {
-                             EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
-                                 << e.what();
-                             ++errors;
-                             throw;
-                           }
-                         }),
-               InvalidArgument);
-  EXPECT_EQ(errors.load(), c.world_size());
+  test_util::expect_invalid_argument_on_every_rank(
+      c.world_size(), needle, [&](Communicator& world) {
+        const PipelineOptions o = testing::options_of(c);
+        Pipeline p(world, o);
+        p.run_step(samples(o, world.rank()));
+      });
 }
 
 TEST(PipelineLocalErrors, ReadersOfOneDpIndexMustAgree) {
