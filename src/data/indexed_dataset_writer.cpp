@@ -170,12 +170,10 @@ void IndexedDatasetWriter::write_and_commit() {
   }
   idx.write(pointers.data(), pointers.size() * 8);
   idx.write(documents.data(), documents.size() * 8);
-  // Both files complete on disk before either moves into place; then .bin first, so an index
-  // never stands beside a data file it does not describe for long.
-  bin_->close();
-  idx.close();
-  bin_->commit();
-  idx.commit();
+  // Both files complete on disk before either moves into place; then .bin, then .idx, with the
+  // old .bin put back when anything after its rename fails: a failure leaves the old pair or
+  // the new one, never a data file beside an index that does not describe it.
+  commit_pair(*bin_, idx);
   bin_.reset();
 }
 

@@ -78,6 +78,50 @@ void sync_folder(const std::string& path) {
   }
 }
 
+// A second name for the file at `path`, hidden in its folder, so that it can be put back after
+// `path` was replaced: a hard link, or (filesystems without hard links) the file itself renamed.
+struct Backup {
+  std::string path;    ///< "" when nothing was at the original path
+  bool moved = false;  ///< renamed rather than linked: the original path is empty meanwhile
+};
+
+Backup keep_backup(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return {};
+  const std::filesystem::path target(path);
+  const std::filesystem::path folder =
+      target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+  std::string stem = ".";
+  stem.append(target.filename().string()).append(".old.").append(std::to_string(::getpid()));
+  for (int attempt = 0;; ++attempt) {
+    std::string name = stem;
+    name.append(".").append(std::to_string(attempt));
+    const std::string backup = (folder / name).string();
+    if (::link(path.c_str(), backup.c_str()) == 0) return {backup, false};
+    if (errno == EEXIST) continue;
+    if (::rename(path.c_str(), backup.c_str()) == 0) return {backup, true};
+    throw InvalidArgument("cannot keep the old '" + path + "' while replacing it: " +
+                          error_text() + " (nothing was moved into place)");
+  }
+}
+
+// Undoes the replacement of `path`: the old file back from the backup, or (none before) the new
+// one removed, so that `path` belongs with `partner` again.
+void put_back(const std::string& path, const Backup& backup, const std::string& partner) {
+  const bool restored =
+      backup.path.empty() ? ::unlink(path.c_str()) == 0 || errno == ENOENT
+                          : detail::file_syscalls().rename(backup.path.c_str(), path.c_str()) == 0;
+  if (!restored) {
+    throw InvalidArgument(
+        "'" + path + "' may be new while '" + partner + "' is old, and then they do not belong " +
+        "together: " +
+        (backup.path.empty() ? "removing the new '" + path + "' failed"
+                             : "the old '" + path + "' could not be put back from '" +
+                                   backup.path + "'") +
+        " (" + error_text() + ")");
+  }
+}
+
 }  // namespace
 
 void refuse_replacing_inputs(const std::string& path) {
@@ -154,11 +198,42 @@ void OutputFile::commit() {
   if (!closed_) throw InvalidArgument("'" + path_ + "' was not written");
   // The check again, as late as possible: an input opened since the constructor is not replaced.
   refuse_replacing_inputs(path_);
+  move_into_place();
+  sync_folder(path_);
+}
+
+void OutputFile::move_into_place() {
   if (detail::file_syscalls().rename(temp_path_.c_str(), path_.c_str()) != 0) {
     throw InvalidArgument("cannot move the new '" + path_ + "' into place: " + error_text());
   }
   committed_ = true;
-  sync_folder(path_);
+}
+
+void commit_pair(OutputFile& first, OutputFile& second) {
+  first.close();
+  second.close();
+  if (!first.closed_ || !second.closed_) {
+    throw InvalidArgument("'" + (first.closed_ ? second.path_ : first.path_) + "' was not written");
+  }
+  refuse_replacing_inputs(first.path_);
+  refuse_replacing_inputs(second.path_);
+  const Backup backup = keep_backup(first.path_);
+  try {
+    first.move_into_place();
+    sync_folder(first.path_);
+    second.move_into_place();
+  } catch (const InvalidArgument& e) {
+    if (first.committed_ || backup.moved) {
+      put_back(first.path_, backup, second.path_);
+    } else if (!backup.path.empty()) {
+      ::unlink(backup.path.c_str());
+    }
+    first.committed_ = false;  // its temporary file is gone (moved, then replaced or removed)
+    throw InvalidArgument(std::string(e.what()) + "; '" + first.path_ + "' and '" +
+                          second.path_ + "' are left as they were");
+  }
+  if (!backup.path.empty()) ::unlink(backup.path.c_str());
+  sync_folder(second.path_);
 }
 
 }  // namespace thdpack

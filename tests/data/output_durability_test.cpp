@@ -31,12 +31,15 @@ using test_util::TempDir;
 using testing::read_bytes;
 
 // While alive, records each fsync and rename of the library ("fsync PATH", "rename FROM") and
-// makes the `fail_at`-th of them (counted from 0; -1: none) fail with EIO.
+// makes the `fail_at`-th of them (counted from 0; -1: none) fail with EIO, and also each one
+// from `fail_also` on (to fail a step and then the undoing of it).
 class SyscallRecorder {
  public:
-  explicit SyscallRecorder(int fail_at = -1) : saved_(detail::file_syscalls()) {
+  explicit SyscallRecorder(int fail_at = -1, int fail_also = -1)
+      : saved_(detail::file_syscalls()) {
     events().clear();
     failing() = fail_at;
+    failing_also() = fail_also;
     detail::file_syscalls().fsync = [](int fd) {
       std::error_code ec;
       const auto target = std::filesystem::read_symlink("/proc/self/fd/" + std::to_string(fd), ec);
@@ -60,9 +63,14 @@ class SyscallRecorder {
     static int at = -1;
     return at;
   }
+  static int& failing_also() {
+    static int from = -1;
+    return from;
+  }
   static int record(const std::string& event, const std::function<int()>& call) {
     events().push_back(event);
-    if (static_cast<int>(events().size()) - 1 == failing()) {
+    const int index = static_cast<int>(events().size()) - 1;
+    if (index == failing() || (failing_also() >= 0 && index >= failing_also())) {
       errno = EIO;
       return -1;
     }
@@ -130,53 +138,94 @@ TEST(OutputDurability, AFailedSyncOrRenameLeavesTheOldFileAndNoTemporary) {
   EXPECT_EQ(names_in(dir), before);
 }
 
-TEST(OutputDurability, AnIndexedDatasetWriterThatCannotSyncLeavesBothOldFiles) {
-  TempDir dir;
-  {
-    IndexedDatasetWriter writer(dir.file("d"), TokenDType::kInt32);
-    writer.add_sequence(std::vector<int64_t>{1, 2});
-    writer.finish();
+// The tokens of the dataset at `prefix`, read back through the reader; empty when there is none.
+std::vector<std::vector<int64_t>> tokens_at(const std::string& prefix) {
+  std::vector<std::vector<int64_t>> out;
+  if (!std::filesystem::exists(prefix + ".bin") && !std::filesystem::exists(prefix + ".idx")) {
+    return out;
   }
-  const std::string bin = read_bytes(dir.file("d.bin"));
-  const std::string idx = read_bytes(dir.file("d.idx"));
-  const std::vector<std::string> before = names_in(dir);
+  const auto dataset = IndexedDataset::open(prefix);
+  for (int64_t i = 0; i < dataset->size(); ++i) out.push_back(dataset->sample(i).input_ids);
+  return out;
+}
+
+// Sequences of `count` sequences whose lengths and tokens depend on `seed`.
+std::vector<std::vector<int64_t>> sequences(int count, int seed) {
+  std::vector<std::vector<int64_t>> out;
+  for (int i = 0; i < count; ++i) {
+    out.emplace_back(static_cast<size_t>(1 + (seed * 7 + i * 3) % 11), seed * 100 + i);
+  }
+  return out;
+}
+
+void write_dataset(const std::string& prefix, const std::vector<std::vector<int64_t>>& seqs) {
+  IndexedDatasetWriter writer(prefix, TokenDType::kInt32);
+  for (const auto& s : seqs) writer.add_sequence(s);
+  writer.finish();
+}
+
+TEST(OutputDurability, AnIndexedDatasetWriterThatFailsLeavesTheOldPairOrTheNewOne) {
+  // Each of the writer's syncs and renames in turn fails (and, in a second pass, every call from
+  // it on too, so that the undoing fails as well), over old datasets of several sizes and none:
+  // the files then hold the old dataset or the new one, never a .bin of one beside the .idx of the
+  // other, and no temporary or backup file is left; a failed undo says so naming both files.
   int failures = 0;
-  // Each of the writer's syncs and renames in turn fails; until both files are renamed, neither
-  // old file changes.
-  for (int fail_at = 0;; ++fail_at) {
-    SCOPED_TRACE(fail_at);
-    size_t calls = 0;
-    bool threw = false;
-    {
-      const SyscallRecorder recorder(fail_at);
-      try {
-        IndexedDatasetWriter writer(dir.file("d"), TokenDType::kInt32);
-        writer.add_sequence(std::vector<int64_t>{7, 8, 9});
-        writer.finish();
-      } catch (const InvalidArgument&) {
-        threw = true;
+  for (int seed = 0; seed < 6; ++seed) {
+    for (bool fail_undo : {false, true}) {
+      TempDir dir;
+      const std::string prefix = dir.file("d");
+      const bool had_old = seed % 3 != 0;
+      const auto old_seqs = had_old ? sequences(1 + seed, seed) : decltype(sequences(0, 0)){};
+      const auto new_seqs = sequences(2 + (seed * 5) % 7, seed + 50);
+      if (had_old) write_dataset(prefix, old_seqs);
+      const std::vector<std::string> before = names_in(dir);
+      for (int fail_at = 0;; ++fail_at) {
+        SCOPED_TRACE("seed " + std::to_string(seed) + " undo fails " +
+                     std::to_string(fail_undo) + " fail_at " + std::to_string(fail_at));
+        size_t calls = 0;
+        std::string error;
+        {
+          const SyscallRecorder recorder(fail_at, fail_undo ? fail_at : -1);
+          try {
+            write_dataset(prefix, new_seqs);
+          } catch (const InvalidArgument& e) {
+            error = e.what();
+          }
+          calls = SyscallRecorder::events().size();
+        }
+        if (static_cast<size_t>(fail_at) >= calls) {
+          EXPECT_EQ(error, "");
+          EXPECT_EQ(tokens_at(prefix), new_seqs);
+          break;
+        }
+        ASSERT_NE(error, "");
+        ++failures;
+        if (error.find("do not belong together") != std::string::npos) {
+          // Only when undoing failed too: both files and the kept old one are named.
+          EXPECT_TRUE(fail_undo) << error;
+          EXPECT_NE(error.find(prefix + ".bin'"), std::string::npos) << error;
+          EXPECT_NE(error.find(prefix + ".idx'"), std::string::npos) << error;
+          if (had_old) {
+            EXPECT_NE(error.find("/.d.bin.old."), std::string::npos) << error;
+          }
+        } else {
+          const auto now = tokens_at(prefix);
+          EXPECT_TRUE(now == old_seqs || now == new_seqs) << error;
+          if (now == new_seqs) {
+            EXPECT_NE(error.find("may not survive a crash"), std::string::npos) << error;
+          }
+          const std::vector<std::string> expected =
+              before.empty() && now == new_seqs ? std::vector<std::string>{"d.bin", "d.idx"}
+                                                : before;
+          EXPECT_EQ(names_in(dir), expected);
+        }
+        // Back to the old state for the next round.
+        for (const auto& name : names_in(dir)) std::filesystem::remove(dir.file(name));
+        if (had_old) write_dataset(prefix, old_seqs);
       }
-      calls = SyscallRecorder::events().size();
-    }
-    if (static_cast<size_t>(fail_at) >= calls) {
-      EXPECT_FALSE(threw);
-      break;
-    }
-    EXPECT_TRUE(threw);
-    ++failures;
-    const bool renamed_any = read_bytes(dir.file("d.bin")) != bin;
-    if (!renamed_any) {
-      EXPECT_EQ(read_bytes(dir.file("d.idx")), idx);
-    }
-    EXPECT_EQ(names_in(dir), before);
-    // Back to the old dataset for the next round.
-    {
-      IndexedDatasetWriter writer(dir.file("d"), TokenDType::kInt32);
-      writer.add_sequence(std::vector<int64_t>{1, 2});
-      writer.finish();
     }
   }
-  EXPECT_GE(failures, 4);  // two file syncs and two renames at least
+  EXPECT_GE(failures, 12 * 6);  // two file syncs, two renames and two folder syncs each
 }
 
 }  // namespace

@@ -21,6 +21,19 @@ void refuse_replacing_inputs(const std::string& path);
 /// refuse_replacing_inputs for each path, before any of them is written.
 void refuse_replacing_inputs(const std::vector<std::string>& paths);
 
+class OutputFile;
+
+/// Moves two complete outputs that belong together into place, `first` then `second` (an
+/// indexed dataset's PREFIX.bin and PREFIX.idx), so that a failure at any step leaves either both
+/// old files or both new ones: what was at `first`'s path is kept under a hidden backup name in
+/// its folder (a hard link, or the file itself renamed where the filesystem has no hard links)
+/// until `second` is in place, and is put back when a later rename or folder sync fails (a
+/// `first` that did not exist before is removed again). InvalidArgument naming the file when a
+/// step fails; when even putting the old `first` back fails, the message names both files and
+/// where the old one was kept. A crash (not a failure) between the two renames can still leave a
+/// new `first` beside an old `second`, with the backup beside them.
+void commit_pair(OutputFile& first, OutputFile& second);
+
 class OutputFile {
  public:
   /// Checks `path` (refuse_replacing_inputs) and creates the temporary file beside it. Throws
@@ -48,6 +61,10 @@ class OutputFile {
   void commit();
 
  private:
+  friend void commit_pair(OutputFile& first, OutputFile& second);
+  /// The rename of commit() without the folder sync.
+  void move_into_place();
+
   std::string path_;
   std::string temp_path_;
   std::FILE* file_ = nullptr;
