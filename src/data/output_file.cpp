@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <mutex>
 #include <system_error>
+#include <utility>
 
 #include "data/file_syscalls.hpp"
 #include "thdpack/core/errors.hpp"
@@ -122,6 +123,17 @@ void put_back(const std::string& path, const Backup& backup, const std::string& 
   }
 }
 
+// After a failed commit_pair: `path` back as it was (`moved`: the new file had been renamed
+// there), the backup gone.
+void undo_first_move(const std::string& path, bool moved, const Backup& backup,
+                     const std::string& partner) {
+  if (moved || backup.moved) {
+    put_back(path, backup, partner);
+  } else if (!backup.path.empty()) {
+    ::unlink(backup.path.c_str());
+  }
+}
+
 }  // namespace
 
 void refuse_replacing_inputs(const std::string& path) {
@@ -223,14 +235,12 @@ void commit_pair(OutputFile& first, OutputFile& second) {
     sync_folder(first.path_);
     second.move_into_place();
   } catch (const InvalidArgument& e) {
-    if (first.committed_ || backup.moved) {
-      put_back(first.path_, backup, second.path_);
-    } else if (!backup.path.empty()) {
-      ::unlink(backup.path.c_str());
-    }
-    first.committed_ = false;  // its temporary file is gone (moved, then replaced or removed)
+    undo_first_move(first.path_, std::exchange(first.committed_, false), backup, second.path_);
     throw InvalidArgument(std::string(e.what()) + "; '" + first.path_ + "' and '" +
                           second.path_ + "' are left as they were");
+  } catch (...) {
+    undo_first_move(first.path_, std::exchange(first.committed_, false), backup, second.path_);
+    throw;
   }
   if (!backup.path.empty()) ::unlink(backup.path.c_str());
   sync_folder(second.path_);

@@ -27,11 +27,13 @@ class OutputFile;
 /// indexed dataset's PREFIX.bin and PREFIX.idx), so that a failure at any step leaves either both
 /// old files or both new ones: what was at `first`'s path is kept under a hidden backup name in
 /// its folder (a hard link, or the file itself renamed where the filesystem has no hard links)
-/// until `second` is in place, and is put back when a later rename or folder sync fails (a
-/// `first` that did not exist before is removed again). InvalidArgument naming the file when a
-/// step fails; when even putting the old `first` back fails, the message names both files and
-/// where the old one was kept. A crash (not a failure) between the two renames can still leave a
-/// new `first` beside an old `second`, with the backup beside them.
+/// until `second` is in place, and is put back when `second`'s rename or the folder sync between
+/// the two renames fails (a `first` that did not exist before is removed again); the message then
+/// ends with "'FIRST' and 'SECOND' are left as they were". When only the last folder sync fails,
+/// both new files are in place and the message says they may not survive a crash. When even
+/// putting the old `first` back fails, the message names both files and where the old one was
+/// kept. A crash (not a failure) between the two renames can still leave a new `first` beside an
+/// old `second`, with the backup beside them.
 void commit_pair(OutputFile& first, OutputFile& second);
 
 class OutputFile {
