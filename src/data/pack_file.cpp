@@ -48,17 +48,13 @@ std::vector<std::string> data_path_words(const std::string& spec) {
   return words;
 }
 
-/// A pack file's source opened once: its dataset, and the fingerprint (source_fingerprint) of the
-/// very files that dataset reads, through their descriptors.
-struct OpenedSource {
-  std::unique_ptr<Dataset> dataset;
-  uint64_t fingerprint = 0;
-};
+}  // namespace
 
-OpenedSource open_source_once(const PackSource& source) {
+OpenedPackSource open_pack_source_once(const PackSource& source,
+                                       const JsonlOptions& jsonl_options) {
   detail::Hash64 hash;
   hash.update(source.kind.data(), source.kind.size());
-  OpenedSource out;
+  OpenedPackSource out;
   if (source.kind == "indexed") {
     out.dataset = detail::open_indexed_datasets(
         source.spec, source.size, [&hash](const IndexedDataset& part) {
@@ -68,7 +64,7 @@ OpenedSource open_source_once(const PackSource& source) {
   } else if (source.kind == "jsonl") {
     auto file = std::make_shared<const InputFile>(source.spec, "JSONL file");
     hash_file(*file, hash);
-    out.dataset = detail::load_jsonl(std::move(file), {});
+    out.dataset = detail::load_jsonl(std::move(file), jsonl_options);
   } else if (source.kind == "mock") {
     const MockConfig config = parse_mock_config(source.spec);
     std::shared_ptr<const InputFile> lengths;
@@ -83,6 +79,8 @@ OpenedSource open_source_once(const PackSource& source) {
   out.fingerprint = hash.digest();
   return out;
 }
+
+namespace {
 
 /// The index of an entry that repeats an earlier one (the second occurrence of the smallest
 /// repeated id), or -1. Every id is in [0, universe). Memory stays within the ids' own size: a
@@ -185,6 +183,11 @@ std::string entry_text(const std::string& path, size_t ids_at, size_t entry, int
 
 void write_pack_file(const std::string& path, const Bins& packs, int64_t capacity, int64_t divisor,
                      const PackSource& source) {
+  write_pack_file(path, packs, capacity, divisor, source, source_fingerprint(source));
+}
+
+void write_pack_file(const std::string& path, const Bins& packs, int64_t capacity, int64_t divisor,
+                     const PackSource& source, uint64_t fingerprint) {
   // The format's contract: each sample of the source at most once (all of them unless packing
   // stopped at a limit); readers rely on it.
   for (int64_t id : packs.items) {
@@ -198,7 +201,6 @@ void write_pack_file(const std::string& path, const Bins& packs, int64_t capacit
                           std::to_string(packs.items[static_cast<size_t>(i)]) +
                           " is in more than one pack");
   }
-  const uint64_t fingerprint = source_fingerprint(source);
   Writer w(path);
   w.bytes(kMagic, sizeof(kMagic));
   w.value(kVersion);
@@ -352,7 +354,7 @@ std::unique_ptr<PackedDataset> PackedDataset::open(const std::string& path) {
   };
   uint64_t now = 0;
   try {
-    OpenedSource opened = open_source_once(d->source_);
+    OpenedPackSource opened = open_pack_source_once(d->source_);
     d->dataset_ = std::move(opened.dataset);
     now = opened.fingerprint;
   } catch (const InvalidArgument& e) {

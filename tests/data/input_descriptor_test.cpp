@@ -165,6 +165,66 @@ TEST(InputDescriptor, EveryReaderOpensEachOfItsFilesByPathOnce) {
   }
 }
 
+TEST(InputDescriptor, PackingASourceOpensEachOfItsFilesByPathOnceWritingIncluded) {
+  // Opening the source, packing it and writing the pack file with the fingerprint of what was
+  // read opens each source file by path once; the pack file reads back (its fingerprint matches).
+  // Then each source is replaced at its path after it was read and before the pack file is
+  // written: the pack file records what was read, so reading it back refuses the changed source.
+  TempDir dir;
+  const std::string jsonl = dir.write("a.jsonl", "{\"input_ids\":[1,2]}\n{\"input_ids\":[3]}\n");
+  write_indexed(dir.file("d"));
+  write_indexed(dir.file("e"));
+  const std::string blend = "1 " + dir.file("d") + " 1 " + dir.file("e");
+  const std::vector<std::pair<PackSource, std::vector<std::string>>> cases = {
+      {{"jsonl", jsonl, 2}, {jsonl}},
+      {{"indexed", dir.file("d"), 2}, {dir.file("d.idx"), dir.file("d.bin")}},
+      {{"indexed", blend, 4},
+       {dir.file("d.idx"), dir.file("d.bin"), dir.file("e.idx"), dir.file("e.bin")}},
+  };
+  Bins packs;
+  packs.offsets = {0, 1, 2};
+  packs.items = {1, 0};
+  const std::string pack = dir.file("p.pack");
+  for (const auto& [source, files] : cases) {
+    SCOPED_TRACE(source.spec);
+    {
+      const OpenCounter counter;
+      const OpenedPackSource opened = open_pack_source_once(source);
+      write_pack_file(pack, packs, 8, 1, source, opened.fingerprint);
+      for (const std::string& f : files) {
+        SCOPED_TRACE(f);
+        EXPECT_EQ(OpenCounter::opened()[canonical(f)], 1);
+      }
+      EXPECT_EQ(opened.fingerprint, source_fingerprint(source));
+    }
+    EXPECT_EQ(PackedDataset::open(pack)->num_packs(), 2);
+    // The first file replaced (same sample count, other content) after the source was read (and
+    // closed: an input in use is never replaced).
+    const uint64_t read_fingerprint = open_pack_source_once(source).fingerprint;
+    const std::string replaced = files.front();
+    const std::string saved = dir.file("saved");
+    std::filesystem::copy_file(replaced, saved);
+    if (source.kind == "jsonl") {
+      dir.write("a.jsonl", "{\"input_ids\":[5,6,7]}\n{\"input_ids\":[8]}\n");
+    } else {
+      const std::string prefix = replaced.substr(0, replaced.size() - 4);
+      IndexedDatasetWriter writer(prefix, TokenDType::kInt32);
+      writer.add_sequence(std::vector<int64_t>{1});
+      writer.add_sequence(std::vector<int64_t>{2, 3, 4, 5});
+      writer.finish();
+    }
+    write_pack_file(pack, packs, 8, 1, source, read_fingerprint);
+    expect_throw_with<InvalidArgument>([&] { PackedDataset::open(pack); },
+                                       {"changed since it was packed"});
+    std::filesystem::rename(saved, replaced);
+    if (source.kind == "indexed") {
+      const std::string prefix = replaced.substr(0, replaced.size() - 4);
+      write_indexed(prefix);
+    }
+    EXPECT_EQ(PackedDataset::open(pack)->num_packs(), 2);
+  }
+}
+
 TEST(InputDescriptor, WhatIsReadIsTheFileOpenedNotWhatIsNowAtThePath) {
   TempDir dir;
   const std::string path = dir.write("in.txt", "first\nsecond\n");

@@ -281,7 +281,11 @@ int run_pack(const PackFlags& f) {
   if (!f.out.empty()) {
     const auto write_start = std::chrono::steady_clock::now();
     PackSource source = w.source;
-    write_pack_file(f.out, result.packs, f.capacity, f.divisor, source);
+    if (w.source_fingerprint) {
+      write_pack_file(f.out, result.packs, f.capacity, f.divisor, source, *w.source_fingerprint);
+    } else {
+      write_pack_file(f.out, result.packs, f.capacity, f.divisor, source);
+    }
     write_seconds = seconds_since(write_start);
     if (!f.materialize.empty()) {
       materialize(*PackedDataset::open(f.out), f.materialize, token_dtype_from_name(f.dtype),

@@ -31,7 +31,9 @@ std::string absolute_data_path(const std::string& data_path) {
 ResolvedWorkload resolve_source(const WorkloadFlags& f) {
   ResolvedWorkload r;
   if (!f.data_path.empty()) {
-    r.dataset = open_indexed_datasets(f.data_path);
+    OpenedPackSource opened = open_pack_source_once({"indexed", f.data_path, 0});
+    r.dataset = std::move(opened.dataset);
+    r.source_fingerprint = opened.fingerprint;
     r.name = "indexed";
     r.description = r.dataset->describe();
     r.source = {"indexed", absolute_data_path(f.data_path), 0};
@@ -72,7 +74,9 @@ ResolvedWorkload resolve_source(const WorkloadFlags& f) {
   if (!f.jsonl_file.empty()) {
     JsonlOptions options;
     options.ignore_unknown_keys = f.jsonl_ignore_unknown_keys;
-    r.dataset = load_jsonl_dataset(f.jsonl_file, options);
+    OpenedPackSource opened = open_pack_source_once({"jsonl", f.jsonl_file, 0}, options);
+    r.dataset = std::move(opened.dataset);
+    r.source_fingerprint = opened.fingerprint;
     r.source = {"jsonl", std::filesystem::absolute(f.jsonl_file).string(), 0};
     r.name = "jsonl";
     r.description = r.dataset->describe();

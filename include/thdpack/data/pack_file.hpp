@@ -10,6 +10,7 @@
 
 #include "thdpack/core/dataset.hpp"
 #include "thdpack/data/input_file.hpp"
+#include "thdpack/data/jsonl_dataset.hpp"
 #include "thdpack/packing/bin_packing.hpp"
 #include "thdpack/packing/packed_batch.hpp"
 
@@ -28,9 +29,16 @@ struct PackSource {
 /// Each sample of the source appears at most once (all of them unless packing stopped early). The
 /// file is an OutputFile: refused when `path` is an input in use (the source itself, say), and it
 /// replaces what is at `path` only once complete. Throws InvalidArgument when an index is outside
-/// the source or repeated, or the file cannot be written.
+/// the source or repeated, or the file cannot be written. This form opens the source's files to
+/// fingerprint them (source_fingerprint); a caller that already read the source passes the
+/// fingerprint of what it read (below).
 void write_pack_file(const std::string& path, const Bins& packs, int64_t capacity, int64_t divisor,
                      const PackSource& source);
+/// write_pack_file recording `fingerprint` (OpenedPackSource::fingerprint of the source the packs
+/// were built from) instead of opening the source's files again to compute it: the fingerprint is
+/// of what was read, not of what is at the paths now.
+void write_pack_file(const std::string& path, const Bins& packs, int64_t capacity, int64_t divisor,
+                     const PackSource& source, uint64_t fingerprint);
 
 /// A packed dataset: the pack file and its reopened source. Pack p is one THD row.
 class PackedDataset {
@@ -71,5 +79,16 @@ uint64_t source_fingerprint(const PackSource& source);
 
 /// Opens a dataset from a PackSource (the inverse of what `thdpack pack` records).
 std::unique_ptr<Dataset> open_pack_source(const PackSource& source);
+
+/// A source opened once: its dataset, and the source_fingerprint of the very files that dataset
+/// reads, hashed through the descriptors it holds (whatever is at the paths later).
+struct OpenedPackSource {
+  std::unique_ptr<Dataset> dataset;
+  uint64_t fingerprint = 0;
+};
+/// open_pack_source, opening each file of the source by path exactly once and fingerprinting what
+/// was opened; a JSONL source is read with `jsonl_options`.
+OpenedPackSource open_pack_source_once(const PackSource& source,
+                                       const JsonlOptions& jsonl_options = {});
 
 }  // namespace thdpack
