@@ -28,12 +28,18 @@ std::string absolute_data_path(const std::string& data_path) {
   return out;
 }
 
+// The dataset of `source`, each of its files opened by path once, and the fingerprint of what was
+// read (recorded by `pack`).
+void open_once(ResolvedWorkload& r, const PackSource& source, const JsonlOptions& options = {}) {
+  OpenedPackSource opened = open_pack_source_once(source, options);
+  r.dataset = std::move(opened.dataset);
+  r.source_fingerprint = opened.fingerprint;
+}
+
 ResolvedWorkload resolve_source(const WorkloadFlags& f) {
   ResolvedWorkload r;
   if (!f.data_path.empty()) {
-    OpenedPackSource opened = open_pack_source_once({"indexed", f.data_path, 0});
-    r.dataset = std::move(opened.dataset);
-    r.source_fingerprint = opened.fingerprint;
+    open_once(r, {"indexed", f.data_path, 0});
     r.name = "indexed";
     r.description = r.dataset->describe();
     r.source = {"indexed", absolute_data_path(f.data_path), 0};
@@ -55,7 +61,7 @@ ResolvedWorkload resolve_source(const WorkloadFlags& f) {
     }
     const MockConfig config =
         parse_mock_config(text, base_dir, inline_json ? "" : f.dataset_config);
-    r.dataset = make_mock_dataset(config);
+    open_once(r, {"mock", to_json(config), 0});
     r.source = {"mock", to_json(config), 0};
     r.name = "dataset-config";
     r.description = r.dataset->describe();
@@ -65,7 +71,7 @@ ResolvedWorkload resolve_source(const WorkloadFlags& f) {
     MockConfig config;
     config.mode = MockConfig::Mode::kFile;
     config.path = std::filesystem::absolute(f.lengths_file).string();
-    r.dataset = make_mock_dataset(config);
+    open_once(r, {"mock", to_json(config), 0});
     r.source = {"mock", to_json(config), 0};
     r.name = "lengths";
     r.description = r.dataset->describe();
@@ -74,9 +80,7 @@ ResolvedWorkload resolve_source(const WorkloadFlags& f) {
   if (!f.jsonl_file.empty()) {
     JsonlOptions options;
     options.ignore_unknown_keys = f.jsonl_ignore_unknown_keys;
-    OpenedPackSource opened = open_pack_source_once({"jsonl", f.jsonl_file, 0}, options);
-    r.dataset = std::move(opened.dataset);
-    r.source_fingerprint = opened.fingerprint;
+    open_once(r, {"jsonl", f.jsonl_file, 0}, options);
     r.source = {"jsonl", std::filesystem::absolute(f.jsonl_file).string(), 0};
     r.name = "jsonl";
     r.description = r.dataset->describe();

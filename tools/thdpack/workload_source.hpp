@@ -38,7 +38,7 @@ struct ResolvedWorkload {
   std::optional<int> cp;                             ///< named workloads
   std::optional<std::string> workload_name;          ///< for default_global_batch
   PackSource source;  ///< how to reopen the dataset (recorded in pack files)
-  /// source_fingerprint of the files the dataset was read from (indexed and JSONL sources), so
+  /// source_fingerprint of the files the dataset was read from (all but named workloads), so
   /// that a pack file records what was read rather than what is at the paths when it is written.
   std::optional<uint64_t> source_fingerprint;
   /// Files read that the dataset does not hold itself (a --dataset-config file): leased as inputs
