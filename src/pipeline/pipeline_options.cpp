@@ -79,6 +79,10 @@ DynamicCpOptions dynamic_cp_options_of(const PipelineOptions& o) {
   return d;
 }
 
+std::string capacity_name_of(const PipelineOptions& o) {
+  return uses_dynamic_cp(o) ? "max_seqlen_per_dp_cp_rank x dp x cp" : "max_seqlen_per_dp_cp_rank x cp";
+}
+
 PackOptions pack_options_of(const PipelineOptions& o) {
   PackOptions p;
   const bool dynamic = uses_dynamic_cp(o);
@@ -90,7 +94,7 @@ PackOptions pack_options_of(const PipelineOptions& o) {
   // With dynamic CP one sample may spread over the whole dp×cp group.
   p.capacity = checked_mul(o.max_seqlen_per_dp_cp_rank,
                            dynamic ? int64_t{o.topology.cp()} * o.topology.dp() : o.topology.cp(),
-                           "the capacity max_seqlen_per_dp_cp_rank x cp");
+                           "the capacity " + capacity_name_of(o));
   p.pad_id = o.pad_id;
   p.ignore_id = o.ignore_id;
   p.pad_positions = o.pad_positions;

@@ -130,6 +130,10 @@ DynamicCpOptions dynamic_cp_options_of(const PipelineOptions& options);
 
 /// Padding divisor and pack options implied by the pipeline options.
 PackOptions pack_options_of(const PipelineOptions& options);
+/// The name of the cap a sample's padded length must fit, as errors state it:
+/// "max_seqlen_per_dp_cp_rank x cp" (M·cp) with a fixed-CP scheduler,
+/// "max_seqlen_per_dp_cp_rank x dp x cp" (M·dp·cp) with a dynamic-CP one.
+std::string capacity_name_of(const PipelineOptions& options);
 /// Scheduler options implied by the pipeline options (the sequence cap is the tighter of
 /// max_sequences_per_pack and what fixed_cu_seqlens_entries allows).
 ScheduleOptions schedule_options_of(const PipelineOptions& options);
