@@ -110,6 +110,11 @@ std::vector<AgreedOption> agreed_options(const RunFlags& f, const Job& job) {
           {"--fixed-cu-seqlens-entries", std::to_string(f.shapes.fixed_cu_seqlens_entries)},
           {"the cost model", number(job.cost.linear) + " x L + " + number(job.cost.quadratic) +
                                  " x L^2"},
+          {"the dynamic CP cost model",
+           "model " + job.model + ", " + number(f.gpu_tflops) + " TFLOP/s, " +
+               number(f.dynamic_cp.link_gbps) + " GB/s, " +
+               number(f.dynamic_cp.step_overhead_us) + " us, min cp " +
+               std::to_string(f.dynamic_cp.min_cp)},
           {"the data source", job.workload.source.kind + " " + job.workload.source.spec},
           {"the data", dataset_fingerprint(*job.workload.dataset)}};
 }
