@@ -80,7 +80,8 @@ DynamicCpOptions dynamic_cp_options_of(const PipelineOptions& o) {
 }
 
 std::string capacity_name_of(const PipelineOptions& o) {
-  return uses_dynamic_cp(o) ? "max_seqlen_per_dp_cp_rank x dp x cp" : "max_seqlen_per_dp_cp_rank x cp";
+  return uses_dynamic_cp(o) ? "max_seqlen_per_dp_cp_rank x dp x cp"
+                            : "max_seqlen_per_dp_cp_rank x cp";
 }
 
 PackOptions pack_options_of(const PipelineOptions& o) {
