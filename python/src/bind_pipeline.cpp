@@ -88,7 +88,9 @@ void bind_pipeline(py::module_& m) {
                        int64_t ignore_id, const std::string& pad_positions,
                        const std::string& tail_align, int64_t tail_multiple,
                        const std::string& tail_policy, int64_t fixed_cu_seqlens_entries,
-                       int64_t max_sequences_per_pack, bool tokens_on_last_stage) {
+                       int64_t max_sequences_per_pack, bool tokens_on_last_stage,
+                       const std::string& model, double gpu_tflops, double cp_link_gbps,
+                       double cp_step_overhead_us, int min_cp) {
              PipelineOptions o;
              o.topology = topology;
              o.max_seqlen_per_dp_cp_rank = max_seqlen;
@@ -119,6 +121,11 @@ void bind_pipeline(py::module_& m) {
              o.fixed_cu_seqlens_entries = fixed_cu_seqlens_entries;
              o.max_sequences_per_pack = max_sequences_per_pack;
              o.tokens_on_last_stage = tokens_on_last_stage;
+             o.model = model;
+             o.gpu_tflops = gpu_tflops;
+             o.cp_link_gbps = cp_link_gbps;
+             o.cp_step_overhead_us = cp_step_overhead_us;
+             o.min_cp = min_cp;
              return o;
            }),
            py::kw_only(), py::arg("topology"), py::arg("max_seqlen_per_dp_cp_rank"),
@@ -128,7 +135,10 @@ void bind_pipeline(py::module_& m) {
            py::arg("ignore_id") = -100, py::arg("pad_positions") = "continue",
            py::arg("tail_align") = "none", py::arg("tail_multiple") = 0,
            py::arg("tail_policy") = "append_dummy_seq", py::arg("fixed_cu_seqlens_entries") = 0,
-           py::arg("max_sequences_per_pack") = 0, py::arg("tokens_on_last_stage") = false)
+           py::arg("max_sequences_per_pack") = 0, py::arg("tokens_on_last_stage") = false,
+           py::arg("model") = "", py::arg("gpu_tflops") = kDefaultGpuTflops,
+           py::arg("cp_link_gbps") = kDefaultCpLinkGBps,
+           py::arg("cp_step_overhead_us") = kDefaultCpStepOverheadUs, py::arg("min_cp") = 1)
       .def_readonly("topology", &PipelineOptions::topology)
       .def_readonly("max_seqlen_per_dp_cp_rank", &PipelineOptions::max_seqlen_per_dp_cp_rank)
       .def_readonly("scheduler", &PipelineOptions::scheduler)

@@ -210,7 +210,9 @@ class PipelineOptions:
                  tail_multiple: int = 0, tail_policy: str = "append_dummy_seq",
                  fixed_cu_seqlens_entries: int = 0,
                  max_sequences_per_pack: int = 0,
-                 tokens_on_last_stage: bool = False) -> None: ...
+                 tokens_on_last_stage: bool = False, model: str = "",
+                 gpu_tflops: float = 400.0, cp_link_gbps: float = 50.0,
+                 cp_step_overhead_us: float = 20.0, min_cp: int = 1) -> None: ...
     topology: Topology
     max_seqlen_per_dp_cp_rank: int
     scheduler: str

@@ -150,6 +150,7 @@ GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& o,
   }
 
   const PackOptions pack = pack_options_of(o);
+  const std::string cap_name = capacity_name_of(o);
   GlobalBatch b;
   std::vector<int64_t> rank_offset(static_cast<size_t>(world.size()), 0);
   int64_t at = 0;
@@ -181,7 +182,7 @@ GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& o,
                               ") has no tokens");
       }
       const int64_t kept =
-          length_within_capacity(id, real, pack.divisor, pack.capacity, o.oversize);
+          length_within_capacity(id, real, pack.divisor, pack.capacity, o.oversize, cap_name);
       if (kept != real) ++b.truncated;
       real = kept;
       b.ids.push_back(id);

@@ -14,7 +14,9 @@ std::string PipelineOptions::describe() const {
   out << "tp=" << t.tp << " cp=" << t.cp << " dp=" << t.dp << " pp=" << t.pp << " ep=" << t.ep
       << " vpp=" << t.vpp << " vpp_group=" << topology.microbatch_multiple() << " order=" << t.order
       << " max_seqlen_per_dp_cp_rank=" << max_seqlen_per_dp_cp_rank << " scheduler=" << scheduler
-      << " cost=" << cost.linear << "," << cost.quadratic
+      << " cost=" << cost.linear << "," << cost.quadratic << " model=" << model
+      << " gpu_tflops=" << gpu_tflops << " cp_link_gbps=" << cp_link_gbps
+      << " cp_step_overhead_us=" << cp_step_overhead_us << " min_cp=" << min_cp
       << " reading=" << (reading == ReadingMode::kMegatron ? "megatron" : "all-ranks")
       << " sequence_parallel=" << sequence_parallel
       << " cp_mode=" << (cp_mode == CpMode::kZigzag ? "zigzag" : "contiguous")
@@ -71,8 +73,15 @@ DynamicCpOptions dynamic_cp_options_of(const PipelineOptions& o) {
   d.cp = o.topology.cp();
   d.microbatch_multiple = o.topology.microbatch_multiple();
   d.max_seqlen_per_dp_cp_rank = o.max_seqlen_per_dp_cp_rank;
-  d.cost.compute = o.cost;
+  d.min_cp = o.min_cp;
+  d.cost = CpCostModel::of_preset_or_coefficients(o.model, o.cost, o.gpu_tflops, o.cp_link_gbps,
+                                                  o.cp_step_overhead_us);
   return d;
+}
+
+std::string capacity_name_of(const PipelineOptions& o) {
+  return uses_dynamic_cp(o) ? "max_seqlen_per_dp_cp_rank x dp x cp"
+                            : "max_seqlen_per_dp_cp_rank x cp";
 }
 
 PackOptions pack_options_of(const PipelineOptions& o) {
@@ -86,7 +95,7 @@ PackOptions pack_options_of(const PipelineOptions& o) {
   // With dynamic CP one sample may spread over the whole dp×cp group.
   p.capacity = checked_mul(o.max_seqlen_per_dp_cp_rank,
                            dynamic ? int64_t{o.topology.cp()} * o.topology.dp() : o.topology.cp(),
-                           "the capacity max_seqlen_per_dp_cp_rank x cp");
+                           "the capacity " + capacity_name_of(o));
   p.pad_id = o.pad_id;
   p.ignore_id = o.ignore_id;
   p.pad_positions = o.pad_positions;

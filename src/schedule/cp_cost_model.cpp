@@ -47,4 +47,21 @@ CpCostModel CpCostModel::from_model(const ModelSpec& model, double tflops, int b
   return m;
 }
 
+CpCostModel CpCostModel::of_preset_or_coefficients(const std::string& model_name,
+                                                    const CostModel& direct, double tflops,
+                                                    double link_gbytes_per_second,
+                                                    double step_overhead_us) {
+  if (!model_name.empty()) {
+    return from_model(model_preset(model_name), tflops, 2, link_gbytes_per_second,
+                      step_overhead_us);
+  }
+  if (!(tflops > 0) || !std::isfinite(tflops)) {
+    throw InvalidArgument("GPU TFLOP/s must be positive and finite");
+  }
+  CpCostModel m;
+  m.compute = direct;
+  m.flops_per_second = tflops * 1e12;
+  return m;
+}
+
 }  // namespace thdpack

@@ -54,11 +54,11 @@ std::vector<int64_t> rank_major_indices(std::vector<int64_t> indices, int dp, Sa
 }
 
 int64_t length_within_capacity(int64_t id, int64_t length, int64_t divisor, int64_t capacity,
-                               OversizePolicy policy) {
+                               OversizePolicy policy, const std::string& capacity_name) {
   if (round_up(length, divisor) <= capacity) return length;
   if (policy == OversizePolicy::kError) {
     throw InvalidArgument("sequence " + std::to_string(id) + " has " + std::to_string(length) +
-                          " tokens but max_seqlen_per_dp_cp_rank x cp is " +
+                          " tokens but " + capacity_name + " is " +
                           std::to_string(capacity) +
                           "; raise --max-seqlen-per-dp-cp-rank or truncate");
   }

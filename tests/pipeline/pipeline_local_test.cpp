@@ -123,21 +123,32 @@ TEST(PipelineLocalErrors, NonReadersMustNotBeGivenSamples) {
       "does not read data");
 }
 
-TEST(PipelineLocalErrors, OversizedSampleUnderErrorPolicy) {
-  PipelineCase c;
-  c.dp = 2;
-  expect_step_error_everywhere(
-      c,
-      [](const PipelineOptions& o, int rank) {
-        auto s = testing::local_samples(o, rank, 0, 16);
-        if (!s.empty()) {
-          s[0].input_ids.resize(2000, 5);  // M = 512
-          if (!s[0].loss_mask.empty()) s[0].loss_mask.resize(2000, 1.0f);
-          if (!s[0].labels.empty()) s[0].labels.resize(2000, 5);
-        }
-        return s;
-      },
-      "raise --max-seqlen-per-dp-cp-rank");
+// The oversize error states the cap that applies: M·cp (1024) under fixed CP, M·dp·cp (2048) under
+// dynamic CP, where a sample may span the whole dp·cp group.
+TEST(PipelineLocalErrors, OversizedSampleUnderErrorPolicyNamesTheCapThatApplies) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"balanced", "max_seqlen_per_dp_cp_rank x cp is 1024"},
+      {"default_dynamic_cp", "max_seqlen_per_dp_cp_rank x dp x cp is 2048"},
+      {"balanced_dynamic_cp", "max_seqlen_per_dp_cp_rank x dp x cp is 2048"}};
+  for (const auto& [scheduler, needle] : cases) {
+    PipelineCase c;
+    c.dp = 2;
+    c.cp = 2;
+    c.scheduler = scheduler;
+    SCOPED_TRACE(scheduler);
+    expect_step_error_everywhere(
+        c,
+        [](const PipelineOptions& o, int rank) {
+          auto s = testing::local_samples(o, rank, 0, 16);
+          if (!s.empty()) {
+            s[0].input_ids.resize(3000, 5);  // M = 512
+            if (!s[0].loss_mask.empty()) s[0].loss_mask.resize(3000, 1.0f);
+            if (!s[0].labels.empty()) s[0].labels.resize(3000, 5);
+          }
+          return s;
+        },
+        needle);
+  }
 }
 
 // A sample packing would refuse on one reader stops every rank at the gather (no rank is left

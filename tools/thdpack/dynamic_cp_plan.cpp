@@ -23,14 +23,8 @@ namespace {
 using Row = DynamicCpSummaryRow;
 
 CpCostModel cost_for(const Job& job, double tflops, const DynamicCpFlags& f) {
-  if (!job.model.empty()) {
-    return CpCostModel::from_model(model_preset(job.model), tflops, 2, f.link_gbps,
-                                   f.step_overhead_us);
-  }
-  CpCostModel c;  // direct coefficients: compute only, no K/V size known
-  c.compute = job.cost;
-  c.flops_per_second = tflops * 1e12;
-  return c;
+  return CpCostModel::of_preset_or_coefficients(job.model, job.cost, tflops, f.link_gbps,
+                                                f.step_overhead_us);
 }
 
 }  // namespace

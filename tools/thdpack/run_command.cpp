@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "dynamic_cp_plan.hpp"
 #include "flag_values.hpp"
 #include "job_flags.hpp"
 #include "mpi_job.hpp"
@@ -36,6 +37,8 @@ struct RunFlags {
   bool json = false;
   std::string report;
   StaticShapeFlags shapes;
+  double gpu_tflops = kDefaultGpuTflops;
+  DynamicCpFlags dynamic_cp;
 };
 
 PipelineOptions pipeline_options(const RunFlags& f, const Job& job) {
@@ -44,6 +47,11 @@ PipelineOptions pipeline_options(const RunFlags& f, const Job& job) {
   o.max_seqlen_per_dp_cp_rank = job.max_seqlen_per_dp_cp_rank;
   o.scheduler = f.scheduler;
   o.cost = job.cost;
+  o.model = job.model;
+  o.gpu_tflops = f.gpu_tflops;
+  o.cp_link_gbps = f.dynamic_cp.link_gbps;
+  o.cp_step_overhead_us = f.dynamic_cp.step_overhead_us;
+  o.min_cp = f.dynamic_cp.min_cp;
   o.sequence_parallel = f.job.topology.sequence_parallel;
   o.oversize = job.oversize;
   if (f.reading == "all-ranks") {
@@ -102,6 +110,11 @@ std::vector<AgreedOption> agreed_options(const RunFlags& f, const Job& job) {
           {"--fixed-cu-seqlens-entries", std::to_string(f.shapes.fixed_cu_seqlens_entries)},
           {"the cost model", number(job.cost.linear) + " x L + " + number(job.cost.quadratic) +
                                  " x L^2"},
+          {"the dynamic CP cost model",
+           "model " + job.model + ", " + number(f.gpu_tflops) + " TFLOP/s, " +
+               number(f.dynamic_cp.link_gbps) + " GB/s, " +
+               number(f.dynamic_cp.step_overhead_us) + " us, min cp " +
+               std::to_string(f.dynamic_cp.min_cp)},
           {"the data source", job.workload.source.kind + " " + job.workload.source.spec},
           {"the data", dataset_fingerprint(*job.workload.dataset)}};
 }
@@ -185,6 +198,11 @@ Command add_run_command(CLI::App& app) {
                   "(Megatron's) or balanced_dynamic_cp (ours); dynamic CP pads to 2*dp*cp")
       ->check(non_empty())
       ->capture_default_str();
+  cmd->add_option("--gpu-tflops", flags->gpu_tflops,
+                  "dynamic CP cost: achieved TFLOP/s per GPU (as thdpack plan)")
+      ->check(positive_number(1e6))
+      ->capture_default_str();
+  flags->dynamic_cp.add_to(*cmd);
   cmd->add_option("--reading", flags->reading,
                   "megatron (TP-rank 0 of the first and last stage reads and broadcasts) or "
                   "all-ranks (every rank reads, nothing is broadcast)")

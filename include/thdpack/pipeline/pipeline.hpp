@@ -36,6 +36,7 @@
 #include "thdpack/core/topology.hpp"
 #include "thdpack/packing/packed_batch.hpp"
 #include "thdpack/schedule/cost_model.hpp"
+#include "thdpack/schedule/cp_cost_model.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
 #include "thdpack/schedule/global_batch.hpp"
 #include "thdpack/schedule/scheduler.hpp"
@@ -58,7 +59,21 @@ struct PipelineOptions {
   /// M·dp·cp tokens, and static shapes, the sequence cap, group ids and the contiguous CP mode are
   /// refused (InvalidArgument).
   std::string scheduler = "balanced";
+  /// What a sample costs (fixed-CP schedulers; with an empty `model`, also the compute of the
+  /// dynamic-CP cost model).
   CostModel cost;
+  /// The dynamic-CP cost model balanced_dynamic_cp minimises is the one `thdpack plan` uses
+  /// (CpCostModel::of_preset_or_coefficients): with a model preset name in `model` (flops.hpp;
+  /// `cost` should then be CostModel::from_model of it), training FLOPs at `gpu_tflops` plus the
+  /// exposed ring communication over a `cp_link_gbps` link and `cp_step_overhead_us` per ring
+  /// step and layer; with no preset, `cost` at `gpu_tflops`, compute only. Fixed-CP schedulers
+  /// ignore these four; default_dynamic_cp ignores them too (Megatron's L²/c).
+  std::string model;
+  double gpu_tflops = kDefaultGpuTflops;
+  double cp_link_gbps = kDefaultCpLinkGBps;
+  double cp_step_overhead_us = kDefaultCpStepOverheadUs;
+  /// Smallest CP group a sample may use under dynamic CP (Megatron's min_cp_size), >= 1.
+  int min_cp = 1;
   ReadingMode reading = ReadingMode::kMegatron;
   bool sequence_parallel = false;  ///< padding divisor times tp
   CpMode cp_mode = CpMode::kZigzag;
@@ -108,12 +123,17 @@ bool reads_data(const Topology& topology, ReadingMode mode, int rank);
 /// Whether options.scheduler is a dynamic-CP scheduler.
 bool uses_dynamic_cp(const PipelineOptions& options);
 /// Dynamic-CP scheduler options implied by the pipeline options: G = dp·cp, the VPP multiple,
-/// M, min_cp 1, and (for balanced_dynamic_cp) options.cost split evenly over a group, without a
-/// communication or overhead term.
+/// M, min_cp, and the CP cost model `thdpack plan` builds from the same preset or coefficients,
+/// TFLOP/s, link and overhead (see PipelineOptions::model), so a step's plan equals the plan
+/// command's for the same batch.
 DynamicCpOptions dynamic_cp_options_of(const PipelineOptions& options);
 
 /// Padding divisor and pack options implied by the pipeline options.
 PackOptions pack_options_of(const PipelineOptions& options);
+/// The name of the cap a sample's padded length must fit, as errors state it:
+/// "max_seqlen_per_dp_cp_rank x cp" (M·cp) with a fixed-CP scheduler,
+/// "max_seqlen_per_dp_cp_rank x dp x cp" (M·dp·cp) with a dynamic-CP one.
+std::string capacity_name_of(const PipelineOptions& options);
 /// Scheduler options implied by the pipeline options (the sequence cap is the tighter of
 /// max_sequences_per_pack and what fixed_cu_seqlens_entries allows).
 ScheduleOptions schedule_options_of(const PipelineOptions& options);

@@ -21,6 +21,7 @@
 // overhead, one unit per second. docs/schedulers.md gives the defaults and their sources.
 
 #include <cstdint>
+#include <string>
 
 #include "thdpack/schedule/cost_model.hpp"
 #include "thdpack/schedule/flops.hpp"
@@ -49,6 +50,14 @@ struct CpCostModel {
   /// on values that are negative, not finite, or (tflops) not positive.
   static CpCostModel from_model(const ModelSpec& model, double tflops, int bytes_per_value,
                                 double link_gbytes_per_second, double step_overhead_us);
+  /// The model `thdpack plan` and the pipeline give the dynamic-CP schedulers: from_model of the
+  /// preset `model_name` with bf16 K/V when it is not empty; otherwise the direct coefficients
+  /// `direct` at `tflops` TFLOP/s, compute only (no K/V size is known, so no communication and no
+  /// overhead term). Throws InvalidArgument as from_model does, or on an unknown preset.
+  static CpCostModel of_preset_or_coefficients(const std::string& model_name,
+                                               const CostModel& direct, double tflops,
+                                               double link_gbytes_per_second,
+                                               double step_overhead_us);
 };
 
 /// Defaults of from_model (docs/schedulers.md says where they come from).

@@ -53,9 +53,11 @@ struct GlobalBatch {
 
 /// The real length sample `id` of `length` tokens keeps: `length` when its padded length fits
 /// `capacity`; otherwise the longest multiple of `divisor` that fits (kTruncate) or InvalidArgument
-/// naming the sample and the fix (kError).
+/// naming the sample, the cap (`capacity_name`, e.g. "max_seqlen_per_dp_cp_rank x dp x cp" under
+/// dynamic CP) and the fix (kError).
 int64_t length_within_capacity(int64_t id, int64_t length, int64_t divisor, int64_t capacity,
-                               OversizePolicy policy);
+                               OversizePolicy policy,
+                               const std::string& capacity_name = "max_seqlen_per_dp_cp_rank x cp");
 
 /// Dataset indices of global batch `step` in position order j = 0..B-1 (see the header comment).
 std::vector<int64_t> global_batch_indices(int64_t step, int64_t global_batch, int64_t dataset_size);
