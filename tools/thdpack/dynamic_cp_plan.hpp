@@ -11,6 +11,10 @@
 
 namespace thdpack::cli {
 
+// Largest --gpu-tflops taken (plan and run): far beyond any GPU, small enough that times stay
+// meaningful.
+inline constexpr double kMaxGpuTflops = 1e6;
+
 struct DynamicCpFlags {
   double link_gbps = kDefaultCpLinkGBps;
   double step_overhead_us = kDefaultCpStepOverheadUs;

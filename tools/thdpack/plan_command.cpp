@@ -25,9 +25,6 @@
 namespace thdpack::cli {
 namespace {
 
-// Largest --gpu-tflops taken: far beyond any GPU, small enough that times stay meaningful.
-constexpr double kMaxGpuTflops = 1e6;
-
 struct PlanFlags {
   JobFlags job;
   int64_t steps = 10;

@@ -200,7 +200,7 @@ Command add_run_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--gpu-tflops", flags->gpu_tflops,
                   "dynamic CP cost: achieved TFLOP/s per GPU (as thdpack plan)")
-      ->check(positive_number(1e6))
+      ->check(positive_number(kMaxGpuTflops))
       ->capture_default_str();
   flags->dynamic_cp.add_to(*cmd);
   cmd->add_option("--reading", flags->reading,
