@@ -14,10 +14,10 @@ namespace {
 // What every rank says about its local samples.
 struct ReaderHeader {
   int64_t count = 0;
-  uint64_t fingerprint = 0;
+  uint64_t samples_fingerprint = 0;  ///< of the ids and lengths
   int64_t failed = 0;     ///< 1: the rank could not prepare its samples (fail_global_batch_gather)
   int64_t group_ids = 0;  ///< group ids given (0: none, or as many as samples)
-  uint64_t samples_fingerprint = 0;  ///< of the ids and lengths alone
+  uint64_t group_ids_fingerprint = 0;  ///< of the group ids part (-1 where none are given)
 };
 
 // Every rank throws alike when some rank could not prepare its samples.
@@ -61,8 +61,7 @@ void fail_global_batch_gather(Communicator& world, const std::string& error) {
 }
 
 GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& o,
-                                std::span<const Sample> local,
-                                std::span<const int64_t> group_ids) {
+                                std::span<const Sample> local, std::span<const int64_t> group_ids) {
   std::vector<SampleView> views;
   views.reserve(local.size());
   for (const Sample& s : local) views.push_back(view_of(s));
@@ -97,8 +96,10 @@ GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& o,
     if (with_groups) payload[2 * local.size() + i] = group_ids[i];
   }
   const auto n = static_cast<int64_t>(local.size());
-  const ReaderHeader mine{n, fingerprint(payload), 0, static_cast<int64_t>(group_ids.size()),
-                          fingerprint(std::span<const int64_t>(payload).first(2 * local.size()))};
+  const std::span<const int64_t> parts(payload);
+  const ReaderHeader mine{n, fingerprint(parts.first(2 * local.size())), 0,
+                          static_cast<int64_t>(group_ids.size()),
+                          fingerprint(parts.subspan(2 * local.size()))};
   const std::vector<ReaderHeader> headers = allgather_value(world, mine);
   check_no_rank_failed(headers);
 
@@ -133,19 +134,18 @@ GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& o,
       continue;
     }
     const ReaderHeader& s = headers[static_cast<size_t>(source_of(t.coordinates(r).dp))];
-    if (h.count == s.count && h.samples_fingerprint == s.samples_fingerprint &&
-        h.fingerprint != s.fingerprint) {
-      throw InvalidArgument(where(t, r) + " holds the same samples as " +
-                            where(t, source_of(t.coordinates(r).dp)) +
-                            " but their group ids differ: all readers of one DP index must give "
-                            "the same group ids");
-    }
-    if (h.count != s.count || h.fingerprint != s.fingerprint) {
+    if (h.count != s.count || h.samples_fingerprint != s.samples_fingerprint) {
       throw InvalidArgument(where(t, r) + " holds " + std::to_string(h.count) +
                             " samples that differ from those of " +
                             where(t, source_of(t.coordinates(r).dp)) + " (" +
                             std::to_string(s.count) +
                             " samples): all readers of one DP index must hold the same samples");
+    }
+    if (h.group_ids_fingerprint != s.group_ids_fingerprint) {
+      throw InvalidArgument(where(t, r) + " holds the same samples as " +
+                            where(t, source_of(t.coordinates(r).dp)) +
+                            " but their group ids differ: all readers of one DP index must give "
+                            "the same group ids");
     }
   }
 
@@ -202,7 +202,7 @@ GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& o,
 
 Plan plan_global_batch(const GlobalBatch& batch, const PipelineOptions& options) {
   const ScheduleInput input{batch.ids, batch.padded_lengths, batch.samples_per_rank,
-                           batch.group_ids};
+                            batch.group_ids};
   return make_scheduler(options.scheduler)->schedule(input, schedule_options_of(options));
 }
 
