@@ -6,6 +6,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "schedule/room_index.hpp"
 #include "schedule/schedulers.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/packing/bin_packing.hpp"
@@ -25,10 +26,10 @@ struct Unit {
 struct Batch {
   const ScheduleInput& input;
   const ScheduleOptions& options;
-  std::vector<double> cost;                 // per input position
-  std::vector<std::vector<int64_t>> big;    // oversize groups' positions, by increasing group id
-  std::vector<char> in_run;                 // per input position: in an oversize group
-  std::vector<int64_t> rest;                // the other positions, increasing
+  std::vector<double> cost;               // per input position
+  std::vector<std::vector<int64_t>> big;  // oversize groups' positions, by increasing group id
+  std::vector<char> in_run;               // per input position: in an oversize group
+  std::vector<int64_t> rest;              // the other positions, increasing
 
   int64_t length(int64_t position) const {
     return input.padded_lengths[static_cast<size_t>(position)];
@@ -97,28 +98,27 @@ std::vector<int64_t> top_up_runs(const Batch& b, std::vector<Unit>& runs) {
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t x, size_t y) { return size[x] > size[y]; });
-  std::vector<std::vector<int64_t>> room;
-  for (const Unit& run : runs) {
-    room.emplace_back();
-    for (const Pack& pack : run.packs) {
-      int64_t used = 0;
-      for (const Item& item : pack) used += b.tokens(item);
-      room.back().push_back(b.options.capacity() - used);
-    }
+  // The runs' packs in order (run by run) as the bins of one first-fit index.
+  std::vector<std::pair<size_t, size_t>> run_pack;  // bin -> (run, pack)
+  for (size_t u = 0; u < runs.size(); ++u) {
+    for (size_t p = 0; p < runs[u].packs.size(); ++p) run_pack.emplace_back(u, p);
+  }
+  RoomIndex room(1, static_cast<int64_t>(run_pack.size()), b.options.capacity());
+  for (size_t bin = 0; bin < run_pack.size(); ++bin) {
+    int64_t used = 0;
+    for (const Item& item : runs[run_pack[bin].first].packs[run_pack[bin].second])
+      used += b.tokens(item);
+    room.set(static_cast<int64_t>(bin), b.options.capacity() - used);
   }
   std::vector<char> placed(b.input.ids.size(), 0);
   for (size_t i : order) {
-    bool done = false;
-    for (size_t u = 0; u < runs.size() && !done; ++u) {
-      for (size_t p = 0; p < room[u].size() && !done; ++p) {
-        if (room[u][p] < size[i]) continue;
-        runs[u].packs[p].push_back(items[i]);
-        runs[u].cost += b.cost_of(items[i]);
-        room[u][p] -= size[i];
-        for (int64_t q : items[i]) placed[static_cast<size_t>(q)] = 1;
-        done = true;
-      }
-    }
+    const int64_t bin = room.first_fit(0, size[i]);
+    if (bin < 0) continue;
+    const auto [u, p] = run_pack[static_cast<size_t>(bin)];
+    runs[u].packs[p].push_back(items[i]);
+    runs[u].cost += b.cost_of(items[i]);
+    room.set(bin, room.room(bin) - size[i]);
+    for (int64_t q : items[i]) placed[static_cast<size_t>(q)] = 1;
   }
   std::vector<int64_t> left;
   for (int64_t p : b.rest)
@@ -152,8 +152,8 @@ std::vector<Unit> packs_of_rest(const Batch& b, const std::vector<int64_t>& rest
 // Count-capped longest-processing-time: runs (most packs first), then single packs, each to the
 // cheapest replica that still has room for it under the common count K, raised until all fit.
 std::pair<std::vector<std::vector<Pack>>, int64_t> deal_units(std::vector<Unit> runs,
-                                                              std::vector<Unit> singles,
-                                                              int dp, int64_t multiple) {
+                                                              std::vector<Unit> singles, int dp,
+                                                              int64_t multiple) {
   int64_t total = static_cast<int64_t>(singles.size());
   int64_t longest = 0;
   for (const Unit& run : runs) {
@@ -212,8 +212,8 @@ std::vector<std::vector<int64_t>> fill_to(const Batch& b, std::vector<Pack> pack
         at = static_cast<int64_t>(i);
     }
     if (at < 0) {
-      throw InvalidArgument("DP rank " + std::to_string(rank) + " needs " +
-                            std::to_string(target) + " micro-batches but its samples make only " +
+      throw InvalidArgument("DP rank " + std::to_string(rank) + " needs " + std::to_string(target) +
+                            " micro-batches but its samples make only " +
                             std::to_string(packs.size()) +
                             " (groups stay whole, a group larger than one micro-batch on one "
                             "rank); give more samples or lower dp");
@@ -245,8 +245,8 @@ struct Outcome {
 Outcome plan_once(const Batch& b, bool top_up) {
   std::vector<Unit> runs = runs_of(b);
   const std::vector<int64_t> rest = top_up ? top_up_runs(b, runs) : b.rest;
-  auto [dealt, k] =
-      deal_units(std::move(runs), packs_of_rest(b, rest), b.options.dp, b.options.microbatch_multiple);
+  auto [dealt, k] = deal_units(std::move(runs), packs_of_rest(b, rest), b.options.dp,
+                               b.options.microbatch_multiple);
   const int dp = b.options.dp;
   std::vector<std::vector<std::vector<int64_t>>> ranks;
   Outcome out;

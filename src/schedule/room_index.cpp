@@ -41,6 +41,15 @@ void RoomIndex::set(int64_t bin, int64_t room) {
   for (size_t n = (at - node(replica, 0)) / 2; n >= 1; n /= 2) match(replica, n);
 }
 
+int64_t RoomIndex::first_fit(int replica, int64_t length) const {
+  if (node_room_[node(replica, 1)] < length) return -1;
+  // Each node holds the larger room of its children, so the left child has a fitting leaf
+  // whenever its room is >= length; leaves past K (room -1) are never reached.
+  size_t n = 1;
+  while (n < leaves_) n = node_room_[node(replica, 2 * n)] >= length ? 2 * n : 2 * n + 1;
+  return node_bin_[node(replica, n)];
+}
+
 void RoomIndex::enable_best_fit() {
   if (!by_room_.empty() || k_ <= kScanLimit) return;
   by_room_.resize(static_cast<size_t>(dp_));

@@ -12,6 +12,7 @@
 namespace thdpack::detail {
 
 /// Packs (bins) numbered replica·K + k, each with a room in tokens. Per replica:
+/// - the lowest pack with room for a length (first fit), O(log K);
 /// - the roomiest pack (worst fit; ties to the lower bin) from a tournament tree, O(1) to read and
 ///   O(log K) to update;
 /// - once enable_best_fit() was called, the tightest pack that still fits a length (best fit; ties
@@ -29,6 +30,9 @@ class RoomIndex {
   int64_t room(int64_t bin) const { return node_room_[leaf(bin)]; }
   /// The bin of `replica` with the most room.
   int64_t roomiest(int replica) const { return node_bin_[node(replica, 1)]; }
+  /// The lowest bin of `replica` with room >= length (first fit), or -1: O(log K), a walk down
+  /// the tournament tree.
+  int64_t first_fit(int replica, int64_t length) const;
   /// The most room any pack of `replica` has.
   int64_t max_room(int replica) const { return node_room_[node(replica, 1)]; }
   /// Builds the ordered sets that tightest() needs (O(dp·K log K)); later set() calls keep them.

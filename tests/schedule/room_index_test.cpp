@@ -1,5 +1,6 @@
 // The balanced scheduler's index of pack room (src/schedule/room_index.hpp): after any sequence of
-// updates, the roomiest and the tightest-fitting pack of every replica are exactly what a scan of
+// updates, the roomiest, the first-fitting and the tightest-fitting pack of every replica are
+// exactly what a scan of
 // its packs finds, ties going to the lower pack.
 
 #include "schedule/room_index.hpp"
@@ -33,6 +34,12 @@ struct Scan {
     }
     return best;
   }
+  int64_t first_fit(int r, int64_t length) const {
+    for (int64_t b = r * k; b < (r + 1) * k; ++b) {
+      if (room[static_cast<size_t>(b)] >= length) return b;
+    }
+    return -1;
+  }
 };
 
 TEST(RoomIndex, MatchesAScanUnderRandomUpdates) {
@@ -58,6 +65,9 @@ TEST(RoomIndex, MatchesAScanUnderRandomUpdates) {
       for (int r = 0; r < dp; ++r) {
         ASSERT_EQ(index.roomiest(r), scan.roomiest(r)) << "trial " << trial << " step " << step;
         ASSERT_EQ(index.max_room(r), scan.room[static_cast<size_t>(scan.roomiest(r))]);
+        const int64_t wanted = static_cast<int64_t>(rng() % static_cast<uint64_t>(capacity + 2));
+        ASSERT_EQ(index.first_fit(r, wanted), scan.first_fit(r, wanted))
+            << "trial " << trial << " step " << step << " length " << wanted;
         if (best_fit_from_start || step >= 100) {
           const int64_t length = static_cast<int64_t>(rng() % static_cast<uint64_t>(capacity + 2));
           ASSERT_EQ(index.tightest(r, length), scan.tightest(r, length))
