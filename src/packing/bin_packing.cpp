@@ -218,26 +218,29 @@ Bins best_fit_decreasing(std::span<const int64_t> lengths, int64_t capacity) {
   return detail::best_fit_decreasing_sorted(detail::sort_decreasing(lengths, capacity), capacity);
 }
 
-Bins detail::best_fit_decreasing_sorted(const SortedItems& sorted, int64_t capacity) {
-  // The room index costs O(C) memory and time: worth it only when C is not much larger than n.
-  const auto n = static_cast<int64_t>(sorted.lengths.size());
-  if (capacity > kMaxIndexedCapacity || capacity > 16 * n + 65536) {
-    return best_fit_tree(sorted, capacity);
-  }
+namespace {
 
-  // Bins with equal room are kept in an intrusive stack per room value; a successor set over room
-  // values finds the least room >= the item's length. Rooms (<= 2^26) and bin numbers (< n) fit
-  // 32 bits, which keeps the room index small enough to stay in cache.
+// Whether the room-indexed best fit below serves these items (it costs O(C) memory and time: worth
+// it only when C is not much larger than n); else best_fit_tree.
+bool room_indexed(int64_t items, int64_t capacity) {
+  return capacity <= kMaxIndexedCapacity && capacity <= 16 * items + 65536;
+}
+
+// Best-fit decreasing over lengths in decreasing order, calling placed(i, bin) for each; returns the
+// bin count. Bins with equal room are kept in an intrusive stack per room value; a successor set
+// over room values finds the least room >= the item's length. Rooms (<= 2^26) and bin numbers
+// (< n) fit 32 bits, which keeps the room index small enough to stay in cache.
+template <class Placed>
+int64_t best_fit_walk(std::span<const int64_t> descending, int64_t capacity, Placed placed) {
   std::vector<int32_t> head(static_cast<size_t>(capacity) + 1, -1);
   std::vector<int32_t> next_in_room;
   std::vector<int32_t> room_of;
   detail::SuccessorSet rooms(capacity + 1);
-  std::vector<int32_t> bin_seq(sorted.lengths.size());
-  next_in_room.reserve(sorted.lengths.size() / 2 + 1);
-  room_of.reserve(sorted.lengths.size() / 2 + 1);
+  next_in_room.reserve(descending.size() / 2 + 1);
+  room_of.reserve(descending.size() / 2 + 1);
 
-  for (size_t i = 0; i < sorted.lengths.size(); ++i) {
-    const auto len = static_cast<int32_t>(sorted.lengths[i]);
+  for (size_t i = 0; i < descending.size(); ++i) {
+    const auto len = static_cast<int32_t>(descending[i]);
     const int64_t room = rooms.next(len);
     int32_t bin;
     if (room < 0) {
@@ -249,14 +252,36 @@ Bins detail::best_fit_decreasing_sorted(const SortedItems& sorted, int64_t capac
       head[static_cast<size_t>(room)] = next_in_room[static_cast<size_t>(bin)];
       if (head[static_cast<size_t>(room)] < 0) rooms.erase(room);
     }
-    bin_seq[i] = bin;
+    placed(i, bin);
     const int32_t left = room_of[static_cast<size_t>(bin)] - len;
     next_in_room[static_cast<size_t>(bin)] = head[static_cast<size_t>(left)];
     if (head[static_cast<size_t>(left)] < 0) rooms.insert(left);
     head[static_cast<size_t>(left)] = bin;
     room_of[static_cast<size_t>(bin)] = left;
   }
-  return collect(sorted.order, bin_seq, static_cast<int64_t>(room_of.size()));
+  return static_cast<int64_t>(room_of.size());
+}
+
+}  // namespace
+
+Bins detail::best_fit_decreasing_sorted(const SortedItems& sorted, int64_t capacity) {
+  const auto n = static_cast<int64_t>(sorted.lengths.size());
+  if (!room_indexed(n, capacity)) return best_fit_tree(sorted, capacity);
+  std::vector<int32_t> bin_seq(sorted.lengths.size());
+  const int64_t bins = best_fit_walk(sorted.lengths, capacity,
+                                     [&](size_t i, int32_t bin) { bin_seq[i] = bin; });
+  return collect(sorted.order, bin_seq, bins);
+}
+
+int64_t detail::best_fit_decreasing_count(std::span<const int64_t> descending, int64_t capacity) {
+  const auto n = static_cast<int64_t>(descending.size());
+  if (!room_indexed(n, capacity)) {
+    SortedItems sorted{std::vector<int64_t>(descending.size()),
+                       std::vector<int64_t>(descending.begin(), descending.end())};
+    std::iota(sorted.order.begin(), sorted.order.end(), int64_t{0});
+    return best_fit_tree(sorted, capacity).count();
+  }
+  return best_fit_walk(descending, capacity, [](size_t, int32_t) {});
 }
 
 Bins first_fit_decreasing(std::span<const int64_t> lengths, int64_t capacity) {

@@ -79,7 +79,7 @@ BalancedAssignment::BalancedAssignment(const ScheduleItems& items, int dp, int64
       bin_of_(static_cast<size_t>(items.size()), -1) {}
 
 int64_t BalancedAssignment::choose_bin(int replica, int64_t length, Fit fit) const {
-  if (fit == Fit::kBest) return rooms_.tightest(replica, length);
+  if (fit == Fit::kTight) return rooms_.tight_fit(replica, length);
   return rooms_.max_room(replica) >= length ? rooms_.roomiest(replica) : -1;
 }
 
@@ -94,6 +94,22 @@ void BalancedAssignment::put(int64_t item, int64_t bin) {
   if (!by_cost_.empty()) {
     auto& list = by_cost_[static_cast<size_t>(replica_of_bin(bin))];
     list.insert(std::lower_bound(list.begin(), list.end(), item, cheaper_), item);
+  }
+}
+
+void BalancedAssignment::place(int64_t item, int64_t bin) {
+  const auto i = static_cast<size_t>(item);
+  rooms_.set(bin, rooms_.room(bin) - items_.lengths[i]);
+  load_[static_cast<size_t>(replica_of_bin(bin))] += items_.costs[i];
+  bin_of_[i] = bin;
+}
+
+void BalancedAssignment::tally_bins() {
+  // In rank order, as put() would have added them: the same sums, bit for bit.
+  for (size_t i = 0; i < bin_of_.size(); ++i) {
+    const auto b = static_cast<size_t>(bin_of_[i]);
+    bin_cost_[b] += items_.costs[i];
+    ++bin_count_[b];
   }
 }
 
@@ -118,7 +134,6 @@ void BalancedAssignment::move(int64_t item, int64_t bin) {
 }
 
 bool BalancedAssignment::place_longest_first(Fit fit) {
-  if (fit == Fit::kBest) rooms_.enable_best_fit();
   ReplicaTournament least_loaded(load_);
   // Replicas set aside because an item did not fit them, by the most room they have: one comes back
   // as soon as an item fits it, and while aside it takes nothing, so its room stays as it was.
@@ -138,7 +153,7 @@ bool BalancedAssignment::place_longest_first(Fit fit) {
       const int r = least_loaded.top();
       const int64_t bin = choose_bin(r, length, fit);
       if (bin >= 0) {
-        put(item, bin);
+        place(item, bin);
         least_loaded.set(r, load_[static_cast<size_t>(r)]);
         placed = true;
         break;
@@ -148,6 +163,7 @@ bool BalancedAssignment::place_longest_first(Fit fit) {
     }
     if (!placed) return false;
   }
+  tally_bins();
   return true;
 }
 
@@ -325,6 +341,8 @@ void BalancedAssignment::apply(const Transfer& t) {
 }
 
 void BalancedAssignment::refine(double target, const RefineBudget& budget) {
+  // Already there (the common case at a million items): no per-replica lists to build.
+  if (*std::max_element(load_.begin(), load_.end()) <= target) return;
   index_by_cost();
   // Replicas by (load, index), kept up to date as transfers change two loads: the heaviest is the
   // lowest index among the largest loads, lighter ones come in increasing load (ties by index).

@@ -17,7 +17,8 @@ class BalancedAssignment {
   /// Which pack of a replica takes an item.
   enum class Fit {
     kWorst,  ///< the pack with the most room (spreads tokens over micro-batches)
-    kBest,   ///< the pack with the least room that fits (keeps big holes for big items)
+    kTight,  ///< a pack with little room that fits (keeps big holes for big items): the least
+             ///< room up to RoomIndex::kScanLimit packs per replica, else the first that fits
   };
 
   /// `items` must be ranked: by decreasing cost, ties by their original index, so that item i is
@@ -84,9 +85,14 @@ class BalancedAssignment {
   int64_t bin_index(int replica, int64_t k) const { return static_cast<int64_t>(replica) * k_ + k; }
   int replica_of_bin(int64_t bin) const { return static_cast<int>(bin / k_); }
   // The bin of `replica` that `fit` picks for an item of `length`, or -1: O(1) for worst fit,
-  // O(log K) for best fit (a scan of the K rooms up to RoomIndex::kScanLimit).
+  // O(log K) for the tight fit (a scan of the K rooms up to RoomIndex::kScanLimit).
   int64_t choose_bin(int replica, int64_t length, Fit fit) const;
   void put(int64_t item, int64_t bin);
+  // put() without the per-bin cost and count, for a placement pass (which reads neither): their
+  // cache misses, one item after another, were most of a million-item pass. tally_bins() adds
+  // them up afterwards, in one pass whose misses overlap.
+  void place(int64_t item, int64_t bin);
+  void tally_bins();
   void take_out(int64_t item);
   void move(int64_t item, int64_t bin);
   // The transfer from `heavy` to `light` closest to halving `gap`, stopping early at one close

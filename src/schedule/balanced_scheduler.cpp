@@ -7,7 +7,7 @@
 // partition over replicas under a packing feasibility constraint:
 //   1. K starts at ceil(L2 / dp) (Martello–Toth bound), rounded up to the multiple.
 //   2. Longest-processing-time: samples by decreasing cost go to the least loaded replica that has
-//      room in one of its K packs (worst fit first; best fit, then a global best-fit-decreasing
+//      room in one of its K packs (worst fit first; a tight fit, then a global best-fit-decreasing
 //      packing dealt out by count-capped LPT, when room is tight).
 //   3. Empty packs are filled, then moves and swaps between the most loaded replica and lighter
 //      ones bring the maximum down toward the lower bound, within a work budget.
@@ -45,6 +45,10 @@ namespace {
 constexpr double kGoodEnough = 1.002;
 // Refinement stops this close to the lower bound: closer is below any modeling accuracy.
 constexpr double kRefineTarget = 1.0001;
+// Packs dealt out whole balance no finer than plain LPT over first-fit packs, and can come out a
+// few 1e-6 above it; refinement of a dealt-out plan goes on to this much closer target, so that
+// it ends below that baseline.
+constexpr double kDealtRefineTarget = 1.00001;
 // Refinement budget: at most this many transfers per replica, and this much work (items examined
 // or moved) per item and per replica, so that refinement costs O(n + dp) whatever the input.
 constexpr int64_t kRefineTransfersPerReplica = 64;
@@ -58,20 +62,23 @@ struct Candidate {
 
 // Whether try_k may fall back to dealing out the best-fit-decreasing packs.
 enum class Fallback { kDealPacks, kNone };
-// Whether try_k starts with worst fit or (where K only just fits the best-fit-decreasing packs,
-// and worst fit, which spreads tokens, fails) with best fit.
-enum class FirstFit { kWorst, kBest };
+// Whether try_k starts with worst fit or (on large inputs, where a failed worst-fit pass costs tens
+// of milliseconds) with the tight fit.
+enum class FirstFit { kWorst, kTight };
 
 // From this many items on, one placement pass costs tens of milliseconds, so the K search avoids
-// passes that cannot succeed: it starts where the global best-fit-decreasing packs can be dealt
-// out, and there (a K that only just fits) skips worst fit. (Dealing those packs out first would be
-// faster still, but packs as coarse as plain LPT over first-fit packs, and sometimes worse.)
+// passes that may not succeed: it starts where the global best-fit-decreasing packs can be dealt
+// out, and skips worst fit (which spreads tokens over the packs and, with K only just enough,
+// failed after a full pass on a third of the large benchmark inputs; the tight fit placed every
+// one of them, at the same quality). Dealing those packs out first would be faster still, but
+// packs as coarse as plain LPT over first-fit packs, and refining that to the same quality took
+// longer than placing item by item.
 constexpr int64_t kLargeInput = int64_t{1} << 16;
 // Refinement stops after this much work whatever the input size (about 60 ms), so a million items
 // are not refined for seconds after the plan is within a few 1e-4 of the bound.
 constexpr int64_t kRefineWorkCap = int64_t{1} << 22;
 
-// One K: longest-first placement (worst fit, then best fit), else (kDealPacks) the global
+// One K: longest-first placement (worst fit, then the tight fit), else (kDealPacks) the global
 // best-fit-decreasing packing `bfd` dealt out by count; then empty packs filled and refinement.
 // `ranked` holds the items by rank (see BalancedAssignment); `original` maps a rank back.
 std::optional<Candidate> try_k(const ScheduleItems& ranked, std::span<const int64_t> original,
@@ -80,22 +87,22 @@ std::optional<Candidate> try_k(const ScheduleItems& ranked, std::span<const int6
                                FirstFit first_fit) {
   using Fit = BalancedAssignment::Fit;
   const int64_t capacity = options.capacity();
-  auto finish = [&](BalancedAssignment& a) -> std::optional<Candidate> {
+  auto finish = [&](BalancedAssignment& a, double target) -> std::optional<Candidate> {
     if (!a.fill_empty_packs()) return std::nullopt;
-    a.refine(bound * kRefineTarget,
+    a.refine(bound * target,
              {kRefineTransfersPerReplica * options.dp,
               std::min(kRefineWorkCap, kRefineWorkPerItem * ranked.size() +
                                            kRefineWorkPerReplica * options.dp)});
     return Candidate{a.step_cost(options.pp), a.packs(original)};
   };
-  for (Fit fit : {Fit::kWorst, Fit::kBest}) {
-    if (fit == Fit::kWorst && first_fit == FirstFit::kBest) continue;
+  for (Fit fit : {Fit::kWorst, Fit::kTight}) {
+    if (fit == Fit::kWorst && first_fit == FirstFit::kTight) continue;
     BalancedAssignment a(ranked, options.dp, k, capacity);
-    if (a.place_longest_first(fit)) return finish(a);
+    if (a.place_longest_first(fit)) return finish(a, kRefineTarget);
   }
   if (fallback == Fallback::kNone) return std::nullopt;
   BalancedAssignment a(ranked, options.dp, k, capacity);
-  if (a.place_packs(bfd())) return finish(a);
+  if (a.place_packs(bfd())) return finish(a, kDealtRefineTarget);
   return std::nullopt;
 }
 
@@ -109,7 +116,15 @@ std::string BalancedScheduler::description() const {
 Plan BalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptions& options) const {
   validate_schedule_input(input, options);
   if (auto plan = plan_with_oversize_groups(input, options)) return std::move(*plan);
-  ScheduleItems items = build_items(input, options, /*same_rank_groups=*/false);
+  // Without groups every sample is its own item and nothing but the samples' lengths is needed
+  // (the per-item tables of build_items are skipped: at a million samples, 40 MB of fresh pages).
+  const bool grouped = !input.group_ids.empty();
+  ScheduleItems items;
+  if (grouped) {
+    items = build_items(input, options, /*same_rank_groups=*/false);
+  } else {
+    check_items_fit(input.padded_lengths, options.capacity(), "sample");
+  }
   const int64_t capacity = options.capacity();
   const int64_t multiple = options.microbatch_multiple;
   const int dp = options.dp;
@@ -117,34 +132,33 @@ Plan BalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptio
   // Decreasing cost, ties by index. Without groups cost is non-decreasing in length, so the
   // counting sort by length gives the same order (and the L2 bound for free).
   std::vector<int64_t> order;
-  std::vector<int64_t> sorted_lengths;  // the lengths in that order, where the sort gives them
+  // The items renumbered by rank in that order: placement then reads lengths and costs front to
+  // back instead of at random (at a million items, cache misses were most of its time).
+  ScheduleItems ranked;
   int64_t l2 = 0;
-  if (items.grouped) {
+  if (grouped) {
     order.resize(static_cast<size_t>(items.size()));
     std::iota(order.begin(), order.end(), int64_t{0});
     std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
       return items.costs[static_cast<size_t>(a)] > items.costs[static_cast<size_t>(b)];
     });
     l2 = bins_lower_bound_l2(items.lengths, capacity);
+    ranked.lengths.resize(order.size());
+    ranked.costs.resize(order.size());
+    for (size_t i = 0; i < order.size(); ++i) {
+      ranked.lengths[i] = items.lengths[static_cast<size_t>(order[i])];
+      ranked.costs[i] = items.costs[static_cast<size_t>(order[i])];
+    }
   } else {
-    SortedItems sorted = sort_decreasing(items.lengths, capacity);
+    SortedItems sorted = sort_decreasing(input.padded_lengths, capacity);
     l2 = l2_bound_of_descending(sorted.lengths, capacity);
     order = std::move(sorted.order);
-    sorted_lengths = std::move(sorted.lengths);
+    ranked.lengths = std::move(sorted.lengths);
+    // A sample's cost is a function of its length: computed in order instead of gathered.
+    ranked.costs.resize(order.size());
+    for (size_t i = 0; i < order.size(); ++i) ranked.costs[i] = options.cost.cost(ranked.lengths[i]);
   }
-  // The items renumbered by rank in that order: placement then reads lengths and costs front to
-  // back instead of at random (at a million items, cache misses were most of its time). The
-  // originals are freed: past this point only the samples of each item are read.
-  ScheduleItems ranked;
-  ranked.lengths = std::move(sorted_lengths);
-  if (ranked.lengths.empty()) {
-    ranked.lengths.resize(order.size());
-    for (size_t i = 0; i < order.size(); ++i)
-      ranked.lengths[i] = items.lengths[static_cast<size_t>(order[i])];
-  }
-  ranked.costs.resize(order.size());
-  for (size_t i = 0; i < order.size(); ++i)
-    ranked.costs[i] = items.costs[static_cast<size_t>(order[i])];
+  // Past this point only the samples of each item are read.
   std::vector<int64_t>().swap(items.lengths);
   std::vector<double>().swap(items.costs);
   const double bound = tight_bound_of_sorted(ranked.costs, dp);
@@ -153,7 +167,7 @@ Plan BalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptio
   const int64_t k_high = ranked.size() / dp / multiple * multiple;
   if (k_low > k_high) {
     throw InvalidArgument(
-        "balanced: " + std::to_string(ranked.size()) + (items.grouped ? " groups" : " samples") +
+        "balanced: " + std::to_string(ranked.size()) + (grouped ? " groups" : " samples") +
         " cannot fill dp=" + std::to_string(dp) + " replicas with " + std::to_string(k_low) +
         " non-empty micro-batches each (capacity " + std::to_string(capacity) + " needs at least " +
         std::to_string(l2) +
@@ -165,6 +179,15 @@ Plan BalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptio
   const std::function<const Bins&()> bfd = [&]() -> const Bins& {
     if (!bfd_packs) bfd_packs = best_fit_decreasing(ranked.lengths, capacity);
     return *bfd_packs;
+  };
+  // Its pack count alone, without the packing where that is cheaper (items in decreasing length).
+  std::optional<int64_t> bfd_count;
+  auto bfd_packs_count = [&]() {
+    if (!bfd_count) {
+      bfd_count = bfd_packs || grouped ? bfd().count()
+                                       : best_fit_decreasing_count(ranked.lengths, capacity);
+    }
+    return *bfd_count;
   };
   auto attempt = [&](int64_t k, Fallback fallback = Fallback::kDealPacks,
                      FirstFit first_fit = FirstFit::kWorst) {
@@ -178,20 +201,18 @@ Plan BalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptio
   // one K at a time cost one attempt per K: seconds at a million samples), plus, in the rare case
   // below, the K up to k_high.
   // Large inputs start at the K where the best-fit-decreasing packs can be dealt out, if that is
-  // above the bound: below it longest-first per replica (which packs no tighter than global best
-  // fit) fails, after a full pass per K and fit.
+  // above the bound (below it longest-first per replica, which packs no tighter than global best
+  // fit, fails after a full pass per K and fit), and with the tight fit.
   int64_t first = k_low;
   FirstFit first_fit = FirstFit::kWorst;
   if (ranked.size() >= kLargeInput) {
-    const int64_t dealt = round_up_to((bfd().count() + dp - 1) / dp, multiple);
-    if (dealt > first && dealt <= k_high) {
-      first = dealt;
-      first_fit = FirstFit::kBest;
-    }
+    const int64_t dealt = round_up_to((bfd_packs_count() + dp - 1) / dp, multiple);
+    if (dealt > first && dealt <= k_high) first = dealt;
+    first_fit = FirstFit::kTight;
   }
   std::optional<Candidate> best = attempt(first, Fallback::kDealPacks, first_fit);
   if (!best && first + multiple <= k_high) {
-    const int64_t dealt = round_up_to((bfd().count() + dp - 1) / dp, multiple);
+    const int64_t dealt = round_up_to((bfd_packs_count() + dp - 1) / dp, multiple);
     first += multiple;
     best = attempt(first, dealt <= first ? Fallback::kDealPacks : Fallback::kNone);
     // Dealing out works at `dealt`; later K only if that is wrong about this input. Where `dealt`
@@ -215,8 +236,9 @@ Plan BalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptio
                           " items over dp=" + std::to_string(dp) + " with capacity " +
                           std::to_string(capacity) + "; use a larger global batch");
   }
-  return cap_sequences_per_pack(plan_from_packs(dp, best->packs, items, input), input, options,
-                                PackMoves::kAllowed);
+  Plan plan = grouped ? plan_from_packs(dp, best->packs, items, input)
+                      : plan_from_sample_packs(dp, best->packs, input);
+  return cap_sequences_per_pack(std::move(plan), input, options, PackMoves::kAllowed);
 }
 
 }  // namespace thdpack::detail

@@ -76,7 +76,7 @@ void spread_packs(std::vector<std::vector<std::vector<int64_t>>>& replicas, int6
 
 }  // namespace
 
-Plan cap_sequences_per_pack(const Plan& plan, const ScheduleInput& input,
+Plan cap_sequences_per_pack(Plan plan, const ScheduleInput& input,
                             const ScheduleOptions& options, PackMoves moves) {
   const auto cap = static_cast<size_t>(options.max_sequences_per_pack);
   if (cap == 0) return plan;

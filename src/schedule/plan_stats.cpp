@@ -18,14 +18,21 @@ namespace detail {
 
 double tight_bound_of_sorted(std::span<const double> descending, int dp) {
   if (descending.empty()) return 0.0;
-  std::vector<double> prefix(descending.size() + 1, 0.0);
-  for (size_t i = 0; i < descending.size(); ++i) prefix[i + 1] = prefix[i] + descending[i];
-  double bound = std::max(prefix.back() / dp, descending[0]);
+  // Prefix sums at two cursors that only move forward (no n-sized array): `ahead` is the sum of
+  // the first `top` costs, `behind` of the first top - (j + 1), each added up in order.
+  double total = 0.0;
+  for (double c : descending) total += c;
+  double bound = std::max(total / dp, descending[0]);
   // One replica receives j+1 of the j·dp+1 most costly samples: at least the j+1 cheapest of them.
   const auto n = static_cast<int64_t>(descending.size());
+  double ahead = 0.0, behind = 0.0;
+  size_t at_ahead = 0, at_behind = 0;
   for (int64_t j = 1; j * dp + 1 <= n; ++j) {
     const auto top = static_cast<size_t>(j * dp + 1);
-    bound = std::max(bound, prefix[top] - prefix[top - static_cast<size_t>(j + 1)]);
+    for (; at_ahead < top; ++at_ahead) ahead += descending[at_ahead];
+    for (const size_t to = top - static_cast<size_t>(j + 1); at_behind < to; ++at_behind)
+      behind += descending[at_behind];
+    bound = std::max(bound, ahead - behind);
   }
   return bound;
 }

@@ -1,6 +1,7 @@
 #include "schedule/schedule_items.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <string>
 #include <unordered_map>
 
@@ -20,9 +21,34 @@ std::vector<int64_t> rank_starts(const ScheduleInput& input, int dp) {
   return starts;
 }
 
-ScheduleItems build_items(const ScheduleInput& input, const ScheduleOptions& options,
-                          bool same_rank_groups) {
+namespace {
+
+// Without group ids every sample is its own item: the same result as the grouped walk below, in a
+// few sequential passes (no item map, no per-sample rank table).
+ScheduleItems samples_as_items(const ScheduleInput& input, const ScheduleOptions& options) {
   ScheduleItems items;
+  const auto n = input.padded_lengths.size();
+  items.lengths.assign(input.padded_lengths.begin(), input.padded_lengths.end());
+  items.costs.resize(n);
+  for (size_t i = 0; i < n; ++i) items.costs[i] = options.cost.cost(items.lengths[i]);
+  items.source_rank.resize(n);
+  const auto starts = rank_starts(input, options.dp);
+  for (int r = 0; r < options.dp; ++r) {
+    std::fill(items.source_rank.begin() + starts[static_cast<size_t>(r)],
+              items.source_rank.begin() + starts[static_cast<size_t>(r) + 1], r);
+  }
+  items.offsets.resize(n + 1);
+  std::iota(items.offsets.begin(), items.offsets.end(), int64_t{0});
+  items.positions.resize(n);
+  std::iota(items.positions.begin(), items.positions.end(), int64_t{0});
+  return items;
+}
+
+// With group ids: items are groups in order of first appearance.
+ScheduleItems groups_as_items(const ScheduleInput& input, const ScheduleOptions& options,
+                              bool same_rank_groups) {
+  ScheduleItems items;
+  items.grouped = true;
   const auto n = static_cast<int64_t>(input.ids.size());
   const auto starts = rank_starts(input, options.dp);
   std::vector<int> rank_of(static_cast<size_t>(n));
@@ -33,19 +59,14 @@ ScheduleItems build_items(const ScheduleInput& input, const ScheduleOptions& opt
   }
 
   std::vector<int64_t> item_of(static_cast<size_t>(n));
-  if (input.group_ids.empty()) {
-    for (int64_t i = 0; i < n; ++i) item_of[static_cast<size_t>(i)] = i;
-  } else {
-    items.grouped = true;
-    std::unordered_map<int64_t, int64_t> index;
-    index.reserve(static_cast<size_t>(n) * 2);
-    for (int64_t i = 0; i < n; ++i) {
-      auto [it, added] = index.emplace(input.group_ids[static_cast<size_t>(i)],
-                                       static_cast<int64_t>(index.size()));
-      item_of[static_cast<size_t>(i)] = it->second;
-    }
+  std::unordered_map<int64_t, int64_t> index;
+  index.reserve(static_cast<size_t>(n) * 2);
+  for (int64_t i = 0; i < n; ++i) {
+    auto [it, added] = index.emplace(input.group_ids[static_cast<size_t>(i)],
+                                     static_cast<int64_t>(index.size()));
+    item_of[static_cast<size_t>(i)] = it->second;
   }
-  const int64_t count = items.grouped ? *std::max_element(item_of.begin(), item_of.end()) + 1 : n;
+  const auto count = static_cast<int64_t>(index.size());
   items.lengths.assign(static_cast<size_t>(count), 0);
   items.costs.assign(static_cast<size_t>(count), 0.0);
   items.source_rank.assign(static_cast<size_t>(count), -1);
@@ -72,8 +93,31 @@ ScheduleItems build_items(const ScheduleInput& input, const ScheduleOptions& opt
     const auto item = static_cast<size_t>(item_of[static_cast<size_t>(i)]);
     items.positions[static_cast<size_t>(cursor[item]++)] = i;
   }
+  return items;
+}
+
+}  // namespace
+
+ScheduleItems build_items(const ScheduleInput& input, const ScheduleOptions& options,
+                          bool same_rank_groups) {
+  ScheduleItems items = input.group_ids.empty()
+                            ? samples_as_items(input, options)
+                            : groups_as_items(input, options, same_rank_groups);
   check_items_fit(items.lengths, options.capacity(), items.grouped ? "group" : "sample");
   return items;
+}
+
+Plan plan_from_sample_packs(int dp, const PackLists& packs, const ScheduleInput& input) {
+  // Packs usually list their samples in increasing order already; only those that do not are
+  // sorted.
+  std::vector<int64_t> ids = packs.items;
+  for (size_t p = 0; p + 1 < packs.offsets.size(); ++p) {
+    const auto first = ids.begin() + packs.offsets[p];
+    const auto last = ids.begin() + packs.offsets[p + 1];
+    if (!std::is_sorted(first, last)) std::sort(first, last);
+  }
+  for (int64_t& id : ids) id = input.ids[static_cast<size_t>(id)];
+  return Plan(dp, packs.offsets, std::move(ids));
 }
 
 Plan plan_from_packs(int dp, const PackLists& packs, const ScheduleItems& items,
@@ -83,6 +127,7 @@ Plan plan_from_packs(int dp, const PackLists& packs, const ScheduleItems& items,
   offsets.push_back(0);
   std::vector<int64_t> ids;
   ids.reserve(input.ids.size());
+  if (!items.grouped) return plan_from_sample_packs(dp, packs, input);
   for (size_t p = 0; p + 1 < packs.offsets.size(); ++p) {
     // Collect the pack's input positions, sort them, then map them to ids in place.
     const auto begin = ids.size();

@@ -42,6 +42,10 @@ struct PackLists {
 
 /// The plan whose pack p holds the samples of the items of packs pack p, each pack listing its
 /// samples by increasing input position.
+/// The same where every item is the sample at its input position (no group ids): packs.items are
+/// input positions. Needs no ScheduleItems.
+Plan plan_from_sample_packs(int dp, const PackLists& packs, const ScheduleInput& input);
+
 Plan plan_from_packs(int dp, const PackLists& packs, const ScheduleItems& items,
                      const ScheduleInput& input);
 
