@@ -52,7 +52,7 @@ constexpr double kDealtRefineTarget = 1.00001;
 // Refinement budget: at most this many transfers per replica, and this much work (items examined
 // or moved) per item and per replica, so that refinement costs O(n + dp) whatever the input.
 constexpr int64_t kRefineTransfersPerReplica = 64;
-constexpr int64_t kRefineWorkPerItem = 64;
+constexpr int64_t kRefineWorkPerItem = 16;
 constexpr int64_t kRefineWorkPerReplica = 1024;
 
 struct Candidate {
