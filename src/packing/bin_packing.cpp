@@ -226,9 +226,9 @@ bool room_indexed(int64_t items, int64_t capacity) {
   return capacity <= kMaxIndexedCapacity && capacity <= 16 * items + 65536;
 }
 
-// Best-fit decreasing over lengths in decreasing order, calling placed(i, bin) for each; returns the
-// bin count. Bins with equal room are kept in an intrusive stack per room value; a successor set
-// over room values finds the least room >= the item's length. Rooms (<= 2^26) and bin numbers
+// Best-fit decreasing over lengths in decreasing order, calling placed(i, bin) for each; returns
+// the bin count. Bins with equal room are kept in an intrusive stack per room value; a successor
+// set over room values finds the least room >= the item's length. Rooms (<= 2^26) and bin numbers
 // (< n) fit 32 bits, which keeps the room index small enough to stay in cache.
 template <class Placed>
 int64_t best_fit_walk(std::span<const int64_t> descending, int64_t capacity, Placed placed) {
@@ -268,8 +268,8 @@ Bins detail::best_fit_decreasing_sorted(const SortedItems& sorted, int64_t capac
   const auto n = static_cast<int64_t>(sorted.lengths.size());
   if (!room_indexed(n, capacity)) return best_fit_tree(sorted, capacity);
   std::vector<int32_t> bin_seq(sorted.lengths.size());
-  const int64_t bins = best_fit_walk(sorted.lengths, capacity,
-                                     [&](size_t i, int32_t bin) { bin_seq[i] = bin; });
+  const int64_t bins =
+      best_fit_walk(sorted.lengths, capacity, [&](size_t i, int32_t bin) { bin_seq[i] = bin; });
   return collect(sorted.order, bin_seq, bins);
 }
 

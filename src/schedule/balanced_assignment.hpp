@@ -50,8 +50,9 @@ class BalancedAssignment {
 
   /// Moves and swaps items between the most loaded replica and lighter ones while that lowers the
   /// maximum load, never breaking capacity or leaving a pack empty. Stops at `target` load, when no
-  /// transfer helps, or when the budget is spent (a plan at every stop). Each step costs O(log dp) for the replica index plus, for
-  /// every lighter replica tried, O(m (log m + probes)) for the m items of the heaviest.
+  /// transfer helps, or when the budget is spent (a plan at every stop). Each step costs O(log dp)
+  /// for the replica index plus, for every lighter replica tried, O(m (log m + probes)) for the m
+  /// items of the heaviest.
   void refine(double target, const RefineBudget& budget);
 
   /// Modeled step cost in replica units: max over replicas of load + (pp-1)/pp · largest pack.

@@ -89,10 +89,9 @@ std::optional<Candidate> try_k(const ScheduleItems& ranked, std::span<const int6
   const int64_t capacity = options.capacity();
   auto finish = [&](BalancedAssignment& a, double target) -> std::optional<Candidate> {
     if (!a.fill_empty_packs()) return std::nullopt;
-    a.refine(bound * target,
-             {kRefineTransfersPerReplica * options.dp,
-              std::min(kRefineWorkCap, kRefineWorkPerItem * ranked.size() +
-                                           kRefineWorkPerReplica * options.dp)});
+    a.refine(bound * target, {kRefineTransfersPerReplica * options.dp,
+                              std::min(kRefineWorkCap, kRefineWorkPerItem * ranked.size() +
+                                                           kRefineWorkPerReplica * options.dp)});
     return Candidate{a.step_cost(options.pp), a.packs(original)};
   };
   for (Fit fit : {Fit::kWorst, Fit::kTight}) {
@@ -156,7 +155,8 @@ Plan BalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptio
     ranked.lengths = std::move(sorted.lengths);
     // A sample's cost is a function of its length: computed in order instead of gathered.
     ranked.costs.resize(order.size());
-    for (size_t i = 0; i < order.size(); ++i) ranked.costs[i] = options.cost.cost(ranked.lengths[i]);
+    for (size_t i = 0; i < order.size(); ++i)
+      ranked.costs[i] = options.cost.cost(ranked.lengths[i]);
   }
   // Past this point only the samples of each item are read.
   std::vector<int64_t>().swap(items.lengths);

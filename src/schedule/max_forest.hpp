@@ -16,8 +16,8 @@ class MaxForest {
  public:
   /// Padding value: never the maximum of a node with a real leaf, never "at least" a real query.
   static constexpr T kNone = std::numeric_limits<T>::has_infinity
-                                ? -std::numeric_limits<T>::infinity()
-                                : std::numeric_limits<T>::lowest();
+                                 ? -std::numeric_limits<T>::infinity()
+                                 : std::numeric_limits<T>::lowest();
 
   /// `trees` arrays of `leaves` entries each, every entry `initial`.
   MaxForest(int64_t trees, int64_t leaves, T initial) {

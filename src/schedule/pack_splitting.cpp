@@ -76,8 +76,8 @@ void spread_packs(std::vector<std::vector<std::vector<int64_t>>>& replicas, int6
 
 }  // namespace
 
-Plan cap_sequences_per_pack(Plan plan, const ScheduleInput& input,
-                            const ScheduleOptions& options, PackMoves moves) {
+Plan cap_sequences_per_pack(Plan plan, const ScheduleInput& input, const ScheduleOptions& options,
+                            PackMoves moves) {
   const auto cap = static_cast<size_t>(options.max_sequences_per_pack);
   if (cap == 0) return plan;
   bool within = true;

@@ -27,7 +27,7 @@ enum class PackMoves { kAllowed, kNone };
 /// fewest tokens); K is rounded up to options.microbatch_multiple and every replica's packs are
 /// split until it has K. Token capacity is kept (packs only lose samples). Throws InvalidArgument
 /// naming the replica when it has too few samples for K.
-Plan cap_sequences_per_pack(Plan plan, const ScheduleInput& input,
-                            const ScheduleOptions& options, PackMoves moves);
+Plan cap_sequences_per_pack(Plan plan, const ScheduleInput& input, const ScheduleOptions& options,
+                            PackMoves moves);
 
 }  // namespace thdpack::detail

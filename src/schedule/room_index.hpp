@@ -12,7 +12,8 @@ namespace thdpack::detail {
 /// Packs (bins) numbered replica·K + k, each with a room in tokens. Per replica:
 /// - the lowest pack with room for a length (first fit);
 /// - the roomiest pack (worst fit; ties to the lower bin);
-/// - a tight pack for a length: up to kScanLimit packs per replica the tightest that fits (best fit;
+/// - a tight pack for a length: up to kScanLimit packs per replica the tightest that fits (best
+/// fit;
 ///   ties to the lower bin, a scan of the replica's contiguous rooms); past it the lowest that
 ///   fits (first fit). On items in decreasing length both leave the big holes for big items; an
 ///   exact best fit over thousands of packs would need an ordered set per replica, whose node

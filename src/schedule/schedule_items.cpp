@@ -62,8 +62,8 @@ ScheduleItems groups_as_items(const ScheduleInput& input, const ScheduleOptions&
   std::unordered_map<int64_t, int64_t> index;
   index.reserve(static_cast<size_t>(n) * 2);
   for (int64_t i = 0; i < n; ++i) {
-    auto [it, added] = index.emplace(input.group_ids[static_cast<size_t>(i)],
-                                     static_cast<int64_t>(index.size()));
+    auto [it, added] =
+        index.emplace(input.group_ids[static_cast<size_t>(i)], static_cast<int64_t>(index.size()));
     item_of[static_cast<size_t>(i)] = it->second;
   }
   const auto count = static_cast<int64_t>(index.size());
@@ -100,9 +100,8 @@ ScheduleItems groups_as_items(const ScheduleInput& input, const ScheduleOptions&
 
 ScheduleItems build_items(const ScheduleInput& input, const ScheduleOptions& options,
                           bool same_rank_groups) {
-  ScheduleItems items = input.group_ids.empty()
-                            ? samples_as_items(input, options)
-                            : groups_as_items(input, options, same_rank_groups);
+  ScheduleItems items = input.group_ids.empty() ? samples_as_items(input, options)
+                                                : groups_as_items(input, options, same_rank_groups);
   check_items_fit(items.lengths, options.capacity(), items.grouped ? "group" : "sample");
   return items;
 }

@@ -11,7 +11,6 @@
 #include <random>
 #include <vector>
 
-
 namespace thdpack::detail {
 namespace {
 
@@ -48,7 +47,7 @@ TEST(RoomIndex, MatchesAScanUnderRandomUpdates) {
     const int dp = 1 + static_cast<int>(rng() % 6);
     // Small K (scanned), K past RoomIndex::kScanLimit (two or three levels of the tree) and K of a
     // few thousand (four or five levels); multiples of the fanout and not.
-    const int64_t k = trial % 4 == 0   ? RoomIndex::kScanLimit + 1 + static_cast<int64_t>(rng() % 80)
+    const int64_t k = trial % 4 == 0 ? RoomIndex::kScanLimit + 1 + static_cast<int64_t>(rng() % 80)
                       : trial % 4 == 1 ? 500 + static_cast<int64_t>(rng() % 5000)
                                        : 1 + static_cast<int64_t>(rng() % 17);
     const int64_t capacity = 1 + static_cast<int64_t>(rng() % 64);
