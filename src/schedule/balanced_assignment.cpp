@@ -398,14 +398,19 @@ double BalancedAssignment::step_cost(int pp) const {
 PackLists BalancedAssignment::packs(std::span<const int64_t> original) const {
   // Slot of each bin in its replica: micro-batches by decreasing cost, ties by bin index.
   std::vector<int64_t> pack_of_bin(static_cast<size_t>(dp_ * k_));
-  std::vector<int64_t> bins(static_cast<size_t>(k_));
+  // (cost, bin) pairs sorted directly: no indirect loads, and no buffer per replica as a stable
+  // sort would allocate (bins are distinct, so ties by bin give the stable order).
+  std::vector<std::pair<double, int64_t>> bins(static_cast<size_t>(k_));
   for (int r = 0; r < dp_; ++r) {
-    std::iota(bins.begin(), bins.end(), bin_index(r, 0));
-    std::stable_sort(bins.begin(), bins.end(), [&](int64_t a, int64_t b) {
-      return bin_cost_[static_cast<size_t>(a)] > bin_cost_[static_cast<size_t>(b)];
+    for (int64_t slot = 0; slot < k_; ++slot) {
+      const int64_t bin = bin_index(r, slot);
+      bins[static_cast<size_t>(slot)] = {bin_cost_[static_cast<size_t>(bin)], bin};
+    }
+    std::sort(bins.begin(), bins.end(), [](const auto& a, const auto& b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
     });
     for (int64_t slot = 0; slot < k_; ++slot) {
-      pack_of_bin[static_cast<size_t>(bins[static_cast<size_t>(slot)])] = slot * dp_ + r;
+      pack_of_bin[static_cast<size_t>(bins[static_cast<size_t>(slot)].second)] = slot * dp_ + r;
     }
   }
   PackLists out;
@@ -413,17 +418,13 @@ PackLists BalancedAssignment::packs(std::span<const int64_t> original) const {
   for (int64_t bin : bin_of_)
     ++out.offsets[static_cast<size_t>(pack_of_bin[static_cast<size_t>(bin)]) + 1];
   std::partial_sum(out.offsets.begin(), out.offsets.end(), out.offsets.begin());
-  // The pack of each original item, so that walking original indices lists every pack in
-  // increasing original index.
-  std::vector<int64_t> pack_of(bin_of_.size());
-  for (size_t rank = 0; rank < bin_of_.size(); ++rank) {
-    pack_of[static_cast<size_t>(original[rank])] = pack_of_bin[static_cast<size_t>(bin_of_[rank])];
-  }
+  // One pass in rank order (sequential reads; a pass in original order would first need the pack
+  // of every original index, one more scatter over n entries).
   std::vector<int64_t> cursor(out.offsets.begin(), out.offsets.end() - 1);
   out.items.resize(bin_of_.size());
-  for (size_t item = 0; item < pack_of.size(); ++item) {
-    out.items[static_cast<size_t>(cursor[static_cast<size_t>(pack_of[item])]++)] =
-        static_cast<int64_t>(item);
+  for (size_t rank = 0; rank < bin_of_.size(); ++rank) {
+    const auto pack = static_cast<size_t>(pack_of_bin[static_cast<size_t>(bin_of_[rank])]);
+    out.items[static_cast<size_t>(cursor[pack]++)] = original[rank];
   }
   return out;
 }

@@ -59,8 +59,8 @@ class BalancedAssignment {
   double step_cost(int pp) const;
 
   /// The packs in plan order (pack k·dp + r is micro-batch k of replica r); each replica's
-  /// micro-batches by decreasing cost. Items are given by `original[rank]`, in a pack by
-  /// increasing original index.
+  /// micro-batches by decreasing cost. Items are given by `original[rank]`, in a pack by rank
+  /// (plan_from_packs and plan_from_sample_packs put them in input order).
   PackLists packs(std::span<const int64_t> original) const;
 
  private:
