@@ -5,7 +5,8 @@
 // K within one of the bin-packing lower bound where that bound can be reached. Replica cost is the
 // sum of its samples' costs however they are grouped into packs, so the problem is a cost
 // partition over replicas under a packing feasibility constraint:
-//   1. K starts at ceil(L2 / dp) (Martello–Toth bound), rounded up to the multiple.
+//   1. K starts at ceil(L2 / dp) (Martello–Toth bound), or where the best-fit-decreasing packs can
+//      be dealt out if that is more, rounded up to the multiple.
 //   2. Longest-processing-time: samples by decreasing cost go to the least loaded replica that has
 //      room in one of its K packs (worst fit first; a tight fit, then a global best-fit-decreasing
 //      packing dealt out by count-capped LPT, when room is tight).
