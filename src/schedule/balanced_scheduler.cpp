@@ -67,14 +67,16 @@ enum class Fallback { kDealPacks, kNone };
 // of milliseconds) with the tight fit.
 enum class FirstFit { kWorst, kTight };
 
-// From this many items on, one placement pass costs tens of milliseconds, so the K search avoids
-// passes that may not succeed: it starts where the global best-fit-decreasing packs can be dealt
-// out, and skips worst fit (which spreads tokens over the packs and, with K only just enough,
-// failed after a full pass on a third of the large benchmark inputs; the tight fit placed every
-// one of them, at the same quality). Dealing those packs out first would be faster still, but
-// packs as coarse as plain LPT over first-fit packs, and refining that to the same quality took
-// longer than placing item by item.
+// From this many items on, one placement pass costs tens of milliseconds, so placement avoids
+// passes that may not succeed: it skips worst fit (which spreads tokens over the packs and, with K
+// only just enough, failed after a full pass on a third of the large benchmark inputs; the tight
+// fit placed every one of them, at the same quality)...
 constexpr int64_t kLargeInput = int64_t{1} << 16;
+// ... unless the packs would be at most this full: then worst fit has ample room (it failed at
+// fills from 0.89 up on the benchmark inputs), and the tight fit would leave packs empty (with few
+// packs per replica, first fit puts a replica's short items all into its first pack; refilling
+// the others cost 150 ms at a million chat-like samples over dp 16384).
+constexpr double kWorstFitMaxFill = 0.85;
 // Refinement stops after this much work whatever the input size (about 60 ms), so a million items
 // are not refined for seconds after the plan is within a few 1e-4 of the bound.
 constexpr int64_t kRefineWorkCap = int64_t{1} << 22;
@@ -208,7 +210,12 @@ Plan BalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptio
   int64_t first = k_low;
   const int64_t dealt = round_up_to((bfd_packs_count() + dp - 1) / dp, multiple);
   if (dealt > first && dealt <= k_high) first = dealt;
-  const FirstFit first_fit = ranked.size() >= kLargeInput ? FirstFit::kTight : FirstFit::kWorst;
+  int64_t tokens = 0;
+  for (int64_t length : ranked.lengths) tokens += length;
+  const double fill = static_cast<double>(tokens) / (static_cast<double>(dp) * first * capacity);
+  const FirstFit first_fit = ranked.size() >= kLargeInput && fill > kWorstFitMaxFill
+                                 ? FirstFit::kTight
+                                 : FirstFit::kWorst;
   std::optional<Candidate> best = attempt(first, Fallback::kDealPacks, first_fit);
   if (!best && first + multiple <= k_high) {
     first += multiple;
