@@ -154,7 +154,7 @@ nlohmann::json timing_rows(int seeds, int64_t large_samples, const CpCostModel& 
     return o;
   };
   for (const int ranks : {32, 256}) {
-    for (const TimingCase& c : cases) {
+    for (const TimingCase& c : seeds > 0 ? cases : std::vector<TimingCase>{}) {  // 0: large only
       const int64_t n = 8LL * ranks;
       std::vector<std::vector<int64_t>> inputs;
       for (int s = 0; s < seeds; ++s) {
