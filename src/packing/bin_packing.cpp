@@ -273,6 +273,14 @@ Bins detail::best_fit_decreasing_sorted(const SortedItems& sorted, int64_t capac
   return collect(sorted.order, bin_seq, bins);
 }
 
+Bins detail::best_fit_decreasing_of_descending(std::span<const int64_t> descending,
+                                               int64_t capacity) {
+  SortedItems sorted{std::vector<int64_t>(descending.size()),
+                     std::vector<int64_t>(descending.begin(), descending.end())};
+  std::iota(sorted.order.begin(), sorted.order.end(), int64_t{0});
+  return best_fit_decreasing_sorted(sorted, capacity);
+}
+
 int64_t detail::best_fit_decreasing_count(std::span<const int64_t> descending, int64_t capacity) {
   const auto n = static_cast<int64_t>(descending.size());
   if (!room_indexed(n, capacity)) {

@@ -25,6 +25,10 @@ SortedItems sort_decreasing(std::span<const int64_t> lengths, int64_t capacity);
 /// Best-fit decreasing over items already sorted (best_fit_decreasing without the sort).
 Bins best_fit_decreasing_sorted(const SortedItems& sorted, int64_t capacity);
 
+/// best_fit_decreasing of lengths already in decreasing order (items numbered by their position),
+/// without sorting them again.
+Bins best_fit_decreasing_of_descending(std::span<const int64_t> descending, int64_t capacity);
+
 /// The number of packs best_fit_decreasing_sorted makes of lengths given in decreasing order,
 /// without recording which item went where (a fraction of its memory and time).
 int64_t best_fit_decreasing_count(std::span<const int64_t> descending, int64_t capacity);

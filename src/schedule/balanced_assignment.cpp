@@ -72,6 +72,7 @@ BalancedAssignment::BalancedAssignment(const ScheduleItems& items, int dp, int64
       cheaper_{&items},
       dp_(dp),
       k_(k),
+      capacity_(capacity),
       rooms_(dp, k, capacity),
       bin_cost_(static_cast<size_t>(dp * k), 0.0),
       bin_count_(static_cast<size_t>(dp * k), 0),
@@ -141,6 +142,17 @@ bool BalancedAssignment::place_longest_first(Fit fit) {
   // costs O((n + dp) log dp), however full the packs are. (Grouped items come by cost, not length:
   // there a replica can be set aside and restored repeatedly.)
   std::priority_queue<std::pair<int64_t, int>> aside;
+  // Room left in a pack below the shortest item is lost for good (rooms only shrink here); once
+  // more is lost than the packs have to spare, some item cannot fit and the pass stops at once
+  // instead of placing nearly every item first.
+  __extension__ using Int128 = __int128;
+  Int128 spare = Int128{dp_} * k_ * capacity_;
+  int64_t shortest = capacity_;
+  for (int64_t length : items_.lengths) {
+    spare -= length;
+    shortest = std::min(shortest, length);
+  }
+  Int128 lost = 0;
   for (int64_t item = 0; item < items_.size(); ++item) {
     const int64_t length = items_.lengths[static_cast<size_t>(item)];
     while (!aside.empty() && aside.top().first >= length) {
@@ -156,6 +168,8 @@ bool BalancedAssignment::place_longest_first(Fit fit) {
         place(item, bin);
         least_loaded.set(r, load_[static_cast<size_t>(r)]);
         placed = true;
+        const int64_t left = rooms_.room(bin);
+        if (left < shortest && (lost += left) > spare) return false;
         break;
       }
       least_loaded.set_aside(r);

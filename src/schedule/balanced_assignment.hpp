@@ -105,6 +105,7 @@ class BalancedAssignment {
   Cheaper cheaper_;
   int dp_;
   int64_t k_;
+  int64_t capacity_;
   RoomIndex rooms_;                            // room per bin, and each replica's bins by room
   std::vector<double> bin_cost_;               // per bin
   std::vector<int64_t> bin_count_;             // per bin: items in it

@@ -180,15 +180,20 @@ Plan BalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptio
   // The global best-fit-decreasing packing, computed once if a placement needs it.
   std::optional<Bins> bfd_packs;
   const std::function<const Bins&()> bfd = [&]() -> const Bins& {
-    if (!bfd_packs) bfd_packs = best_fit_decreasing(ranked.lengths, capacity);
+    if (!bfd_packs) {
+      bfd_packs = grouped ? best_fit_decreasing(ranked.lengths, capacity)
+                          : best_fit_decreasing_of_descending(ranked.lengths, capacity);
+    }
     return *bfd_packs;
   };
-  // Its pack count alone, without the packing where that is cheaper (items in decreasing length).
+  // Its pack count: on large inputs without the packing, which only a failed placement needs; on
+  // small ones the packing itself, cheap there and needed as often as not.
   std::optional<int64_t> bfd_count;
   auto bfd_packs_count = [&]() {
     if (!bfd_count) {
-      bfd_count = bfd_packs || grouped ? bfd().count()
-                                       : best_fit_decreasing_count(ranked.lengths, capacity);
+      bfd_count = bfd_packs || grouped || ranked.size() < kLargeInput
+                      ? bfd().count()
+                      : best_fit_decreasing_count(ranked.lengths, capacity);
     }
     return *bfd_count;
   };
@@ -213,9 +218,8 @@ Plan BalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptio
   int64_t tokens = 0;
   for (int64_t length : ranked.lengths) tokens += length;
   const double fill = static_cast<double>(tokens) / (static_cast<double>(dp) * first * capacity);
-  const FirstFit first_fit = ranked.size() >= kLargeInput && fill > kWorstFitMaxFill
-                                 ? FirstFit::kTight
-                                 : FirstFit::kWorst;
+  const FirstFit first_fit =
+      ranked.size() >= kLargeInput && fill > kWorstFitMaxFill ? FirstFit::kTight : FirstFit::kWorst;
   std::optional<Candidate> best = attempt(first, Fallback::kDealPacks, first_fit);
   if (!best && first + multiple <= k_high) {
     first += multiple;
