@@ -85,13 +85,10 @@ int64_t BalancedAssignment::choose_bin(int replica, int64_t length, Fit fit) con
 }
 
 void BalancedAssignment::put(int64_t item, int64_t bin) {
-  const auto i = static_cast<size_t>(item);
+  place(item, bin);
   const auto b = static_cast<size_t>(bin);
-  rooms_.set(bin, rooms_.room(bin) - items_.lengths[i]);
-  bin_cost_[b] += items_.costs[i];
+  bin_cost_[b] += items_.costs[static_cast<size_t>(item)];
   ++bin_count_[b];
-  load_[static_cast<size_t>(replica_of_bin(bin))] += items_.costs[i];
-  bin_of_[i] = bin;
   if (!by_cost_.empty()) {
     auto& list = by_cost_[static_cast<size_t>(replica_of_bin(bin))];
     list.insert(std::lower_bound(list.begin(), list.end(), item, cheaper_), item);

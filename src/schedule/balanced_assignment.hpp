@@ -28,7 +28,8 @@ class BalancedAssignment {
 
   /// Longest-processing-time: items in rank order each go to the least loaded replica that has a
   /// pack with room, into the pack chosen by `fit`. False if an item fits nowhere (found as soon
-  /// as the room left below the shortest item exceeds the packs' spare room).
+  /// as the room left below the shortest item exceeds the packs' spare room). Call it on a fresh
+  /// assignment, nothing placed yet.
   bool place_longest_first(Fit fit);
 
   /// Starts from a global packing (at most dp·K packs): packs in decreasing cost each go to the

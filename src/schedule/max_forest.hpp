@@ -1,7 +1,8 @@
 #pragma once
-// Many equal-sized arrays, each under a tree of maxima with kFanout children per node: set a leaf,
-// read an array's maximum, find its leftmost leaf at least some value, in about log_8(size) cache
-// lines each. The balanced scheduler keeps each replica's pack rooms in one (RoomIndex).
+// Many equal-sized arrays of integers, each under a tree of maxima with kFanout children per node:
+// set a leaf, read an array's maximum, find its leftmost leaf at least some value, in about
+// log_8(size) cache lines each. The balanced scheduler keeps each replica's pack rooms in one
+// (RoomIndex).
 
 #include <algorithm>
 #include <cstddef>
@@ -11,16 +12,13 @@
 
 namespace thdpack::detail {
 
-template <class T>
 class MaxForest {
  public:
   /// Padding value: never the maximum of a node with a real leaf, never "at least" a real query.
-  static constexpr T kNone = std::numeric_limits<T>::has_infinity
-                                 ? -std::numeric_limits<T>::infinity()
-                                 : std::numeric_limits<T>::lowest();
+  static constexpr int64_t kNone = std::numeric_limits<int64_t>::lowest();
 
   /// `trees` arrays of `leaves` entries each, every entry `initial`.
-  MaxForest(int64_t trees, int64_t leaves, T initial) {
+  MaxForest(int64_t trees, int64_t leaves, int64_t initial) {
     size_t count = static_cast<size_t>(leaves);
     size_t offset = 0;
     for (;;) {
@@ -35,8 +33,7 @@ class MaxForest {
     // Room for aligning tree 0 to a cache line; every stride is a whole number of lines.
     node_.assign(static_cast<size_t>(trees) * stride_ + kFanout, kNone);
     const auto address = reinterpret_cast<std::uintptr_t>(node_.data());
-    origin_ = ((64 - address % 64) % 64) / sizeof(T);
-    if (sizeof(T) * kFanout != 64) origin_ = 0;
+    origin_ = ((64 - address % 64) % 64) / sizeof(int64_t);
     for (int64_t t = 0; t < trees; ++t) {
       for (size_t l = 0; l < level_start_.size(); ++l) {
         std::fill_n(node_.begin() + static_cast<std::ptrdiff_t>(base(t) + level_start_[l]),
@@ -46,36 +43,36 @@ class MaxForest {
   }
 
   /// Entry `i` of tree `t`.
-  T value(int64_t t, int64_t i) const { return node_[base(t) + static_cast<size_t>(i)]; }
+  int64_t value(int64_t t, int64_t i) const { return node_[base(t) + static_cast<size_t>(i)]; }
   /// The entries of tree `t`, contiguous: [leaves(t), leaves(t) + leaves).
-  const T* leaves(int64_t t) const { return &node_[base(t)]; }
+  const int64_t* leaves(int64_t t) const { return &node_[base(t)]; }
   /// The largest entry of tree `t`.
-  T max(int64_t t) const { return node_[base(t) + root_]; }
+  int64_t max(int64_t t) const { return node_[base(t) + root_]; }
 
-  void set(int64_t t, int64_t i, T v) {
+  void set(int64_t t, int64_t i, int64_t v) {
     const size_t block = base(t);
     auto at = static_cast<size_t>(i);
     node_[block + at] = v;
     for (size_t l = 0; l + 1 < level_start_.size(); ++l) {
-      const T* children = &node_[block + level_start_[l] + at / kFanout * kFanout];
-      T most = children[0];
+      const int64_t* children = &node_[block + level_start_[l] + at / kFanout * kFanout];
+      int64_t most = children[0];
       for (size_t c = 1; c < kFanout; ++c) most = std::max(most, children[c]);
       at /= kFanout;
-      T& parent = node_[block + level_start_[l + 1] + at];
+      int64_t& parent = node_[block + level_start_[l + 1] + at];
       if (parent == most) return;  // nothing above changes
       parent = most;
     }
   }
 
   /// The leftmost entry of tree `t` that is >= x, or -1.
-  int64_t leftmost_at_least(int64_t t, T x) const {
+  int64_t leftmost_at_least(int64_t t, int64_t x) const {
     if (max(t) < x) return -1;
-    return descend(t, [x](T v) { return v >= x; });
+    return descend(t, [x](int64_t v) { return v >= x; });
   }
   /// The leftmost entry of tree `t` equal to its maximum.
   int64_t leftmost_max(int64_t t) const {
-    const T most = max(t);
-    return descend(t, [most](T v) { return v == most; });
+    const int64_t most = max(t);
+    return descend(t, [most](int64_t v) { return v == most; });
   }
 
  private:
@@ -89,7 +86,7 @@ class MaxForest {
     const size_t block = base(t);
     size_t at = 0;
     for (size_t l = level_start_.size() - 1; l-- > 0;) {
-      const T* children = &node_[block + level_start_[l] + at * kFanout];
+      const int64_t* children = &node_[block + level_start_[l] + at * kFanout];
       size_t c = 0;
       while (!wanted(children[c])) ++c;
       at = at * kFanout + c;
@@ -104,8 +101,8 @@ class MaxForest {
   std::vector<size_t> level_count_;  // real entries of each level
   size_t root_ = 0;                  // offset of the root within a tree's block
   size_t stride_ = 0;                // entries per tree (a multiple of kFanout)
-  size_t origin_ = 0;                // first entry of tree 0, 64-byte aligned where T is 8 bytes
-  std::vector<T> node_;
+  size_t origin_ = 0;                // first entry of tree 0, 64-byte aligned
+  std::vector<int64_t> node_;
 };
 
 }  // namespace thdpack::detail

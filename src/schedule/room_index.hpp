@@ -47,7 +47,7 @@ class RoomIndex {
   int64_t first_bin(int replica) const { return static_cast<int64_t>(replica) * k_; }
 
   int64_t k_;
-  MaxForest<int64_t> rooms_;
+  MaxForest rooms_;
 };
 
 }  // namespace thdpack::detail
