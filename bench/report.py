@@ -1,13 +1,19 @@
 #!/usr/bin/env python3
 """Turns the benchmark JSON files into the README's results section.
 
-usage: report.py --speed speed.json --quality quality.json [--readme README.md]
+usage: report.py (--results DIR | --speed speed.json --quality quality.json [...])
+                 [--readme README.md [--check]]
 
 Prints the markdown; with --readme, replaces the text between the markers
-<!-- results:begin --> and <!-- results:end --> in that file. Standard library only.
+<!-- results:begin --> and <!-- results:end --> in that file. With --check as well, writes nothing
+and exits 1 when that section differs from what the JSON files give (the machine named in its
+first line aside), so that the README's figures cannot drift from bench/results. Standard library
+only.
 """
 import argparse
+import glob
 import json
+import os
 import platform
 import re
 import statistics
@@ -295,10 +301,44 @@ def render(speed, quality, pipeline=None, pack=None, moe=None, reorder=None, pla
     ] if reorder else []))
 
 
+def take_results_dir(args, folder):
+    """Fills the file options of `args` from `folder`, as scripts/bench.sh names the files."""
+    def one(name):
+        path = os.path.join(folder, name)
+        return path if os.path.exists(path) else None
+    args.speed, args.quality = one("speed.json"), one("quality.json")
+    args.planner, args.dynamic_cp, args.pack = (one("planner.json"), one("dynamic_cp.json"),
+                                                one("pack.json"))
+    args.pipeline = sorted(glob.glob(os.path.join(folder, "pipeline_*.json")))
+    args.moe = sorted(glob.glob(os.path.join(folder, "moe_*.json")))
+    args.reorder = sorted(glob.glob(os.path.join(folder, "reorder_*.json")))
+
+
+def check_section(path, readme, text):
+    """None when the results section of `readme` is `text`, else a message naming the first line
+    that differs. The first line names the benchmark machine and is not compared."""
+    section = readme.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n").split("\n")
+    wanted = text.split("\n")
+    first_line = readme[:readme.index(BEGIN)].count("\n") + 2
+    for i, (have, want) in enumerate(zip(section, wanted)):
+        if i > 0 and have != want:
+            return (f"{path}:{first_line + i}: the results section differs from bench/results "
+                    f"(run bash scripts/bench.sh or bench/report.py --readme):\n"
+                    f"  README: {have}\n  JSON:   {want}")
+    if len(section) != len(wanted):
+        return (f"{path}: the results section has {len(section)} lines, the JSON files give "
+                f"{len(wanted)}")
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--speed", required=True)
-    ap.add_argument("--quality", required=True)
+    ap.add_argument("--results", metavar="DIR",
+                    help="take every file from DIR under the names scripts/bench.sh gives them "
+                         "(speed.json, quality.json, planner.json, dynamic_cp.json, pack.json, "
+                         "pipeline_*.json, moe_*.json, reorder_*.json)")
+    ap.add_argument("--speed")
+    ap.add_argument("--quality")
     ap.add_argument("--pipeline", nargs="*", default=[])
     ap.add_argument("--pack")
     ap.add_argument("--moe", nargs="*", default=[])
@@ -306,7 +346,15 @@ def main():
     ap.add_argument("--planner")
     ap.add_argument("--dynamic-cp")
     ap.add_argument("--readme")
+    ap.add_argument("--check", action="store_true",
+                    help="with --readme: compare instead of writing; exit 1 on a difference")
     args = ap.parse_args()
+    if args.check and not args.readme:
+        ap.error("--check needs --readme")
+    if args.results:
+        take_results_dir(args, args.results)
+    if not args.speed or not args.quality:
+        ap.error("--speed and --quality are required (or --results DIR)")
     with open(args.speed) as f:
         speed = json.load(f)
     with open(args.quality) as f:
@@ -336,12 +384,15 @@ def main():
         with open(args.dynamic_cp) as f:
             dynamic_cp = json.load(f)
     text = render(speed, quality, pipeline, pack, moe, reorder, planner, dynamic_cp)
-    print(text)
     if args.readme:
         with open(args.readme) as f:
             readme = f.read()
         if BEGIN not in readme or END not in readme:
             sys.exit(f"{args.readme} has no {BEGIN} ... {END} section")
+        if args.check:
+            sys.exit(check_section(args.readme, readme, text))
+    print(text)
+    if args.readme:
         readme = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END),
                         lambda _: BEGIN + "\n" + text + "\n" + END, readme, flags=re.S)
         with open(args.readme, "w") as f:

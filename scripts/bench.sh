@@ -89,7 +89,4 @@ done <<RUNS
 8 mild --text-only-fraction 0 --mean-images 1 --min-side 12 --max-side 24
 RUNS
 
-/usr/bin/python3 bench/report.py --speed bench/results/speed.json --quality bench/results/quality.json \
-  --planner bench/results/planner.json --dynamic-cp bench/results/dynamic_cp.json \
-  --pipeline bench/results/pipeline_*.json --pack bench/results/pack.json \
-  --moe bench/results/moe_*.json --reorder bench/results/reorder_*.json --readme README.md
+/usr/bin/python3 bench/report.py --results bench/results --readme README.md
