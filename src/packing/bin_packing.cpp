@@ -50,6 +50,13 @@ SortedItems radix_sort_decreasing(std::span<const int64_t> lengths, int64_t capa
 
 }  // namespace
 
+SortedItems in_given_order(std::span<const int64_t> descending) {
+  SortedItems sorted{std::vector<int64_t>(descending.size()),
+                     std::vector<int64_t>(descending.begin(), descending.end())};
+  std::iota(sorted.order.begin(), sorted.order.end(), int64_t{0});
+  return sorted;
+}
+
 SortedItems sort_decreasing(std::span<const int64_t> lengths, int64_t capacity) {
   const auto n = static_cast<int64_t>(lengths.size());
   if (n >= kRadixThreshold && n < (int64_t{1} << 32) && capacity < (int64_t{1} << 32)) {
@@ -275,12 +282,8 @@ Bins detail::best_fit_decreasing_sorted(const SortedItems& sorted, int64_t capac
 
 Bins detail::best_fit_decreasing_of_descending(std::span<const int64_t> descending,
                                                int64_t capacity) {
-  SortedItems sorted{std::vector<int64_t>(descending.size()),
-                     std::vector<int64_t>(descending.begin(), descending.end())};
-  std::iota(sorted.order.begin(), sorted.order.end(), int64_t{0});
-  return best_fit_decreasing_sorted(sorted, capacity);
+  return best_fit_decreasing_sorted(in_given_order(descending), capacity);
 }
-
 int64_t detail::best_fit_decreasing_count(std::span<const int64_t> descending, int64_t capacity) {
   const auto n = static_cast<int64_t>(descending.size());
   if (!room_indexed(n, capacity)) {
@@ -294,13 +297,16 @@ int64_t detail::best_fit_decreasing_count(std::span<const int64_t> descending, i
 
 Bins first_fit_decreasing(std::span<const int64_t> lengths, int64_t capacity) {
   check_items_fit(lengths, capacity, "item");
-  const detail::SortedItems sorted = detail::sort_decreasing(lengths, capacity);
+  return detail::first_fit_decreasing_sorted(detail::sort_decreasing(lengths, capacity), capacity);
+}
+
+Bins detail::first_fit_decreasing_sorted(const SortedItems& sorted, int64_t capacity) {
   // Max-room segment tree over at most n bins; unopened bins have full room, so "leftmost bin
   // that fits" opens a new bin exactly when no open one fits.
   size_t leaves = 1;
-  while (leaves < std::max<size_t>(lengths.size(), 1)) leaves *= 2;
+  while (leaves < std::max<size_t>(sorted.lengths.size(), 1)) leaves *= 2;
   std::vector<int64_t> tree(2 * leaves, capacity);
-  std::vector<int64_t> bin_seq(lengths.size());
+  std::vector<int64_t> bin_seq(sorted.lengths.size());
   int64_t bins = 0;
   for (size_t i = 0; i < sorted.lengths.size(); ++i) {
     const int64_t len = sorted.lengths[i];
@@ -313,6 +319,11 @@ Bins first_fit_decreasing(std::span<const int64_t> lengths, int64_t capacity) {
     for (node /= 2; node >= 1; node /= 2) tree[node] = std::max(tree[2 * node], tree[2 * node + 1]);
   }
   return collect(sorted.order, bin_seq, bins);
+}
+
+Bins detail::first_fit_decreasing_of_descending(std::span<const int64_t> descending,
+                                                int64_t capacity) {
+  return first_fit_decreasing_sorted(in_given_order(descending), capacity);
 }
 
 Bins next_fit(std::span<const int64_t> lengths, int64_t capacity) {

@@ -25,9 +25,16 @@ SortedItems sort_decreasing(std::span<const int64_t> lengths, int64_t capacity);
 /// Best-fit decreasing over items already sorted (best_fit_decreasing without the sort).
 Bins best_fit_decreasing_sorted(const SortedItems& sorted, int64_t capacity);
 
-/// best_fit_decreasing of lengths already in decreasing order (items numbered by their position),
-/// without sorting them again.
+/// Lengths already in decreasing order (ties by index), as sort_decreasing would give them.
+SortedItems in_given_order(std::span<const int64_t> descending);
+
+/// best_fit_decreasing and first_fit_decreasing of lengths already in decreasing order (items
+/// numbered by their position), without sorting them again.
 Bins best_fit_decreasing_of_descending(std::span<const int64_t> descending, int64_t capacity);
+Bins first_fit_decreasing_of_descending(std::span<const int64_t> descending, int64_t capacity);
+
+/// First-fit decreasing over items already sorted (first_fit_decreasing without the sort).
+Bins first_fit_decreasing_sorted(const SortedItems& sorted, int64_t capacity);
 
 /// The number of packs best_fit_decreasing_sorted makes of lengths given in decreasing order,
 /// without recording which item went where (a fraction of its memory and time).

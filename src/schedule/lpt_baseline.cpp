@@ -7,38 +7,9 @@
 #include <utility>
 #include <vector>
 
-#include "schedule/max_forest.hpp"
+#include "packing/sorted_items.hpp"
 
 namespace thdpack::detail {
-
-namespace {
-
-// first_fit_decreasing of lengths already in decreasing order (ties by index, as its sort leaves
-// them), without sorting again: each item to the lowest pack with room, through a tree of maxima
-// with 8 children per node (unopened packs have full room, so the first of them opens a new one).
-Bins first_fit_of_descending(std::span<const int64_t> descending, int64_t capacity) {
-  MaxForest rooms(1, std::max<int64_t>(static_cast<int64_t>(descending.size()), 1), capacity);
-  std::vector<int64_t> pack_of(descending.size());
-  int64_t packs = 0;
-  for (size_t i = 0; i < descending.size(); ++i) {
-    const int64_t p = rooms.leftmost_at_least(0, descending[i]);
-    rooms.set(0, p, rooms.value(0, p) - descending[i]);
-    pack_of[i] = p;
-    packs = std::max(packs, p + 1);
-  }
-  Bins out;
-  out.offsets.assign(static_cast<size_t>(packs) + 1, 0);
-  for (int64_t p : pack_of) ++out.offsets[static_cast<size_t>(p) + 1];
-  std::partial_sum(out.offsets.begin(), out.offsets.end(), out.offsets.begin());
-  std::vector<int64_t> cursor(out.offsets.begin(), out.offsets.end() - 1);
-  out.items.resize(descending.size());
-  for (size_t i = 0; i < descending.size(); ++i)
-    out.items[static_cast<size_t>(cursor[static_cast<size_t>(pack_of[i])]++)] =
-        static_cast<int64_t>(i);
-  return out;
-}
-
-}  // namespace
 
 std::optional<Bins> split_first_fit_packs(const ScheduleItems& ranked, int dp, int64_t multiple,
                                           int64_t capacity) {
@@ -46,7 +17,7 @@ std::optional<Bins> split_first_fit_packs(const ScheduleItems& ranked, int dp, i
   // index, the order first fit decreasing takes them in.
   const bool descending =
       std::is_sorted(ranked.lengths.begin(), ranked.lengths.end(), std::greater<>());
-  const Bins first_fit = descending ? first_fit_of_descending(ranked.lengths, capacity)
+  const Bins first_fit = descending ? first_fit_decreasing_of_descending(ranked.lengths, capacity)
                                     : first_fit_decreasing(ranked.lengths, capacity);
   const int64_t count = first_fit.count();
   const int64_t target = round_up_to(count, static_cast<int64_t>(dp) * multiple);
