@@ -163,7 +163,8 @@ void deliver_dynamic_cp(StepResult& r, Communicator& world, Communicator& tp_gro
   for (int64_t k = 0; k < k_count; ++k) {
     const MicrobatchCpGroup& g = r.cp_groups[static_cast<size_t>(k)];
     microbatches->push_back(empty_microbatch(mine(k), r.batch, fields, pack, g.local_cp_size,
-                                             g.cp_rank, CpMode::kZigzag));
+                                             g.cp_rank, CpMode::kZigzag,
+                                             exchanges ? RowArrays::kReserved : RowArrays::kSized));
   }
 
   // One alltoallv over the world, on every rank (ranks that exchange nothing send and receive 0
@@ -220,20 +221,10 @@ void deliver_dynamic_cp(StepResult& r, Communicator& world, Communicator& tp_gro
 
   if (exchanges) {
     std::vector<int64_t> cursor = recv_offset;
+    auto source_of = [&index](int64_t sample) { return index.source[static_cast<size_t>(sample)]; };
     for (int64_t k = 0; k < k_count; ++k) {
-      PackedBatch& target = (*microbatches)[static_cast<size_t>(k)];
-      int64_t at = 0;
-      for (const Segment& s : mine(k).segments) {
-        const int src = index.source[static_cast<size_t>(s.sample)];
-        if (src == me.dp) {
-          local.write(s, batch_targets(target, at, fields));
-        } else {
-          int64_t& c = cursor[peer(src)];
-          read_rows(recv.data() + c, s.length, fields, target, at);
-          c += wire_bytes(s.length, fields);
-        }
-        at += s.length;
-      }
+      append_rows((*microbatches)[static_cast<size_t>(k)], mine(k).segments, fields, local, me.dp,
+                  source_of, peer, recv.data(), cursor);
     }
     for (size_t q = 0; q < world_size; ++q) {
       if (cursor[q] - recv_offset[q] != recv_counts[q]) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <type_traits>
 
 #include "thdpack/core/errors.hpp"
 
@@ -97,7 +98,8 @@ StepGeometry::StepGeometry(const GlobalBatch& batch, const Plan& plan, const Pac
 }
 
 PackedBatch empty_microbatch(const PackGeometry& g, const GlobalBatch& batch, StageFields fields,
-                             const PackOptions& pack, int cp, int cp_rank, CpMode mode) {
+                             const PackOptions& pack, int cp, int cp_rank, CpMode mode,
+                             RowArrays row_arrays) {
   PackedBatch m;
   m.cu_seqlens = g.cu_seqlens;
   m.cu_seqlens_padded = g.cu_seqlens_padded;
@@ -107,14 +109,15 @@ PackedBatch empty_microbatch(const PackGeometry& g, const GlobalBatch& batch, St
   m.cp_rank = cp_rank;
   m.cp_mode = mode;
   const auto rows = static_cast<size_t>(g.local_rows);
+  const bool sized = row_arrays == RowArrays::kSized;
   m.padding_mask.resize(rows);
   if (fields.tokens) {
-    m.tokens.resize(rows);
     m.position_ids.resize(rows);
+    sized ? m.tokens.resize(rows) : m.tokens.reserve(rows);
   }
   if (fields.labels) {
-    m.labels.resize(rows);
-    m.loss_mask.resize(rows);
+    sized ? m.labels.resize(rows) : m.labels.reserve(rows);
+    sized ? m.loss_mask.resize(rows) : m.loss_mask.reserve(rows);
   }
   // Padding mask and positions follow from the lengths alone: per segment, its real rows then its
   // padding rows, each a run (the mask is zero-filled already).
@@ -126,15 +129,17 @@ PackedBatch empty_microbatch(const PackGeometry& g, const GlobalBatch& batch, St
     const int64_t real = tail ? 0 : batch.real_lengths[static_cast<size_t>(s.sample)];
     const int64_t real_rows = std::clamp<int64_t>(real - s.offset, 0, s.length);
     std::fill(mask + at + real_rows, mask + at + s.length, uint8_t{1});
-    // Tail rows are not exchanged: their padding values are written here.
-    if (fields.labels && tail) {
+    // Tail rows are not exchanged: their padding values are written here (or appended).
+    if (fields.labels && tail && sized) {
       std::fill(m.labels.begin() + at, m.labels.begin() + at + s.length, pack.ignore_id);
     }
     if (fields.tokens) {
       const bool zero_pads = pack.pad_positions == PadPositions::kZero;
       std::iota(positions + at, positions + at + (zero_pads ? real_rows : s.length), s.offset);
       if (zero_pads) std::fill(positions + at + real_rows, positions + at + s.length, int64_t{0});
-      if (tail) std::fill(m.tokens.begin() + at, m.tokens.begin() + at + s.length, pack.pad_id);
+      if (tail && sized) {
+        std::fill(m.tokens.begin() + at, m.tokens.begin() + at + s.length, pack.pad_id);
+      }
     }
     at += s.length;
   }
@@ -193,6 +198,45 @@ void read_rows(const std::byte* in, int64_t length, StageFields fields, PackedBa
     std::memcpy(target.labels.data() + a, in, n * 8);
     in += n * 8;
     std::memcpy(target.loss_mask.data() + a, in, n * 4);
+  }
+}
+
+void append_tail_rows(PackedBatch& target, int64_t length, StageFields fields,
+                      const PackOptions& pack) {
+  const auto n = static_cast<size_t>(length);
+  if (fields.tokens) target.tokens.insert(target.tokens.end(), n, pack.pad_id);
+  if (fields.labels) {
+    target.labels.insert(target.labels.end(), n, pack.ignore_id);
+    target.loss_mask.insert(target.loss_mask.end(), n, 0.0f);
+  }
+}
+
+void append_local_rows(PackedBatch& target, const Segment& s, StageFields fields,
+                       const LocalSamples& local) {
+  // The only rows zero-filled before they are written: this rank's own share of the pack.
+  const auto at = static_cast<int64_t>(fields.tokens ? target.tokens.size() : target.labels.size());
+  const auto end = static_cast<size_t>(at + s.length);
+  if (fields.tokens) target.tokens.resize(end);
+  if (fields.labels) {
+    target.labels.resize(end);
+    target.loss_mask.resize(end);
+  }
+  local.write(s, batch_targets(target, at, fields));
+}
+
+void append_received_rows(PackedBatch& target, const std::byte* in, int64_t length,
+                          StageFields fields) {
+  const auto n = static_cast<size_t>(length);
+  auto append = [&in, n](auto& array) {
+    using T = typename std::decay_t<decltype(array)>::value_type;
+    const auto* first = reinterpret_cast<const T*>(in);
+    array.insert(array.end(), first, first + n);
+    in += n * sizeof(T);
+  };
+  if (fields.tokens) append(target.tokens);
+  if (fields.labels) {
+    append(target.labels);
+    append(target.loss_mask);
   }
 }
 

@@ -64,11 +64,18 @@ class StepGeometry {
   std::vector<int64_t> first_;
 };
 
+/// How empty_microbatch leaves the row arrays of tokens, labels and loss mask.
+enum class RowArrays {
+  kSized,     ///< sized to the rows (zero-filled, tail rows written), for rows copied in by index
+  kReserved,  ///< empty with room for the rows, for append_rows (no zero-fill of rows that are
+              ///< overwritten anyway: a third of a step's memory traffic)
+};
+
 /// A micro-batch for `geometry` with metadata, padding mask and (with tokens) position ids filled
-/// and the per-row arrays of `fields` sized, ready for rows to be copied in.
+/// and the per-row arrays of `fields` sized or reserved (`rows`), ready for rows to be put in.
 PackedBatch empty_microbatch(const PackGeometry& geometry, const GlobalBatch& batch,
                              StageFields fields, const PackOptions& pack, int cp, int cp_rank,
-                             CpMode mode);
+                             CpMode mode, RowArrays rows = RowArrays::kSized);
 
 /// Empties the per-row fields a stage does not hold (tokens and position ids, labels and loss
 /// mask).
@@ -110,6 +117,8 @@ class LocalSamples {
   /// non-null targets are written.
   void write(const Segment& s, RowTargets out) const;
 
+  const PackOptions& pack() const { return pack_; }
+
  private:
   std::span<const SampleView> samples_;
   int64_t first_;
@@ -117,11 +126,50 @@ class LocalSamples {
   const PackOptions& pack_;
 };
 
+/// Fills a micro-batch made with RowArrays::kReserved: appends the rows of `segments` (its
+/// geometry's, in order) to its arrays of `fields`. Tail rows are padding; rows of a sample whose
+/// `source_of` is `me` come from `local`; the others are read from `received` at `cursor[peer_of(
+/// source)]`, which advances by their wire_bytes (the wire layout of write_rows).
+template <typename SourceOf, typename PeerOf>
+void append_rows(PackedBatch& target, std::span<const Segment> segments, StageFields fields,
+                 const LocalSamples& local, int me, SourceOf source_of, PeerOf peer_of,
+                 const std::byte* received, std::vector<int64_t>& cursor);
+
 /// Writes rows [from, from + length) of `source`'s `fields` to `out` (wire_bytes bytes).
 void write_rows(const PackedBatch& source, int64_t from, int64_t length, StageFields fields,
                 std::byte* out);
 /// Reads `length` rows written by write_rows into `target` starting at row `at`.
 void read_rows(const std::byte* in, int64_t length, StageFields fields, PackedBatch& target,
                int64_t at);
+
+/// Appends `length` tail rows (pad_id tokens, ignore_id labels, loss mask 0) to `target`.
+void append_tail_rows(PackedBatch& target, int64_t length, StageFields fields,
+                      const PackOptions& pack);
+/// Appends the rows of `s` written by `local` to `target`.
+void append_local_rows(PackedBatch& target, const Segment& s, StageFields fields,
+                       const LocalSamples& local);
+/// Appends `length` rows in the wire layout at `in` to `target`.
+void append_received_rows(PackedBatch& target, const std::byte* in, int64_t length,
+                          StageFields fields);
+
+template <typename SourceOf, typename PeerOf>
+void append_rows(PackedBatch& target, std::span<const Segment> segments, StageFields fields,
+                 const LocalSamples& local, int me, SourceOf source_of, PeerOf peer_of,
+                 const std::byte* received, std::vector<int64_t>& cursor) {
+  for (const Segment& s : segments) {
+    if (s.sample == Segment::kTailRows) {
+      append_tail_rows(target, s.length, fields, local.pack());
+      continue;
+    }
+    const int source = source_of(s.sample);
+    if (source == me) {
+      append_local_rows(target, s, fields, local);
+    } else {
+      int64_t& c = cursor[static_cast<size_t>(peer_of(source))];
+      append_received_rows(target, received + c, s.length, fields);
+      c += wire_bytes(s.length, fields);
+    }
+  }
+}
 
 }  // namespace thdpack::detail

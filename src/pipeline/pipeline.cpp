@@ -172,14 +172,15 @@ void Pipeline::deliver_fixed_cp(StepResult& r, std::span<const SampleView> local
                       s.coords.dp * t.cp()});
   const detail::StepGeometry geometry(r.batch, r.plan, s.pack, t.cp(), s.coords.cp,
                                       s.options.cp_mode);
+  const bool has_rows = s.fields.tokens || s.fields.labels;
+  const bool exchanges = s.reader && has_rows;
   auto microbatches = std::make_shared<std::vector<PackedBatch>>();
   for (int64_t k = 0; k < r.plan.num_microbatches(); ++k) {
-    microbatches->push_back(detail::empty_microbatch(geometry.pack(k, s.coords.dp), r.batch,
-                                                     s.fields, s.pack, t.cp(), s.coords.cp,
-                                                     s.options.cp_mode));
+    microbatches->push_back(detail::empty_microbatch(
+        geometry.pack(k, s.coords.dp), r.batch, s.fields, s.pack, t.cp(), s.coords.cp,
+        s.options.cp_mode, exchanges ? detail::RowArrays::kReserved : detail::RowArrays::kSized));
   }
-  const bool has_rows = s.fields.tokens || s.fields.labels;
-  if (s.reader && has_rows) {
+  if (exchanges) {
     const detail::LocalSamples local(local_samples, geometry.first_of(s.coords.dp),
                                      r.batch.real_lengths, s.pack);
     detail::exchange_samples(*s.dp, geometry, local, s.fields, s.buffers, *microbatches);

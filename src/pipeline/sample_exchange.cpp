@@ -11,8 +11,9 @@ namespace thdpack::detail {
 std::span<std::byte> ScratchBuffer::get(int64_t bytes) {
   if (bytes > size_) {
     data_.reset();  // the old buffer goes before the new one is touched
-    data_.reset(new std::byte[static_cast<size_t>(bytes)]);
-    size_ = bytes;
+    const auto grown = bytes + static_cast<int64_t>(kHeadroom * static_cast<double>(bytes));
+    data_.reset(new std::byte[static_cast<size_t>(grown)]);
+    size_ = grown;
   }
   return {data_.get(), static_cast<size_t>(bytes)};
 }
@@ -66,21 +67,11 @@ void exchange_samples(Communicator& dp_group, const StepGeometry& geometry,
   dp_group.alltoallv(send, send_counts, recv, recv_counts);
 
   std::vector<int64_t> cursor = recv_offset;
+  auto source_of = [&geometry](int64_t sample) { return geometry.source_of(sample); };
+  auto peer_of = [](int source) { return source; };
   for (int64_t k = 0; k < k_count; ++k) {
-    PackedBatch& target = microbatches[static_cast<size_t>(k)];
-    int64_t at = 0;
-    for (const Segment& s : geometry.pack(k, me).segments) {
-      const int src = s.sample == Segment::kTailRows ? -1 : geometry.source_of(s.sample);
-      if (src < 0) {
-        // tail rows: written by empty_microbatch
-      } else if (src == me) {
-        local.write(s, batch_targets(target, at, fields));
-      } else {
-        read_rows(recv.data() + cursor[static_cast<size_t>(src)], s.length, fields, target, at);
-        cursor[static_cast<size_t>(src)] += wire_bytes(s.length, fields);
-      }
-      at += s.length;
-    }
+    append_rows(microbatches[static_cast<size_t>(k)], geometry.pack(k, me).segments, fields, local,
+                me, source_of, peer_of, recv.data(), cursor);
   }
   for (int s = 0; s < dp; ++s) {
     const int64_t consumed = cursor[static_cast<size_t>(s)] - recv_offset[static_cast<size_t>(s)];

@@ -17,8 +17,12 @@ namespace thdpack::detail {
 /// buffer is touched once. Its bytes are not initialised.
 class ScratchBuffer {
  public:
-  /// `bytes` bytes, valid until the next call (grows, never shrinks).
+  /// `bytes` bytes, valid until the next call (grows, never shrinks). A buffer that grows takes
+  /// kHeadroom more than asked, so that steps a little larger than the largest so far (step sizes
+  /// vary by a few percent) reuse it instead of faulting in a new one.
   std::span<std::byte> get(int64_t bytes);
+
+  static constexpr double kHeadroom = 0.25;
 
  private:
   std::unique_ptr<std::byte[]> data_;
@@ -31,7 +35,8 @@ struct ExchangeBuffers {
   ScratchBuffer recv;
 };
 
-/// Fills `microbatches` (this rank's K micro-batches from empty_microbatch) with the rows of
+/// Fills `microbatches` (this rank's K micro-batches from empty_microbatch, RowArrays::kReserved)
+/// with the rows of
 /// `fields`. Each row of this rank's samples is written once, straight from `local` to where it
 /// goes: the send buffer at its final offset, or this rank's micro-batch when it stays. One
 /// alltoallv over `dp_group`; received rows are copied once into the micro-batches.
