@@ -2,6 +2,10 @@
 // readers agree. All decisions here are made from gathered data, so every rank reaches the same
 // verdict and errors surface on every rank instead of leaving some ranks waiting.
 
+#include "pipeline/global_batch_gather.hpp"
+
+#include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "thdpack/core/errors.hpp"
@@ -10,6 +14,8 @@
 
 namespace thdpack {
 namespace {
+
+using detail::GatherSizing;
 
 // What every rank says about its local samples.
 struct ReaderHeader {
@@ -51,13 +57,59 @@ std::string where(const Topology& t, int rank) {
          ")";
 }
 
+// Every rank's header, and its list where it fits the block (see GatherSizing).
+struct GatheredBlocks {
+  std::vector<ReaderHeader> headers;
+  std::vector<std::byte> blocks;  ///< world.size() blocks of sizeof(ReaderHeader) + width bytes
+  int64_t width = 0;              ///< 0: headers only
+
+  int64_t block_bytes() const { return static_cast<int64_t>(sizeof(ReaderHeader)) + width; }
+};
+
+// One collective: `mine` from every rank, each followed by up to `width` bytes of `list` (all of
+// it when it fits, else none).
+GatheredBlocks gather_blocks(Communicator& world, const ReaderHeader& mine,
+                             std::span<const std::byte> list, int64_t width) {
+  GatheredBlocks g;
+  g.width = width;
+  if (width == 0) {
+    g.headers = allgather_value(world, mine);
+    return g;
+  }
+  std::vector<std::byte> block(static_cast<size_t>(g.block_bytes()), std::byte{0});
+  std::memcpy(block.data(), &mine, sizeof(ReaderHeader));
+  if (static_cast<int64_t>(list.size()) <= width) {
+    std::memcpy(block.data() + sizeof(ReaderHeader), list.data(), list.size());
+  }
+  g.blocks.resize(static_cast<size_t>(g.block_bytes() * world.size()));
+  const std::vector<int64_t> counts(static_cast<size_t>(world.size()), g.block_bytes());
+  world.allgatherv(block, g.blocks, counts);
+  g.headers.resize(static_cast<size_t>(world.size()));
+  for (int r = 0; r < world.size(); ++r) {
+    std::memcpy(&g.headers[static_cast<size_t>(r)],
+                g.blocks.data() + static_cast<size_t>(r) * static_cast<size_t>(g.block_bytes()),
+                sizeof(ReaderHeader));
+  }
+  return g;
+}
+
 }  // namespace
 
-void fail_global_batch_gather(Communicator& world, const std::string& error) {
+namespace detail {
+
+void fail_global_batch_gather(Communicator& world, const std::string& error,
+                              const GatherSizing& sizing) {
   ReaderHeader mine;
   mine.failed = 1;
-  (void)allgather_value(world, mine);  // the peers learn of the failure from this header
+  // The peers learn of the failure from this header, in the collective they are waiting in.
+  (void)gather_blocks(world, mine, {}, sizing.width);
   throw InvalidArgument(error);
+}
+
+}  // namespace detail
+
+void fail_global_batch_gather(Communicator& world, const std::string& error) {
+  detail::fail_global_batch_gather(world, error, detail::GatherSizing{});
 }
 
 GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& o,
@@ -71,6 +123,14 @@ GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& o,
 GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& o,
                                 std::span<const SampleView> local,
                                 std::span<const int64_t> group_ids) {
+  GatherSizing sizing;
+  return detail::gather_global_batch(world, o, local, group_ids, sizing);
+}
+
+GlobalBatch detail::gather_global_batch(Communicator& world, const PipelineOptions& o,
+                                        std::span<const SampleView> local,
+                                        std::span<const int64_t> group_ids,
+                                        GatherSizing& sizing) {
   const Topology& t = o.topology;
   t.check_world_size(world.size());
   // DP index d's list comes from the reader with tp = cp = pp = 0 (a reader in every mode).
@@ -83,7 +143,7 @@ GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& o,
   try {
     for (const SampleView& s : local) validate_sample(s);
   } catch (const InvalidArgument& e) {
-    fail_global_batch_gather(world, e.what());
+    detail::fail_global_batch_gather(world, e.what(), sizing);
   }
 
   // ids, then lengths, then group ids (-1: none). Bad group ids are reported once gathered, so
@@ -100,21 +160,41 @@ GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& o,
   const ReaderHeader mine{n, fingerprint(parts.first(2 * local.size())), 0,
                           static_cast<int64_t>(group_ids.size()),
                           fingerprint(parts.subspan(2 * local.size()))};
-  const std::vector<ReaderHeader> headers = allgather_value(world, mine);
-  check_no_rank_failed(headers);
+  const std::span<const std::byte> list = std::as_bytes(std::span<const int64_t>(payload));
+  const GatheredBlocks blocks = gather_blocks(world, mine, list, sizing.width);
+  const std::vector<ReaderHeader>& headers = blocks.headers;
 
   std::vector<int64_t> counts(static_cast<size_t>(world.size()), 0);
+  int64_t largest = 0;
   for (int d = 0; d < t.dp(); ++d) {
     counts[static_cast<size_t>(source_of(d))] = 3 *
                                                 headers[static_cast<size_t>(source_of(d))].count *
                                                 static_cast<int64_t>(sizeof(int64_t));
+    largest = std::max(largest, counts[static_cast<size_t>(source_of(d))]);
   }
+  // The next gather's width, from gathered data alone (the same on every rank), before anything
+  // here can throw.
+  const bool fits = blocks.width > 0 && largest <= blocks.width;
+  const bool every_rank_reads = t.tp() == 1 && t.cp() == 1 && t.pp() == 1;
+  sizing.width = every_rank_reads ? (largest + largest / 4 + 7) / 8 * 8 : 0;
+  check_no_rank_failed(headers);
+
   int64_t total_bytes = 0;
   for (int64_t c : counts) total_bytes += c;
   std::vector<int64_t> gathered(static_cast<size_t>(total_bytes) / sizeof(int64_t));
-  world.allgatherv(
-      is_source ? std::as_bytes(std::span<const int64_t>(payload)) : std::span<const std::byte>(),
-      std::as_writable_bytes(std::span<int64_t>(gathered)), counts);
+  const std::span<std::byte> into = std::as_writable_bytes(std::span<int64_t>(gathered));
+  if (fits) {
+    size_t at = 0;
+    for (int r = 0; r < world.size(); ++r) {
+      const auto bytes = static_cast<size_t>(counts[static_cast<size_t>(r)]);
+      const std::byte* block =
+          blocks.blocks.data() + static_cast<size_t>(r) * static_cast<size_t>(blocks.block_bytes());
+      std::memcpy(into.data() + at, block + sizeof(ReaderHeader), bytes);
+      at += bytes;
+    }
+  } else {
+    world.allgatherv(is_source ? list : std::span<const std::byte>(), into, counts);
+  }
 
   // Every rank checks every rank's header against the sources, identically.
   for (int r = 0; r < world.size(); ++r) {

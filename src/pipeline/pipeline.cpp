@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "pipeline/dynamic_cp_step.hpp"
+#include "pipeline/global_batch_gather.hpp"
 #include "pipeline/pack_segments.hpp"
 #include "pipeline/sample_exchange.hpp"
 #include "thdpack/comm/process_groups.hpp"
@@ -82,6 +83,7 @@ struct Pipeline::State {
   std::unique_ptr<Communicator> owned_dp;  // set when the pipeline split its own groups
   std::unique_ptr<Communicator> owned_tp;
   detail::ExchangeBuffers buffers;  // kept from step to step (see ScratchBuffer)
+  detail::GatherSizing gather_sizing;  // likewise (see GatherSizing)
 
   State(Communicator& w, PipelineOptions o)
       : world(w),
@@ -160,7 +162,7 @@ Coordinates Pipeline::coordinates() const {
 }
 
 void Pipeline::fail_step(const std::string& error) {
-  fail_global_batch_gather(state_->world, error);
+  detail::fail_global_batch_gather(state_->world, error, state_->gather_sizing);
 }
 
 void Pipeline::deliver_fixed_cp(StepResult& r, std::span<const SampleView> local_samples) {
@@ -209,7 +211,8 @@ StepResult Pipeline::run_step(std::span<const SampleView> local_samples,
   const Topology& t = s.options.topology;
 
   StepResult r;
-  r.batch = gather_global_batch(s.world, s.options, local_samples, group_ids);
+  r.batch = detail::gather_global_batch(s.world, s.options, local_samples, group_ids,
+                                        s.gather_sizing);
   for (size_t i = 0; i < r.batch.ids.size(); ++i)
     r.sums.add(r.batch.real_lengths[i], r.batch.padded_lengths[i]);
   for (int v = 0; v < t.vpp(); ++v)

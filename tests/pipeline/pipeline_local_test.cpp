@@ -152,41 +152,82 @@ TEST(PipelineLocalErrors, OversizedSampleUnderErrorPolicyNamesTheCapThatApplies)
 }
 
 // A sample packing would refuse on one reader stops every rank at the gather (no rank is left
-// waiting in the sample exchange): the reader names the sample, the peers name the reader.
+// waiting in the sample exchange): the reader names the sample, the peers name the reader. Also
+// after good steps, when the gather moves headers and lists in one collective (GatherSizing), and
+// through fail_step (a rank that could not even build its samples).
 TEST(PipelineLocalErrors, BadLossMaskLengthOnOneReaderFailsOnEveryRank) {
+  for (const int good_steps : {0, 2}) {
+    for (const bool through_fail_step : {false, true}) {
+      SCOPED_TRACE("after " + std::to_string(good_steps) + " good steps" +
+                   (through_fail_step ? ", through fail_step" : ""));
+      PipelineCase c;
+      c.dp = 4;
+      std::atomic<int> own{0};
+      std::atomic<int> peers{0};
+      EXPECT_THROW(
+          run_local(
+              c.world_size(),
+              [&](Communicator& world) {
+                const PipelineOptions o = testing::options_of(c);
+                Pipeline p(world, o);
+                for (int step = 0; step < good_steps; ++step) {
+                  p.run_step(testing::local_samples(o, world.rank(), step, 16));
+                }
+                auto s = testing::local_samples(o, world.rank(), good_steps, 16);
+                if (world.rank() == 2 && !s.empty()) {
+                  s[0].loss_mask.assign(s[0].input_ids.size() + 1, 1.0f);
+                }
+                try {
+                  if (world.rank() == 2 && through_fail_step) {
+                    p.fail_step("loss_mask has the wrong length");
+                  }
+                  p.run_step(s);
+                } catch (const InvalidArgument& e) {
+                  const std::string what = e.what();
+                  if (world.rank() == 2) {
+                    EXPECT_NE(what.find("loss_mask has"), std::string::npos) << what;
+                    ++own;
+                  } else {
+                    EXPECT_NE(what.find("rank 2 could not prepare its samples"), std::string::npos)
+                        << what;
+                    ++peers;
+                  }
+                  throw;
+                }
+              },
+              LocalOptions{.timeout_seconds = 10.0}),
+          InvalidArgument);
+      EXPECT_EQ(own.load(), 1);
+      EXPECT_EQ(peers.load(), c.world_size() - 1);
+    }
+  }
+}
+
+// The gather carries its size from step to step: where every rank reads, lists that fit the
+// width of the last step go with the headers in one collective. Batches that grow past that width,
+// shrink, and differ between ranks match the reference on every rank, and a steady run takes one
+// collective fewer per step than the first step.
+TEST(PipelineLocal, BatchesThatGrowShrinkAndDifferBetweenRanksMatchTheReference) {
   PipelineCase c;
   c.dp = 4;
-  std::atomic<int> own{0};
-  std::atomic<int> peers{0};
-  EXPECT_THROW(
-      run_local(
-          c.world_size(),
-          [&](Communicator& world) {
-            const PipelineOptions o = testing::options_of(c);
-            Pipeline p(world, o);
-            auto s = testing::local_samples(o, world.rank(), 0, 16);
-            if (world.rank() == 2 && !s.empty()) {
-              s[0].loss_mask.assign(s[0].input_ids.size() + 1, 1.0f);
-            }
-            try {
-              p.run_step(s);
-            } catch (const InvalidArgument& e) {
-              const std::string what = e.what();
-              if (world.rank() == 2) {
-                EXPECT_NE(what.find("loss_mask has"), std::string::npos) << what;
-                ++own;
-              } else {
-                EXPECT_NE(what.find("rank 2 could not prepare its samples"), std::string::npos)
-                    << what;
-                ++peers;
-              }
-              throw;
-            }
-          },
-          LocalOptions{.timeout_seconds = 10.0}),
-      InvalidArgument);
-  EXPECT_EQ(own.load(), 1);
-  EXPECT_EQ(peers.load(), c.world_size() - 1);
+  const PipelineOptions o = testing::options_of(c);
+  const int64_t global_batches[] = {8, 8, 40, 12, 200, 4, 4, 4};
+  run_local(c.world_size(), [&](Communicator& world) {
+    Pipeline p(world, o);
+    std::vector<int64_t> collectives;
+    for (size_t step = 0; step < std::size(global_batches); ++step) {
+      auto local = testing::local_samples(o, world.rank(), static_cast<int64_t>(step),
+                                          global_batches[step]);
+      // Rank r keeps (r + 1) quarters of its share: lists of four sizes.
+      local.resize(std::max<size_t>(1, local.size() * static_cast<size_t>(world.rank() + 1) / 4));
+      const StepResult result = p.run_step(local);
+      verify_step(world, o, result, local,
+                  [](int64_t id) { return testing::case_dataset().sample(id); });
+      collectives.push_back(result.traffic.collectives);
+    }
+    EXPECT_EQ(collectives.back(), collectives.front() - 1);
+    EXPECT_EQ(collectives[2], collectives.front()) << "a list past the width takes two";
+  });
 }
 
 TEST(PipelineLocal, TruncationMatchesTheReference) {
