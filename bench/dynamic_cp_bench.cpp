@@ -5,17 +5,22 @@
 // Then planning time: both dynamic-CP schedulers timed on every one of many seeded inputs from
 // four length distributions at dp·cp = 32 and 256 (p50 / p90 / max), and on ~1M samples.
 //
-//   thdpack_dynamic_cp_bench [--seeds N] [--timing-seeds N] [--large-samples N] [--quick]
-//                            [--out FILE.json]
+//   thdpack_dynamic_cp_bench [--seeds N] [--timing-seeds N] [--large-samples N]
+//                            [--samples-per-rank N[,N...]] [--quick] [--out FILE.json]
+//
+// --samples-per-rank (default 8) sets the quality rows' batches: N samples per rank of the dp·cp
+// group, one set of rows per N, so that quality is read at batches of hundreds of micro-batches
+// too (where the first micro-batch count that packs leaves the plans far from the bound).
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -158,8 +163,8 @@ nlohmann::json timing_rows(int seeds, int64_t large_samples, const CpCostModel& 
       const int64_t n = 8LL * ranks;
       std::vector<std::vector<int64_t>> inputs;
       for (int s = 0; s < seeds; ++s) {
-        inputs.push_back(padded(raw_lengths(workload(c.workload), n, 5000 + static_cast<uint64_t>(s)),
-                                2LL * ranks));
+        inputs.push_back(padded(
+            raw_lengths(workload(c.workload), n, 5000 + static_cast<uint64_t>(s)), 2LL * ranks));
       }
       for (const auto& scheduler : schedulers) {
         add_row(c.workload, ranks, c.max_seqlen_per_dp_cp_rank, n, scheduler,
@@ -172,7 +177,8 @@ nlohmann::json timing_rows(int seeds, int64_t large_samples, const CpCostModel& 
         padded(raw_lengths(workload("longctx-128k"), large_samples, 77), 512)};
     for (const auto& scheduler : schedulers) {
       // default_dynamic_cp revisits every waiting sample in each of its ~n/(8·256) rounds.
-      if (scheduler == "default_dynamic_cp" && large_samples > kLargestDefaultDynamicCpRun) continue;
+      if (scheduler == "default_dynamic_cp" && large_samples > kLargestDefaultDynamicCpRun)
+        continue;
       add_row("longctx-128k", 256, 16384, large_samples, scheduler,
               plan_times(scheduler, inputs, options(256, 16384)));
     }
@@ -184,6 +190,7 @@ int run(int argc, char** argv) {
   int seeds = 9;
   int timing_seeds = 50;
   int64_t large_samples = 1 << 20;
+  std::vector<int64_t> samples_per_rank = {8};
   std::string out_path;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -193,6 +200,10 @@ int run(int argc, char** argv) {
       timing_seeds = std::stoi(argv[++i]);
     } else if (a == "--large-samples" && i + 1 < argc) {
       large_samples = std::stoll(argv[++i]);
+    } else if (a == "--samples-per-rank" && i + 1 < argc) {
+      samples_per_rank.clear();
+      std::stringstream list(argv[++i]);
+      for (std::string n; std::getline(list, n, ',');) samples_per_rank.push_back(std::stoll(n));
     } else if (a == "--quick") {
       seeds = 1;
       timing_seeds = 1;
@@ -201,7 +212,8 @@ int run(int argc, char** argv) {
       out_path = argv[++i];
     } else {
       std::cerr << "usage: thdpack_dynamic_cp_bench [--seeds N] [--timing-seeds N] "
-                   "[--large-samples N] [--quick] [--out FILE.json]\n";
+                   "[--large-samples N] [--samples-per-rank N[,N...]] [--quick] "
+                   "[--out FILE.json]\n";
       return 2;
     }
   }
@@ -218,54 +230,56 @@ int run(int argc, char** argv) {
   nlohmann::json rows = nlohmann::json::array();
   std::printf("%-13s %5s %8s %13s %19s %20s %9s %12s\n", "workload", "dp*cp", "cost", "dp_balanced",
               "default_dynamic_cp", "balanced_dynamic_cp", "speedup", "plan ms (ours)");
-  for (const Case& c : seeds > 0 ? cases : std::vector<Case>{}) {  // --seeds 0: timing only
-    const Workload w = workload(c.workload);
-    const int fixed_cp = w.cp;
-    const int64_t m = w.max_seqlen_per_dp_cp_rank;
-    const int64_t n = 8LL * c.ranks;  // 8 samples per rank of the dp_cp group
-    for (const auto& [cost_name, cost] : costs) {
-      std::vector<std::vector<double>> ratio(3);
-      std::vector<double> plan_ms;
-      for (int s = 0; s < seeds; ++s) {
-        const auto raw = raw_lengths(w, n, 1000 + static_cast<uint64_t>(s));
-        DynamicCpOptions o;
-        o.dp = c.ranks;
-        o.cp = 1;
-        o.max_seqlen_per_dp_cp_rank = m;
-        o.cost = cost;
-        const auto lengths = padded(raw, 2LL * c.ranks);
-        std::vector<int64_t> ids(lengths.size());
-        std::iota(ids.begin(), ids.end(), 0);
-        const DynamicCpStats reference =
-            evaluate_dynamic_cp_plan(DynamicCpPlan{c.ranks, {}}, ids, lengths, o, cost);
-        const double bound = reference.lower_bound;
-        ratio[0].push_back(
-            fixed_cp_step(padded(raw, 2LL * fixed_cp), c.ranks / fixed_cp, fixed_cp, m, cost) /
-            bound);
-        for (size_t k = 1; k < 3; ++k) {
-          const auto t0 = std::chrono::steady_clock::now();
-          const DynamicCpPlan plan = schedule_dynamic_cp(schedulers[k], ids, lengths, o);
-          const auto t1 = std::chrono::steady_clock::now();
-          if (k == 2) plan_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-          check_dynamic_cp_plan(plan, ids, lengths, o);
-          ratio[k].push_back(evaluate_dynamic_cp_plan(plan, ids, lengths, o, cost).step / bound);
+  for (const int64_t per_rank : seeds > 0 ? samples_per_rank : std::vector<int64_t>{})
+    for (const Case& c : cases) {  // --seeds 0: timing only
+      const Workload w = workload(c.workload);
+      const int fixed_cp = w.cp;
+      const int64_t m = w.max_seqlen_per_dp_cp_rank;
+      const int64_t n = per_rank * c.ranks;
+      for (const auto& [cost_name, cost] : costs) {
+        std::vector<std::vector<double>> ratio(3);
+        std::vector<double> plan_ms;
+        for (int s = 0; s < seeds; ++s) {
+          const auto raw = raw_lengths(w, n, 1000 + static_cast<uint64_t>(s));
+          DynamicCpOptions o;
+          o.dp = c.ranks;
+          o.cp = 1;
+          o.max_seqlen_per_dp_cp_rank = m;
+          o.cost = cost;
+          const auto lengths = padded(raw, 2LL * c.ranks);
+          std::vector<int64_t> ids(lengths.size());
+          std::iota(ids.begin(), ids.end(), 0);
+          const DynamicCpStats reference =
+              evaluate_dynamic_cp_plan(DynamicCpPlan{c.ranks, {}}, ids, lengths, o, cost);
+          const double bound = reference.lower_bound;
+          ratio[0].push_back(
+              fixed_cp_step(padded(raw, 2LL * fixed_cp), c.ranks / fixed_cp, fixed_cp, m, cost) /
+              bound);
+          for (size_t k = 1; k < 3; ++k) {
+            const auto t0 = std::chrono::steady_clock::now();
+            const DynamicCpPlan plan = schedule_dynamic_cp(schedulers[k], ids, lengths, o);
+            const auto t1 = std::chrono::steady_clock::now();
+            if (k == 2)
+              plan_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+            check_dynamic_cp_plan(plan, ids, lengths, o);
+            ratio[k].push_back(evaluate_dynamic_cp_plan(plan, ids, lengths, o, cost).step / bound);
+          }
         }
+        const double r0 = median(ratio[0]), r1 = median(ratio[1]), r2 = median(ratio[2]);
+        std::printf("%-13s %5d %8s %12.4fx %18.4fx %19.4fx %8.3fx %12.2f\n", c.workload.c_str(),
+                    c.ranks, cost_name.c_str(), r0, r1, r2, r1 / r2, median(plan_ms));
+        rows.push_back({{"workload", c.workload},
+                        {"ranks", c.ranks},
+                        {"fixed_cp", fixed_cp},
+                        {"samples", n},
+                        {"cost", cost_name},
+                        {"dp_balanced", r0},
+                        {"default_dynamic_cp", r1},
+                        {"balanced_dynamic_cp", r2},
+                        {"plan_ms", median(plan_ms)},
+                        {"seeds", seeds}});
       }
-      const double r0 = median(ratio[0]), r1 = median(ratio[1]), r2 = median(ratio[2]);
-      std::printf("%-13s %5d %8s %12.4fx %18.4fx %19.4fx %8.3fx %12.2f\n", c.workload.c_str(),
-                  c.ranks, cost_name.c_str(), r0, r1, r2, r1 / r2, median(plan_ms));
-      rows.push_back({{"workload", c.workload},
-                      {"ranks", c.ranks},
-                      {"fixed_cp", fixed_cp},
-                      {"samples", n},
-                      {"cost", cost_name},
-                      {"dp_balanced", r0},
-                      {"default_dynamic_cp", r1},
-                      {"balanced_dynamic_cp", r2},
-                      {"plan_ms", median(plan_ms)},
-                      {"seeds", seeds}});
     }
-  }
   const nlohmann::json timing = timing_rows(timing_seeds, large_samples, costs[1].second);
   if (!out_path.empty()) {
     std::ofstream(out_path) << nlohmann::json{{"dynamic_cp", rows}, {"timing", timing}}.dump(2)

@@ -255,7 +255,8 @@ def render(speed, quality, pipeline=None, pack=None, moe=None, reorder=None, pla
         "any input):\n\n" + planner_table(planner)
     ] if planner else []) + ([
         "**Dynamic context parallelism** (figure 12; `thdpack_dynamic_cp_bench`: modeled step / lower "
-        "bound, medians over seeds, 8 samples per rank of the dp·cp group; `L^2/cp` is Megatron's "
+        "bound, medians over seeds, batches of 8 and of 64 samples per rank of the dp·cp group (the "
+        "samples column); `L^2/cp` is Megatron's "
         "workload, `full` the CP cost model of docs/schedulers.md with its defaults (Llama-3-8B, "
         "400 TFLOP/s, 50 GB/s ring link, 20 us per ring step and layer); a dynamic-CP step is the sum "
         "over micro-batches of the slowest CP group, a fixed-CP step the slowest replica's sum; the "

@@ -37,9 +37,10 @@ fi
 ./build/bin/thdpack_quality_bench --out bench/results/quality.json
 # The planner's worst case: 25 seeds x 8 distributions per case, then ~1M samples as dp grows.
 ./build/bin/thdpack_planner_bench --seeds 25 --large-seeds 1 --out bench/results/planner.json
-# Dynamic CP (figure 12): fixed CP, default_dynamic_cp and balanced_dynamic_cp, 15 seeds per case;
+# Dynamic CP (figure 12): fixed CP, default_dynamic_cp and balanced_dynamic_cp, 15 seeds per case,
+# batches of 8 and 64 samples per rank;
 # planning time over 50 seeded inputs x 4 distributions x 2 sizes, then ~1M samples.
-./build/bin/thdpack_dynamic_cp_bench --seeds 15 --out bench/results/dynamic_cp.json
+./build/bin/thdpack_dynamic_cp_bench --seeds 15 --samples-per-rank 8,64 --out bench/results/dynamic_cp.json
 # Python packing at 1M samples against the native call.
 PYTHONPATH=build/python /usr/bin/python3 bench/python_packing_bench.py \
   --speed-bench build/bin/thdpack_speed_bench --out bench/results/python_packing.json

@@ -9,7 +9,11 @@
 //    smallest allowed size that finishes by H, so long samples spread until they do.
 // 3. Free ranks: the slowest group grows while that lowers the height; ranks still free go to the
 //    growth that raises it least; when none fits, the micro-batch runs as one group of all ranks.
-// 4. The first K that packs and a few more are tried; the smallest modeled step wins.
+// 4. The first K that packs and more are tried, growing by 4% while the step falls; the smallest
+//    modeled step wins.
+// 5. Up to 2^17 samples, default_dynamic_cp's plan is made too and kept where its modeled step is
+//    smaller (on batches of many samples per rank Megatron's greedy is near the bound, and under
+//    the full cost model it can beat the packing), so the plan is never slower than Megatron's.
 
 #include <algorithm>
 #include <cmath>
@@ -58,9 +62,16 @@ struct Item {
   const double* times;     ///< time on each SizeTable slot
 };
 
-// After the first K that packs, this many more are tried (the step hardly depends on K, but
-// more micro-batches leave more room to balance).
+// After the first K that packs, at least this many more are tried, each kKGrowth larger (at
+// least one VPP multiple), and then more while the last kKMisses did not all fail to improve. On
+// a batch of few micro-batches that is K + 1 .. K + 6; on one of hundreds the step falls by a third
+// from the first K that packs (tokens then fill every micro-batch, so long samples share groups)
+// to about a quarter more micro-batches.
 constexpr int64_t kExtraKTries = 6;
+constexpr double kKGrowth = 0.04;
+constexpr int64_t kKMisses = 2;
+// Up to this many samples the plan is compared with default_dynamic_cp's (step 5).
+constexpr int64_t kLargestGuardedBatch = int64_t{1} << 17;
 // The height search stops within this fraction of the best height found.
 constexpr double kHeightTolerance = 0.004;
 
@@ -321,19 +332,25 @@ std::optional<Level> pack_at_height(const std::vector<const Item*>& items, doubl
 /// The lowest height (to within kHeightTolerance) at which the micro-batch packs; empty when it
 /// never does. Heights are probed upward from the lower bound in growing steps until one packs
 /// (plans land close to the bound), then bisected between the last that failed and it.
-std::optional<Level> pack_microbatch(const std::vector<const Item*>& items,
-                                     const PackContext& ctx) {
+/// The height no packing of `items` goes below: their rank-time over all ranks, or the slowest
+/// sample at its fastest size.
+double height_bound(const std::vector<const Item*>& items, const DynamicCpOptions& o) {
   double area = 0;
   double fastest_longest = 0;
-  double slowest = 0;
   for (const Item* item : items) {
     area += item->area;
     double best = item->times[item->slots.front()];
     for (const int s : item->slots) best = std::min(best, item->times[s]);
     fastest_longest = std::max(fastest_longest, best);
-    slowest += item->times[item->slots.front()];
   }
-  double lo = std::max(area / ctx.options.ranks(), fastest_longest);
+  return std::max(area / o.ranks(), fastest_longest);
+}
+
+std::optional<Level> pack_microbatch(const std::vector<const Item*>& items,
+                                     const PackContext& ctx) {
+  double slowest = 0;
+  for (const Item* item : items) slowest += item->times[item->slots.front()];
+  double lo = height_bound(items, ctx.options);
   double hi = std::max(lo, slowest);
   if (auto at_lo = pack_at_height(items, lo, ctx)) return at_lo;
   std::optional<Level> best;
@@ -374,10 +391,11 @@ struct DealKey {
 
 /// All micro-batches for K of them: samples dealt, most rank-time first, to the micro-batch with
 /// the least rank-time that has token room; then each packed at its lowest height. Empty when
-/// one does not pack. Micro-batches wait in rank-time order; one leaves when no sample fits its
-/// token room.
+/// one does not pack, or when their heights cannot sum to less than `give_up_at`. Micro-batches
+/// wait in rank-time order; one leaves when no sample fits its token room.
 std::optional<std::vector<Level>> plan_with(int64_t k, const std::vector<Item>& items,
-                                            int64_t shortest, const PackContext& ctx) {
+                                            int64_t shortest, double give_up_at,
+                                            const PackContext& ctx) {
   const DynamicCpOptions& o = ctx.options;
   const int64_t room = o.max_seqlen_per_dp_cp_rank * o.ranks();
   std::vector<std::vector<const Item*>> members(static_cast<size_t>(k));
@@ -411,11 +429,21 @@ std::optional<std::vector<Level>> plan_with(int64_t k, const std::vector<Item>& 
     tokens[j] += item.length;
     if (!sum_exceeds(tokens[j], shortest, room)) open.insert({area[j], j});
   }
-  std::vector<Level> levels;
+  // Stop as soon as the heights so far and the bounds of the rest reach `give_up_at`: this K
+  // cannot win then.
+  double still_bound = 0;
   for (const auto& group : members) {
     if (group.empty()) return std::nullopt;
+    still_bound += height_bound(group, o);
+  }
+  std::vector<Level> levels;
+  double heights = 0;
+  for (const auto& group : members) {
+    still_bound -= height_bound(group, o);
     auto level = pack_microbatch(group, ctx);
     if (!level) return std::nullopt;
+    heights += level->height;
+    if (heights + still_bound >= give_up_at) return std::nullopt;
     levels.push_back(std::move(*level));
   }
   return levels;
@@ -426,12 +454,11 @@ double total_height(const std::vector<Level>& levels) {
   for (const auto& l : levels) sum += l.height;
   return sum;
 }
-}  // namespace
 
-DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
-                                           std::span<const int64_t> padded_lengths,
-                                           const DynamicCpOptions& options) {
-  validate_dynamic_cp_input(ids, padded_lengths, options);
+/// Steps 1-4: the plan of the packing above.
+DynamicCpPlan plan_by_packing(std::span<const int64_t> ids,
+                              std::span<const int64_t> padded_lengths,
+                              const DynamicCpOptions& options) {
   const SizeTable table = make_size_table(options);
   std::vector<double> times(ids.size() * table.slots());
   std::vector<Item> items(ids.size());
@@ -467,15 +494,26 @@ DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
   // the modeled step hardly depends on K, but more micro-batches pack more easily.
   const int64_t multiple = options.microbatch_multiple;
   const int64_t room = options.max_seqlen_per_dp_cp_rank * options.ranks();
-  int64_t k = total_tokens < 1 ? 1 : (total_tokens - 1) / room + 1;
-  k = (k + multiple - 1) / multiple * multiple;
+  auto round_up = [multiple](int64_t v) { return (v + multiple - 1) / multiple * multiple; };
+  int64_t k = round_up(total_tokens < 1 ? 1 : (total_tokens - 1) / room + 1);
   const auto n = static_cast<int64_t>(items.size());
   std::optional<std::vector<Level>> best;
   int64_t tries_after_first = 0;
-  for (; k <= n && tries_after_first < kExtraKTries; k += multiple) {
-    auto levels = plan_with(k, items, shortest, ctx);
+  int64_t misses = 0;  // tries in a row that did not improve on the best
+  while (k <= n && (tries_after_first < kExtraKTries || misses < kKMisses)) {
+    const double to_beat =
+        best ? total_height(*best) : std::numeric_limits<double>::infinity();
+    auto levels = plan_with(k, items, shortest, to_beat, ctx);
     if (best) ++tries_after_first;
-    if (levels && (!best || total_height(*levels) < total_height(*best))) best = std::move(levels);
+    if (levels && (!best || total_height(*levels) < total_height(*best))) {
+      best = std::move(levels);
+      misses = 0;
+    } else if (best) {
+      ++misses;
+    }
+    // Up to the first K that packs, one multiple at a time; after it, kKGrowth at a time.
+    const auto grown = static_cast<int64_t>(std::ceil(static_cast<double>(k) * (1 + kKGrowth)));
+    k = best ? std::max(k + multiple, round_up(grown)) : k + multiple;
   }
   if (!best) {
     throw InvalidArgument("balanced_dynamic_cp: " + std::to_string(n) +
@@ -501,6 +539,28 @@ DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
     plan.microbatches.push_back(std::move(mb));
   }
   return plan;
+}
+
+}  // namespace
+
+DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
+                                           std::span<const int64_t> padded_lengths,
+                                           const DynamicCpOptions& options) {
+  validate_dynamic_cp_input(ids, padded_lengths, options);
+  DynamicCpPlan ours = plan_by_packing(ids, padded_lengths, options);
+  // Step 5: never slower than Megatron's plan under the same cost, where that plan is affordable
+  // (its time grows with samples²; 0.6 s at the limit).
+  if (static_cast<int64_t>(ids.size()) > kLargestGuardedBatch) return ours;
+  DynamicCpPlan megatron;
+  try {
+    megatron = schedule_default_dynamic_cp(ids, padded_lengths, options);
+  } catch (const InvalidArgument&) {
+    return ours;  // a batch Megatron cannot plan (its VPP split, say)
+  }
+  const double mine = evaluate_dynamic_cp_plan(ours, ids, padded_lengths, options, options.cost).step;
+  const double theirs =
+      evaluate_dynamic_cp_plan(megatron, ids, padded_lengths, options, options.cost).step;
+  return theirs < mine ? megatron : ours;
 }
 
 }  // namespace thdpack
