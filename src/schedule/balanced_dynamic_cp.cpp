@@ -10,7 +10,7 @@
 // 3. Free ranks: the slowest group grows while that lowers the height; ranks still free go to the
 //    growth that raises it least; when none fits, the micro-batch runs as one group of all ranks.
 // 4. The first K that packs and more are tried, growing by 4% while the step falls; the smallest
-//    modeled step wins.
+//    modeled step wins. Above 2^14 samples the K is searched on a stride sample and scaled.
 // 5. Up to 2^17 samples, default_dynamic_cp's plan is made too and kept where its modeled step is
 //    smaller (on batches of many samples per rank Megatron's greedy is near the bound, and under
 //    the full cost model it can beat the packing), so the plan is never slower than Megatron's.
@@ -70,6 +70,11 @@ struct Item {
 constexpr int64_t kExtraKTries = 6;
 constexpr double kKGrowth = 0.04;
 constexpr int64_t kKMisses = 2;
+// Above this many samples, K is searched on every stride-th sample (as many as this) and the
+// K found, scaled to all samples, is planned once (or the next of kSampledKTries multiples that
+// packs): each K tried costs a whole plan, and the search tries about ten.
+constexpr int64_t kSampledKSearchAbove = int64_t{1} << 14;
+constexpr int64_t kSampledKTries = 8;
 // Up to this many samples the plan is compared with default_dynamic_cp's (step 5).
 constexpr int64_t kLargestGuardedBatch = int64_t{1} << 17;
 // The height search stops within this fraction of the best height found.
@@ -455,6 +460,44 @@ double total_height(const std::vector<Level>& levels) {
   return sum;
 }
 
+struct KSearchResult {
+  std::vector<Level> levels;
+  int64_t k;
+};
+
+/// Step 4: K from the token bound upward (in VPP multiples) to the first that packs, then on
+/// while the step falls; the best plan and its K, or nothing when no K packs.
+std::optional<KSearchResult> search_k(const std::vector<Item>& items, int64_t shortest,
+                                      const PackContext& ctx) {
+  const DynamicCpOptions& o = ctx.options;
+  const int64_t multiple = o.microbatch_multiple;
+  const int64_t room = o.max_seqlen_per_dp_cp_rank * o.ranks();
+  auto round_up = [multiple](int64_t v) { return (v + multiple - 1) / multiple * multiple; };
+  int64_t total_tokens = 0;
+  for (const Item& item : items) total_tokens += item.length;
+  int64_t k = round_up(total_tokens < 1 ? 1 : (total_tokens - 1) / room + 1);
+  const auto n = static_cast<int64_t>(items.size());
+  std::optional<KSearchResult> best;
+  int64_t tries_after_first = 0;
+  int64_t misses = 0;  // tries in a row that did not improve on the best
+  while (k <= n && (tries_after_first < kExtraKTries || misses < kKMisses)) {
+    const double to_beat =
+        best ? total_height(best->levels) : std::numeric_limits<double>::infinity();
+    auto levels = plan_with(k, items, shortest, to_beat, ctx);
+    if (best) ++tries_after_first;
+    if (levels && (!best || total_height(*levels) < to_beat)) {
+      best = KSearchResult{std::move(*levels), k};
+      misses = 0;
+    } else if (best) {
+      ++misses;
+    }
+    // Up to the first K that packs, one multiple at a time; after it, kKGrowth at a time.
+    const auto grown = static_cast<int64_t>(std::ceil(static_cast<double>(k) * (1 + kKGrowth)));
+    k = best ? std::max(k + multiple, round_up(grown)) : k + multiple;
+  }
+  return best;
+}
+
 /// Steps 1-4: the plan of the packing above.
 DynamicCpPlan plan_by_packing(std::span<const int64_t> ids,
                               std::span<const int64_t> padded_lengths,
@@ -490,30 +533,31 @@ DynamicCpPlan plan_by_packing(std::span<const int64_t> ids,
   std::vector<SizeIndex> by_size(table.slots());
   const PackContext ctx{options, table, by_size};
 
-  // K from the token bound upward (in VPP multiples) to the first that packs, then a few more:
-  // the modeled step hardly depends on K, but more micro-batches pack more easily.
-  const int64_t multiple = options.microbatch_multiple;
-  const int64_t room = options.max_seqlen_per_dp_cp_rank * options.ranks();
-  auto round_up = [multiple](int64_t v) { return (v + multiple - 1) / multiple * multiple; };
-  int64_t k = round_up(total_tokens < 1 ? 1 : (total_tokens - 1) / room + 1);
   const auto n = static_cast<int64_t>(items.size());
+  const int64_t multiple = options.microbatch_multiple;
   std::optional<std::vector<Level>> best;
-  int64_t tries_after_first = 0;
-  int64_t misses = 0;  // tries in a row that did not improve on the best
-  while (k <= n && (tries_after_first < kExtraKTries || misses < kKMisses)) {
-    const double to_beat =
-        best ? total_height(*best) : std::numeric_limits<double>::infinity();
-    auto levels = plan_with(k, items, shortest, to_beat, ctx);
-    if (best) ++tries_after_first;
-    if (levels && (!best || total_height(*levels) < total_height(*best))) {
-      best = std::move(levels);
-      misses = 0;
-    } else if (best) {
-      ++misses;
+  if (n > kSampledKSearchAbove) {
+    // Step 4 on every stride-th sample in rank-time order (the same mix of lengths), then one
+    // plan of all samples at the K found, scaled; K grows by multiples until that plan packs.
+    const int64_t stride = n / kSampledKSearchAbove + 1;
+    std::vector<Item> sample;
+    int64_t sample_shortest = std::numeric_limits<int64_t>::max();
+    for (int64_t i = 0; i < n; i += stride) {
+      sample.push_back(items[static_cast<size_t>(i)]);
+      sample_shortest = std::min(sample_shortest, sample.back().length);
     }
-    // Up to the first K that packs, one multiple at a time; after it, kKGrowth at a time.
-    const auto grown = static_cast<int64_t>(std::ceil(static_cast<double>(k) * (1 + kKGrowth)));
-    k = best ? std::max(k + multiple, round_up(grown)) : k + multiple;
+    if (const auto sampled = search_k(sample, sample_shortest, ctx)) {
+      const auto scaled = static_cast<int64_t>(std::ceil(
+          static_cast<double>(sampled->k) * static_cast<double>(n) / static_cast<double>(sample.size())));
+      const int64_t first = (scaled + multiple - 1) / multiple * multiple;
+      for (int64_t k = first; k <= n && k < first + kSampledKTries * multiple && !best;
+           k += multiple) {
+        best = plan_with(k, items, shortest, std::numeric_limits<double>::infinity(), ctx);
+      }
+    }
+  }
+  if (!best) {
+    if (auto searched = search_k(items, shortest, ctx)) best = std::move(searched->levels);
   }
   if (!best) {
     throw InvalidArgument("balanced_dynamic_cp: " + std::to_string(n) +
