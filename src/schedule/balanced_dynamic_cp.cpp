@@ -505,7 +505,7 @@ DynamicCpPlan plan_by_packing(std::span<const int64_t> ids,
   const SizeTable table = make_size_table(options);
   std::vector<double> times(ids.size() * table.slots());
   std::vector<Item> items(ids.size());
-  int64_t total_tokens = 0;
+  int64_t total_tokens = 0;  // only checked for overflow here: search_k sums lengths unchecked
   int64_t shortest = std::numeric_limits<int64_t>::max();
   for (size_t i = 0; i < ids.size(); ++i) {
     const auto sizes = detail::candidate_cp_sizes(padded_lengths[i], options);
