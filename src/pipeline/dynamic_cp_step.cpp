@@ -158,13 +158,13 @@ void deliver_dynamic_cp(StepResult& r, Communicator& world, Communicator& tp_gro
     return exchanges ? column[static_cast<size_t>(k * dp + me.dp)] : own[static_cast<size_t>(k)];
   };
 
-  auto microbatches = std::make_shared<std::vector<PackedBatch>>();
+  auto microbatches = buffers.microbatches->new_step();
   microbatches->reserve(static_cast<size_t>(k_count));
   for (int64_t k = 0; k < k_count; ++k) {
     const MicrobatchCpGroup& g = r.cp_groups[static_cast<size_t>(k)];
-    microbatches->push_back(empty_microbatch(mine(k), r.batch, fields, pack, g.local_cp_size,
-                                             g.cp_rank, CpMode::kZigzag,
-                                             exchanges ? RowArrays::kReserved : RowArrays::kSized));
+    microbatches->push_back(empty_microbatch(
+        mine(k), r.batch, fields, pack, g.local_cp_size, g.cp_rank, CpMode::kZigzag,
+        exchanges ? RowArrays::kReserved : RowArrays::kSized, buffers.microbatches->take()));
   }
 
   // One alltoallv over the world, on every rank (ranks that exchange nothing send and receive 0

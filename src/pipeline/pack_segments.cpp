@@ -99,12 +99,12 @@ StepGeometry::StepGeometry(const GlobalBatch& batch, const Plan& plan, const Pac
 
 PackedBatch empty_microbatch(const PackGeometry& g, const GlobalBatch& batch, StageFields fields,
                              const PackOptions& pack, int cp, int cp_rank, CpMode mode,
-                             RowArrays row_arrays) {
-  PackedBatch m;
-  m.cu_seqlens = g.cu_seqlens;
-  m.cu_seqlens_padded = g.cu_seqlens_padded;
+                             RowArrays row_arrays, PackedBatch storage) {
+  PackedBatch m = std::move(storage);
+  m.cu_seqlens.assign(g.cu_seqlens.begin(), g.cu_seqlens.end());
+  m.cu_seqlens_padded.assign(g.cu_seqlens_padded.begin(), g.cu_seqlens_padded.end());
   m.max_seqlen = g.max_seqlen;
-  m.sample_ids = g.sample_ids;
+  m.sample_ids.assign(g.sample_ids.begin(), g.sample_ids.end());
   m.cp_size = cp;
   m.cp_rank = cp_rank;
   m.cp_mode = mode;

@@ -72,10 +72,12 @@ enum class RowArrays {
 };
 
 /// A micro-batch for `geometry` with metadata, padding mask and (with tokens) position ids filled
-/// and the per-row arrays of `fields` sized or reserved (`rows`), ready for rows to be put in.
+/// and the per-row arrays of `fields` sized or reserved (`rows`), ready for rows to be put in;
+/// built in `storage` (an empty micro-batch whose arrays' capacity is reused).
 PackedBatch empty_microbatch(const PackGeometry& geometry, const GlobalBatch& batch,
                              StageFields fields, const PackOptions& pack, int cp, int cp_rank,
-                             CpMode mode, RowArrays rows = RowArrays::kSized);
+                             CpMode mode, RowArrays rows = RowArrays::kSized,
+                             PackedBatch storage = {});
 
 /// Empties the per-row fields a stage does not hold (tokens and position ids, labels and loss
 /// mask).

@@ -176,11 +176,13 @@ void Pipeline::deliver_fixed_cp(StepResult& r, std::span<const SampleView> local
                                       s.options.cp_mode);
   const bool has_rows = s.fields.tokens || s.fields.labels;
   const bool exchanges = s.reader && has_rows;
-  auto microbatches = std::make_shared<std::vector<PackedBatch>>();
+  detail::MicrobatchPool& pool = *s.buffers.microbatches;
+  auto microbatches = pool.new_step();
   for (int64_t k = 0; k < r.plan.num_microbatches(); ++k) {
     microbatches->push_back(detail::empty_microbatch(
         geometry.pack(k, s.coords.dp), r.batch, s.fields, s.pack, t.cp(), s.coords.cp,
-        s.options.cp_mode, exchanges ? detail::RowArrays::kReserved : detail::RowArrays::kSized));
+        s.options.cp_mode, exchanges ? detail::RowArrays::kReserved : detail::RowArrays::kSized,
+        pool.take()));
   }
   if (exchanges) {
     const detail::LocalSamples local(local_samples, geometry.first_of(s.coords.dp),

@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+#include "pipeline/microbatch_pool.hpp"
 #include "pipeline/pack_segments.hpp"
 #include "thdpack/comm/communicator.hpp"
 
@@ -29,10 +30,11 @@ class ScratchBuffer {
   int64_t size_ = 0;
 };
 
-/// A pipeline's exchange buffers (one step at a time).
+/// A pipeline's memory kept from step to step (one step at a time).
 struct ExchangeBuffers {
   ScratchBuffer send;
   ScratchBuffer recv;
+  std::shared_ptr<MicrobatchPool> microbatches = std::make_shared<MicrobatchPool>();
 };
 
 /// Fills `microbatches` (this rank's K micro-batches from empty_microbatch, RowArrays::kReserved)
