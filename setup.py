@@ -7,6 +7,8 @@ CPython gets a module of its own. The CLI lands in the package as ``thdpack/_bin
 
 Environment (all optional):
   THDPACK_WITH_MPI     ON / OFF (default: ON when an MPI C++ compiler wrapper is on PATH)
+  THDPACK_ALLOW_STATIC_CXX_RUNTIME  1: keep a module that links libstdc++ statically (refused
+                       otherwise: it crashes beside torch)
   THDPACK_BUILD_TYPE   CMake build type (default Release)
   CMAKE_GENERATOR      as for CMake (default Ninja when installed)
   CMAKE_ARGS           extra CMake arguments, split on spaces
@@ -42,6 +44,24 @@ def mpi_setting():
         return choice
     found = any(shutil.which(w) for w in ("mpicxx", "mpic++", "mpiCC"))
     return "ON" if found else "OFF"
+
+
+def check_cxx_runtime_is_shared(module):
+    """Refuses a module with the C++ runtime linked in statically (a compiler built to do that by
+    default, for one). Such a module works alone but crashes inside iostreams in a process where
+    another library (torch) has loaded the shared libstdc++: two copies of its locale state."""
+    if not sys.platform.startswith("linux") or os.environ.get("THDPACK_ALLOW_STATIC_CXX_RUNTIME"):
+        return
+    readelf = shutil.which("readelf")
+    if readelf is None:
+        return
+    dynamic = subprocess.run([readelf, "-d", str(module)], capture_output=True, text=True).stdout
+    if "NEEDED" in dynamic and "libstdc++" not in dynamic and "libc++" not in dynamic:
+        raise RuntimeError(
+            f"{module.name} links the C++ runtime statically (readelf -d shows no libstdc++), so it "
+            "would crash beside torch, which loads the shared one. Build with a compiler that links "
+            "it dynamically, e.g. CXX=/usr/bin/g++ CC=/usr/bin/gcc pip install "
+            "--no-build-isolation . (set THDPACK_ALLOW_STATIC_CXX_RUNTIME=1 to keep the module).")
 
 
 class CMakeExtension(Extension):
@@ -84,6 +104,7 @@ class CMakeBuild(build_ext):
             built_package.glob("_thdpack*.pyd"))
         if not modules:
             raise RuntimeError(f"CMake built no _thdpack module in {built_package}")
+        check_cxx_runtime_is_shared(modules[0])
         package_dir.mkdir(parents=True, exist_ok=True)
         shutil.copy2(modules[0], self.get_ext_fullpath(ext.name))
         bin_dir = package_dir / "_bin"
