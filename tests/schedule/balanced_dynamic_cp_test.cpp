@@ -87,6 +87,27 @@ TEST(BalancedDynamicCp, PropertiesHoldOverTenThousandRandomCases) {
   EXPECT_GT(planned, 9000);
 }
 
+// `n` lengths of longctx-128k's shape (lognormal, mean about 8000, σ 1.5, clipped to
+// [256, 131072]), padded to 64 = 2·dp·cp.
+std::vector<int64_t> long_tail_lengths(uint64_t seed, size_t n) {
+  std::mt19937_64 rng(seed);
+  std::lognormal_distribution<double> dist(std::log(8000.0) - 1.125, 1.5);
+  std::vector<int64_t> lengths(n);
+  for (auto& len : lengths) {
+    len = (std::clamp<int64_t>(static_cast<int64_t>(dist(rng)), 256, 131072) + 63) / 64 * 64;
+  }
+  return lengths;
+}
+
+DynamicCpOptions dp8_cp4_options(const CpCostModel& cost) {
+  DynamicCpOptions o;
+  o.dp = 8;
+  o.cp = 4;
+  o.max_seqlen_per_dp_cp_rank = 16384;
+  o.cost = cost;
+  return o;
+}
+
 TEST(BalancedDynamicCp, BeatsDefaultDynamicCpOnLongTailsUnderBothCosts) {
   // Lognormal long tail at G = 32: ours is never slower than Megatron's scheduler, under its own
   // L²/c workload or the full model, over 20 seeds.
@@ -94,19 +115,10 @@ TEST(BalancedDynamicCp, BeatsDefaultDynamicCpOnLongTailsUnderBothCosts) {
     double ours = 0;
     double megatron = 0;
     for (uint64_t seed = 0; seed < 20; ++seed) {
-      std::mt19937_64 rng(seed);
-      std::lognormal_distribution<double> dist(std::log(8000.0) - 1.125, 1.5);
-      std::vector<int64_t> lengths(256);
-      for (auto& len : lengths) {
-        len = (std::clamp<int64_t>(static_cast<int64_t>(dist(rng)), 256, 131072) + 63) / 64 * 64;
-      }
+      const std::vector<int64_t> lengths = long_tail_lengths(seed, 256);
       std::vector<int64_t> ids(lengths.size());
       std::iota(ids.begin(), ids.end(), 0);
-      DynamicCpOptions o;
-      o.dp = 8;
-      o.cp = 4;
-      o.max_seqlen_per_dp_cp_rank = 16384;
-      o.cost = cost;
+      const DynamicCpOptions o = dp8_cp4_options(cost);
       ours += evaluate_dynamic_cp_plan(schedule_balanced_dynamic_cp(ids, lengths, o), ids, lengths,
                                        o, cost)
                   .step;
@@ -132,19 +144,10 @@ TEST(BalancedDynamicCp, NeverSlowerThanDefaultDynamicCpOnBatchesOfManySamplesPer
     const bool megatron_cost = &cost == &megatron_workload_cost;
     for (uint64_t seed = 0; seed < 4; ++seed) {
       SCOPED_TRACE("seed " + std::to_string(seed) + (megatron_cost ? ", L²/c" : ", full"));
-      std::mt19937_64 rng(seed);
-      std::lognormal_distribution<double> dist(std::log(8000.0) - 1.125, 1.5);
-      std::vector<int64_t> lengths(seed < 3 ? 32 * 96 : 20000);
-      for (auto& len : lengths) {
-        len = (std::clamp<int64_t>(static_cast<int64_t>(dist(rng)), 256, 131072) + 63) / 64 * 64;
-      }
+      const std::vector<int64_t> lengths = long_tail_lengths(seed, seed < 3 ? 32 * 96 : 20000);
       std::vector<int64_t> ids(lengths.size());
       std::iota(ids.begin(), ids.end(), 0);
-      DynamicCpOptions o;
-      o.dp = 8;
-      o.cp = 4;
-      o.max_seqlen_per_dp_cp_rank = 16384;
-      o.cost = cost;
+      const DynamicCpOptions o = dp8_cp4_options(cost);
       const DynamicCpPlan plan = schedule_balanced_dynamic_cp(ids, lengths, o);
       ASSERT_NO_THROW(check_dynamic_cp_plan(plan, ids, lengths, o));
       const DynamicCpStats ours = evaluate_dynamic_cp_plan(plan, ids, lengths, o, cost);
