@@ -20,6 +20,7 @@
 #include <limits>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -57,7 +58,7 @@ SizeTable make_size_table(const DynamicCpOptions& o) {
 struct Item {
   int64_t id;
   int64_t length;
-  std::vector<int> slots;  ///< allowed CP sizes of this sample, as SizeTable slots, ascending
+  std::span<const int> slots;  ///< allowed CP sizes of this sample, as SizeTable slots, ascending
   double area;             ///< rank-seconds at the smallest size
   const double* times;     ///< time on each SizeTable slot
 };
@@ -334,9 +335,6 @@ std::optional<Level> pack_at_height(const std::vector<const Item*>& items, doubl
   return level;
 }
 
-/// The lowest height (to within kHeightTolerance) at which the micro-batch packs; empty when it
-/// never does. Heights are probed upward from the lower bound in growing steps until one packs
-/// (plans land close to the bound), then bisected between the last that failed and it.
 /// The height no packing of `items` goes below: their rank-time over all ranks, or the slowest
 /// sample at its fastest size.
 double height_bound(const std::vector<const Item*>& items, const DynamicCpOptions& o) {
@@ -351,11 +349,14 @@ double height_bound(const std::vector<const Item*>& items, const DynamicCpOption
   return std::max(area / o.ranks(), fastest_longest);
 }
 
-std::optional<Level> pack_microbatch(const std::vector<const Item*>& items,
+/// The lowest height (to within kHeightTolerance) at which the micro-batch packs; empty when it
+/// never does. Heights are probed upward from its `bound` (height_bound) in growing steps until
+/// one packs (plans land close to the bound), then bisected between the last that failed and it.
+std::optional<Level> pack_microbatch(const std::vector<const Item*>& items, double bound,
                                      const PackContext& ctx) {
   double slowest = 0;
   for (const Item* item : items) slowest += item->times[item->slots.front()];
-  double lo = height_bound(items, ctx.options);
+  double lo = bound;
   double hi = std::max(lo, slowest);
   if (auto at_lo = pack_at_height(items, lo, ctx)) return at_lo;
   std::optional<Level> best;
@@ -436,16 +437,18 @@ std::optional<std::vector<Level>> plan_with(int64_t k, const std::vector<Item>& 
   }
   // Stop as soon as the heights so far and the bounds of the rest reach `give_up_at`: this K
   // cannot win then.
+  std::vector<double> bounds(members.size());
   double still_bound = 0;
-  for (const auto& group : members) {
-    if (group.empty()) return std::nullopt;
-    still_bound += height_bound(group, o);
+  for (size_t j = 0; j < members.size(); ++j) {
+    if (members[j].empty()) return std::nullopt;
+    bounds[j] = height_bound(members[j], o);
+    still_bound += bounds[j];
   }
   std::vector<Level> levels;
   double heights = 0;
-  for (const auto& group : members) {
-    still_bound -= height_bound(group, o);
-    auto level = pack_microbatch(group, ctx);
+  for (size_t j = 0; j < members.size(); ++j) {
+    still_bound -= bounds[j];
+    auto level = pack_microbatch(members[j], bounds[j], ctx);
     if (!level) return std::nullopt;
     heights += level->height;
     if (heights + still_bound >= give_up_at) return std::nullopt;
@@ -505,10 +508,13 @@ DynamicCpPlan plan_by_packing(std::span<const int64_t> ids,
   const SizeTable table = make_size_table(options);
   std::vector<double> times(ids.size() * table.slots());
   std::vector<Item> items(ids.size());
+  std::vector<int> slot_lists;  // every item's slots, one list after another
+  std::vector<size_t> slot_list_end(ids.size());
+  std::vector<int> sizes;
   int64_t total_tokens = 0;  // only checked for overflow here: search_k sums lengths unchecked
   int64_t shortest = std::numeric_limits<int64_t>::max();
   for (size_t i = 0; i < ids.size(); ++i) {
-    const auto sizes = detail::candidate_cp_sizes(padded_lengths[i], options);
+    detail::candidate_cp_sizes(padded_lengths[i], options, sizes);
     if (sizes.empty()) {
       throw InvalidArgument("balanced_dynamic_cp: sample " + std::to_string(ids[i]) + " has " +
                             std::to_string(padded_lengths[i]) + " tokens, more than M x dp*cp = " +
@@ -519,13 +525,15 @@ DynamicCpPlan plan_by_packing(std::span<const int64_t> ids,
     for (size_t s = 0; s < table.slots(); ++s) {
       row[s] = options.cost.time(padded_lengths[i], table.sizes[s]);
     }
-    std::vector<int> slots;
-    slots.reserve(sizes.size());
-    for (const int c : sizes) slots.push_back(table.slot_of(c));
-    const double area = sizes.front() * row[slots.front()];
-    items[i] = {ids[i], padded_lengths[i], std::move(slots), area, row};
+    for (const int c : sizes) slot_lists.push_back(table.slot_of(c));
+    slot_list_end[i] = slot_lists.size();
+    const double area = sizes.front() * row[table.slot_of(sizes.front())];
+    items[i] = {ids[i], padded_lengths[i], {}, area, row};
     total_tokens = checked_add(total_tokens, padded_lengths[i], "balanced_dynamic_cp total tokens");
     shortest = std::min(shortest, padded_lengths[i]);
+  }
+  for (size_t i = 0, begin = 0; i < items.size(); begin = slot_list_end[i++]) {
+    items[i].slots = std::span<const int>(slot_lists).subspan(begin, slot_list_end[i] - begin);
   }
   std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
     return a.area > b.area || (a.area == b.area && a.id < b.id);
