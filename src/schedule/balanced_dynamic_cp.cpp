@@ -9,6 +9,8 @@
 //    smallest allowed size that finishes by H, so long samples spread until they do.
 // 3. Free ranks: the slowest group grows while that lowers the height; ranks still free go to the
 //    growth that raises it least; when none fits, the micro-batch runs as one group of all ranks.
+//    Up to 2^14 samples, the samples are then dealt again by the rank-time their packing gave
+//    them (up to three times, while the step falls).
 // 4. The first K that packs and more are tried, growing by 4% while the step falls; the smallest
 //    modeled step wins. Above 2^14 samples the K is searched on a stride sample and scaled.
 // 5. Up to 2^17 samples, default_dynamic_cp's plan is made too and kept where its modeled step is
@@ -76,6 +78,8 @@ constexpr int64_t kKMisses = 2;
 // packs): each K tried costs a whole plan, and the search tries about ten.
 constexpr int64_t kSampledKSearchAbove = int64_t{1} << 14;
 constexpr int64_t kSampledKTries = 8;
+// A plan is dealt again by the rank-times its packing gave the samples at most this many times.
+constexpr int kRedeals = 3;
 // Up to this many samples the plan is compared with default_dynamic_cp's (step 5).
 constexpr int64_t kLargestGuardedBatch = int64_t{1} << 17;
 // The height search stops within this fraction of the best height found.
@@ -398,10 +402,13 @@ struct DealKey {
 /// All micro-batches for K of them: samples dealt, most rank-time first, to the micro-batch with
 /// the least rank-time that has token room; then each packed at its lowest height. Empty when
 /// one does not pack, or when their heights cannot sum to less than `give_up_at`. Micro-batches
-/// wait in rank-time order; one leaves when no sample fits its token room.
-std::optional<std::vector<Level>> plan_with(int64_t k, const std::vector<Item>& items,
-                                            int64_t shortest, double give_up_at,
-                                            const PackContext& ctx) {
+/// wait in rank-time order; one leaves when no sample fits its token room. A sample counts for
+/// `dealt_areas[its index in items]` when given (the rank-time a packing gave it), else for its
+/// rank-time at the height the micro-batches aim for.
+std::optional<std::vector<Level>> deal_and_pack(int64_t k, const std::vector<Item>& items,
+                                                int64_t shortest, double give_up_at,
+                                                const PackContext& ctx,
+                                                const std::vector<double>* dealt_areas) {
   const DynamicCpOptions& o = ctx.options;
   const int64_t room = o.max_seqlen_per_dp_cp_rank * o.ranks();
   std::vector<std::vector<const Item*>> members(static_cast<size_t>(k));
@@ -431,7 +438,8 @@ std::optional<std::vector<Level>> plan_with(int64_t k, const std::vector<Item>& 
     const size_t j = it->index;
     open.erase(it);
     members[j].push_back(&item);
-    area[j] += ctx.table.sizes[static_cast<size_t>(slot)] * item.times[slot];
+    area[j] += dealt_areas ? (*dealt_areas)[static_cast<size_t>(&item - items.data())]
+                           : ctx.table.sizes[static_cast<size_t>(slot)] * item.times[slot];
     tokens[j] += item.length;
     if (!sum_exceeds(tokens[j], shortest, room)) open.insert({area[j], j});
   }
@@ -461,6 +469,32 @@ double total_height(const std::vector<Level>& levels) {
   double sum = 0;
   for (const auto& l : levels) sum += l.height;
   return sum;
+}
+
+/// deal_and_pack for K micro-batches, then (up to kRedeals times, on batches of at most
+/// kSampledKSearchAbove samples) dealt again by the rank-time each sample took in the best
+/// packing so far, while that lowers the step: the first dealing guesses each sample's size from
+/// one height for all micro-batches, the packing knows it.
+std::optional<std::vector<Level>> plan_with(int64_t k, const std::vector<Item>& items,
+                                            int64_t shortest, double give_up_at,
+                                            const PackContext& ctx) {
+  auto best = deal_and_pack(k, items, shortest, give_up_at, ctx, nullptr);
+  if (!best || static_cast<int64_t>(items.size()) > kSampledKSearchAbove) return best;
+  std::vector<double> taken(items.size());
+  for (int round = 0; round < kRedeals; ++round) {
+    for (const Level& level : *best) {
+      for (const Group& g : level.groups) {
+        for (const Item* item : g.members) {
+          taken[static_cast<size_t>(item - items.data())] = g.size * item->times[g.slot];
+        }
+      }
+    }
+    const double to_beat = std::min(give_up_at, total_height(*best));
+    auto again = deal_and_pack(k, items, shortest, to_beat, ctx, &taken);
+    if (!again || total_height(*again) >= total_height(*best)) break;
+    best = std::move(again);
+  }
+  return best;
 }
 
 struct KSearchResult {

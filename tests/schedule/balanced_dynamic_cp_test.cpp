@@ -9,6 +9,8 @@
 #include <random>
 
 #include "thdpack/core/errors.hpp"
+#include "thdpack/data/mock_dataset.hpp"
+#include "thdpack/data/workloads.hpp"
 #include "thdpack/packing/cp_partition.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
 
@@ -130,11 +132,59 @@ TEST(BalancedDynamicCp, BeatsDefaultDynamicCpOnLongTailsUnderBothCosts) {
   }
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+}
+
+// The dynamic-CP benchmark's full-cost rows (thdpack_dynamic_cp_bench: longctx-128k and rl-64k at
+// dp·cp = 32 and 256, 8 samples per rank, 15 seeds, median step over the bound per scheduler):
+// Megatron's median over ours, averaged over the four rows, is at least 1.15. Dealing the samples
+// a second time by the rank-time their packing gave them took it from 1.147 to 1.151.
+TEST(BalancedDynamicCp, IsOnAverageAtLeast1_15xFasterThanDefaultDynamicCpUnderTheFullCost) {
+  const CpCostModel cost = full_cost();
+  double speedups = 0;
+  int rows = 0;
+  for (const char* name : {"longctx-128k", "rl-64k"}) {
+    for (const int ranks : {32, 256}) {
+      const Workload w = workload(name);
+      std::vector<double> ours, megatron;
+      for (uint64_t seed = 1000; seed < 1015; ++seed) {
+        MockConfig c = w.dataset;
+        c.size = 8 * ranks;
+        c.seed = seed;
+        const auto dataset = make_mock_dataset(c);
+        std::vector<int64_t> lengths(static_cast<size_t>(c.size));
+        std::vector<int64_t> ids(lengths.size());
+        for (size_t i = 0; i < lengths.size(); ++i) {
+          lengths[i] = (dataset->length(static_cast<int64_t>(i)) + 2 * ranks - 1) / (2 * ranks) *
+                       (2 * ranks);
+          ids[i] = static_cast<int64_t>(i);
+        }
+        DynamicCpOptions o;
+        o.dp = ranks;
+        o.max_seqlen_per_dp_cp_rank = w.max_seqlen_per_dp_cp_rank;
+        o.cost = cost;
+        const double bound =
+            evaluate_dynamic_cp_plan(DynamicCpPlan{ranks, {}}, ids, lengths, o, cost).lower_bound;
+        ours.push_back(evaluate_dynamic_cp_plan(schedule_balanced_dynamic_cp(ids, lengths, o), ids,
+                                                lengths, o, cost).step / bound);
+        megatron.push_back(evaluate_dynamic_cp_plan(schedule_default_dynamic_cp(ids, lengths, o),
+                                                    ids, lengths, o, cost).step / bound);
+      }
+      speedups += median(megatron) / median(ours);
+      ++rows;
+    }
+  }
+  EXPECT_GE(speedups / rows, 1.15);
+}
+
 // Batches of many samples per rank (hundreds of micro-batches): the first micro-batch count that
 // packs fills every micro-batch with tokens, and a plan made there was up to 1.97x the bound under
 // L²/c (K tried only up to 6 past it); Megatron's greedy is near the bound there. Per seed, under
 // both costs, ours is never slower than default_dynamic_cp, and under L²/c it is within 1% of the
-// bound.
+// bound (so its own plan, not Megatron's kept by step 5, is the one returned).
 // Above 16,384 samples K is searched on a stride sample and planned once at the K found, scaled
 // (20,000 samples, 625 per rank): the same guarantees.
 TEST(BalancedDynamicCp, NeverSlowerThanDefaultDynamicCpOnBatchesOfManySamplesPerRank) {
@@ -153,9 +203,12 @@ TEST(BalancedDynamicCp, NeverSlowerThanDefaultDynamicCpOnBatchesOfManySamplesPer
       const DynamicCpStats ours = evaluate_dynamic_cp_plan(plan, ids, lengths, o, cost);
       const DynamicCpStats megatron = evaluate_dynamic_cp_plan(
           schedule_default_dynamic_cp(ids, lengths, o), ids, lengths, o, cost);
-      EXPECT_LE(ours.step, megatron.step);
+      EXPECT_LE(ours.step, megatron.step);  // up to 131,072 samples, by construction (step 5)
       if (megatron_cost) {
+        // The packing's own plan: within 1% of the bound, so strictly faster than Megatron's
+        // (which lands 4-6% above it on these batches).
         EXPECT_LE(ours.step, 1.01 * ours.lower_bound);
+        EXPECT_LT(ours.step, megatron.step);
       }
     }
   }
