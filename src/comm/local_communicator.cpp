@@ -144,10 +144,17 @@ class LocalCommunicator final : public Communicator {
             "send size differs from this rank's count");
     begin(op);
     mine().send = send.data();
+    mine().size = static_cast<int64_t>(send.size());
     group_->sync(op);
     int64_t offset = 0;
     for (int r = 0; r < size(); ++r) {
       const int64_t n = counts[static_cast<size_t>(r)];
+      if (n != group_->slot(r).size) {
+        // As in alltoallv: reported on this rank (a peer whose counts agree goes on).
+        throw CommError("allgatherv: rank " + std::to_string(r) + " sends " +
+                        std::to_string(group_->slot(r).size) + " bytes, rank " +
+                        std::to_string(rank_) + " expects " + std::to_string(n));
+      }
       if (n > 0) std::memcpy(recv.data() + offset, group_->slot(r).send, static_cast<size_t>(n));
       if (r != rank_) stats_.bytes_received += n;
       offset += n;

@@ -93,23 +93,45 @@ GatheredBlocks gather_blocks(Communicator& world, const ReaderHeader& mine,
   return g;
 }
 
+// The reader that supplies DP index d's list (tp = cp = pp = 0: a reader in every mode).
+int source_of(const Topology& t, int d) {
+  return t.rank_of({.tp = 0, .cp = 0, .dp = d, .pp = 0});
+}
+
+// The next gather's width (see GatherSizing), from gathered headers alone: every rank, the failing
+// one included, sets the same value after every gather, so the next collective has one shape.
+void size_next_gather(GatherSizing& sizing, const Topology& t,
+                      std::span<const ReaderHeader> headers) {
+  int64_t largest = 0;
+  for (int d = 0; d < t.dp(); ++d) {
+    largest = std::max(largest, 3 * headers[static_cast<size_t>(source_of(t, d))].count *
+                                    static_cast<int64_t>(sizeof(int64_t)));
+  }
+  const bool every_rank_reads = t.tp() == 1 && t.cp() == 1 && t.pp() == 1;
+  sizing.width = every_rank_reads ? (largest + largest / 4 + 7) / 8 * 8 : 0;
+}
+
 }  // namespace
 
 namespace detail {
 
-void fail_global_batch_gather(Communicator& world, const std::string& error,
-                              const GatherSizing& sizing) {
+void fail_global_batch_gather(Communicator& world, const Topology& topology,
+                              const std::string& error, GatherSizing& sizing) {
   ReaderHeader mine;
   mine.failed = 1;
   // The peers learn of the failure from this header, in the collective they are waiting in.
-  (void)gather_blocks(world, mine, {}, sizing.width);
+  const GatheredBlocks blocks = gather_blocks(world, mine, {}, sizing.width);
+  size_next_gather(sizing, topology, blocks.headers);
   throw InvalidArgument(error);
 }
 
 }  // namespace detail
 
 void fail_global_batch_gather(Communicator& world, const std::string& error) {
-  detail::fail_global_batch_gather(world, error, detail::GatherSizing{});
+  ReaderHeader mine;
+  mine.failed = 1;
+  (void)gather_blocks(world, mine, {}, 0);  // a gather without GatherSizing: two collectives
+  throw InvalidArgument(error);
 }
 
 GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& o,
@@ -133,8 +155,7 @@ GlobalBatch detail::gather_global_batch(Communicator& world, const PipelineOptio
                                         GatherSizing& sizing) {
   const Topology& t = o.topology;
   t.check_world_size(world.size());
-  // DP index d's list comes from the reader with tp = cp = pp = 0 (a reader in every mode).
-  auto source_of = [&t](int d) { return t.rank_of({.tp = 0, .cp = 0, .dp = d, .pp = 0}); };
+  auto source_of = [&t](int d) { return thdpack::source_of(t, d); };
   const bool is_source = source_of(t.coordinates(world.rank()).dp) == world.rank();
 
   // A sample packing would refuse (empty, or loss_mask/labels of another length) is caught here,
@@ -143,7 +164,7 @@ GlobalBatch detail::gather_global_batch(Communicator& world, const PipelineOptio
   try {
     for (const SampleView& s : local) validate_sample(s);
   } catch (const InvalidArgument& e) {
-    detail::fail_global_batch_gather(world, e.what(), sizing);
+    detail::fail_global_batch_gather(world, t, e.what(), sizing);
   }
 
   // ids, then lengths, then group ids (-1: none). Bad group ids are reported once gathered, so
@@ -172,11 +193,8 @@ GlobalBatch detail::gather_global_batch(Communicator& world, const PipelineOptio
                                                 static_cast<int64_t>(sizeof(int64_t));
     largest = std::max(largest, counts[static_cast<size_t>(source_of(d))]);
   }
-  // The next gather's width, from gathered data alone (the same on every rank), before anything
-  // here can throw.
   const bool fits = blocks.width > 0 && largest <= blocks.width;
-  const bool every_rank_reads = t.tp() == 1 && t.cp() == 1 && t.pp() == 1;
-  sizing.width = every_rank_reads ? (largest + largest / 4 + 7) / 8 * 8 : 0;
+  size_next_gather(sizing, t, headers);  // before anything here can throw
   check_no_rank_failed(headers);
 
   int64_t total_bytes = 0;

@@ -25,8 +25,10 @@ GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& opti
                                 std::span<const SampleView> local_samples,
                                 std::span<const int64_t> group_ids, GatherSizing& sizing);
 
-/// fail_global_batch_gather for peers that gather with `sizing`.
-[[noreturn]] void fail_global_batch_gather(Communicator& world, const std::string& error,
-                                           const GatherSizing& sizing);
+/// fail_global_batch_gather for peers that gather with `sizing`; updates `sizing` from the
+/// gathered headers as the peers do, so that the next step's gather has the same shape on every
+/// rank.
+[[noreturn]] void fail_global_batch_gather(Communicator& world, const Topology& topology,
+                                           const std::string& error, GatherSizing& sizing);
 
 }  // namespace thdpack::detail

@@ -162,7 +162,8 @@ Coordinates Pipeline::coordinates() const {
 }
 
 void Pipeline::fail_step(const std::string& error) {
-  detail::fail_global_batch_gather(state_->world, error, state_->gather_sizing);
+  detail::fail_global_batch_gather(state_->world, state_->options.topology, error,
+                                   state_->gather_sizing);
 }
 
 void Pipeline::deliver_fixed_cp(StepResult& r, std::span<const SampleView> local_samples) {

@@ -142,5 +142,21 @@ TEST(LocalCommunicator, BadArgumentsAreCommErrors) {
       "allgatherv");
 }
 
+// Ranks that disagree on how much a rank sends (the peers of a rank that took another path) are
+// told so, instead of reading past that rank's buffer.
+TEST(LocalCommunicator, AllgathervCountsThatDisagreeWithTheSenderAreCommErrors) {
+  test_util::expect_throw_with<CommError>(
+      [] {
+        run_local(2, [](Communicator& c) {
+          const std::vector<std::byte> send(c.rank() == 0 ? 8 : 24);
+          std::vector<int64_t> counts = {8, 8};  // rank 1 sends 24
+          counts[static_cast<size_t>(c.rank())] = static_cast<int64_t>(send.size());
+          std::vector<std::byte> recv(static_cast<size_t>(counts[0] + counts[1]));
+          c.allgatherv(send, recv, counts);
+        });
+      },
+      "rank 1 sends 24 bytes, rank 0 expects 8");
+}
+
 }  // namespace
 }  // namespace thdpack

@@ -154,7 +154,8 @@ TEST(PipelineLocalErrors, OversizedSampleUnderErrorPolicyNamesTheCapThatApplies)
 // A sample packing would refuse on one reader stops every rank at the gather (no rank is left
 // waiting in the sample exchange): the reader names the sample, the peers name the reader. Also
 // after good steps, when the gather moves headers and lists in one collective (GatherSizing), and
-// through fail_step (a rank that could not even build its samples).
+// through fail_step (a rank that could not even build its samples). Every rank then goes on with
+// the next step, which must match the reference (the ranks still agree on the gather's shape).
 TEST(PipelineLocalErrors, BadLossMaskLengthOnOneReaderFailsOnEveryRank) {
   for (const int good_steps : {0, 2}) {
     for (const bool through_fail_step : {false, true}) {
@@ -164,39 +165,43 @@ TEST(PipelineLocalErrors, BadLossMaskLengthOnOneReaderFailsOnEveryRank) {
       c.dp = 4;
       std::atomic<int> own{0};
       std::atomic<int> peers{0};
-      EXPECT_THROW(
-          run_local(
-              c.world_size(),
-              [&](Communicator& world) {
-                const PipelineOptions o = testing::options_of(c);
-                Pipeline p(world, o);
-                for (int step = 0; step < good_steps; ++step) {
-                  p.run_step(testing::local_samples(o, world.rank(), step, 16));
-                }
-                auto s = testing::local_samples(o, world.rank(), good_steps, 16);
-                if (world.rank() == 2 && !s.empty()) {
-                  s[0].loss_mask.assign(s[0].input_ids.size() + 1, 1.0f);
-                }
-                try {
-                  if (world.rank() == 2 && through_fail_step) {
-                    p.fail_step("loss_mask has the wrong length");
-                  }
-                  p.run_step(s);
-                } catch (const InvalidArgument& e) {
-                  const std::string what = e.what();
-                  if (world.rank() == 2) {
-                    EXPECT_NE(what.find("loss_mask has"), std::string::npos) << what;
-                    ++own;
-                  } else {
-                    EXPECT_NE(what.find("rank 2 could not prepare its samples"), std::string::npos)
-                        << what;
-                    ++peers;
-                  }
-                  throw;
-                }
-              },
-              LocalOptions{.timeout_seconds = 10.0}),
-          InvalidArgument);
+      run_local(
+          c.world_size(),
+          [&](Communicator& world) {
+            const PipelineOptions o = testing::options_of(c);
+            Pipeline p(world, o);
+            for (int step = 0; step < good_steps; ++step) {
+              p.run_step(testing::local_samples(o, world.rank(), step, 16));
+            }
+            auto s = testing::local_samples(o, world.rank(), good_steps, 16);
+            if (world.rank() == 2 && !s.empty()) {
+              s[0].loss_mask.assign(s[0].input_ids.size() + 1, 1.0f);
+            }
+            try {
+              if (world.rank() == 2 && through_fail_step) {
+                p.fail_step("loss_mask has the wrong length");
+              }
+              p.run_step(s);
+              ADD_FAILURE() << "rank " << world.rank() << " did not stop";
+            } catch (const InvalidArgument& e) {
+              const std::string what = e.what();
+              if (world.rank() == 2) {
+                EXPECT_NE(what.find("loss_mask has"), std::string::npos) << what;
+                ++own;
+              } else {
+                EXPECT_NE(what.find("rank 2 could not prepare its samples"), std::string::npos)
+                    << what;
+                ++peers;
+              }
+            }
+            // The next step, as large as the failed one: its lists fit the width the peers took
+            // from that step, so they gather in one collective, and so must the failing rank.
+            const auto next = testing::local_samples(o, world.rank(), good_steps + 1, 16);
+            const StepResult result = p.run_step(next);
+            verify_step(world, o, result, next,
+                        [](int64_t id) { return testing::case_dataset().sample(id); });
+          },
+          LocalOptions{.timeout_seconds = 10.0});
       EXPECT_EQ(own.load(), 1);
       EXPECT_EQ(peers.load(), c.world_size() - 1);
     }

@@ -5,7 +5,9 @@
 //   1. Readers hold their DP index's samples (Megatron mode: TP-rank 0 of the first and last PP
 //      stage; all-ranks mode: every rank). One allgather of fixed-size headers and one allgatherv
 //      over the world give every rank the global list of (id, length) — from the readers with
-//      tp = cp = pp = 0 — plus every reader's fingerprint of what it holds.
+//      tp = cp = pp = 0 — plus every reader's fingerprint of what it holds. Where tp = cp = pp = 1
+//      a pipeline sends headers and lists in one allgather once it knows their size from the last
+//      step (while they fit a quarter above the largest list it has seen).
 //   2. Every rank computes the same plan from that list (plans are never sent) and the metadata of
 //      its micro-batches (cu_seqlens, cu_seqlens_padded, max_seqlen, padding mask, positions).
 //   3. Readers run one alltoallv over their DP group: each sample goes from the DP rank that holds
