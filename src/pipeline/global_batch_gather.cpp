@@ -151,8 +151,7 @@ GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& o,
 
 GlobalBatch detail::gather_global_batch(Communicator& world, const PipelineOptions& o,
                                         std::span<const SampleView> local,
-                                        std::span<const int64_t> group_ids,
-                                        GatherSizing& sizing) {
+                                        std::span<const int64_t> group_ids, GatherSizing& sizing) {
   const Topology& t = o.topology;
   t.check_world_size(world.size());
   auto source_of = [&t](int d) { return thdpack::source_of(t, d); };

@@ -82,7 +82,7 @@ struct Pipeline::State {
   Communicator* tp = nullptr;
   std::unique_ptr<Communicator> owned_dp;  // set when the pipeline split its own groups
   std::unique_ptr<Communicator> owned_tp;
-  detail::ExchangeBuffers buffers;  // kept from step to step (see ScratchBuffer)
+  detail::ExchangeBuffers buffers;     // kept from step to step (see ScratchBuffer)
   detail::GatherSizing gather_sizing;  // likewise (see GatherSizing)
 
   State(Communicator& w, PipelineOptions o)
@@ -170,9 +170,9 @@ void Pipeline::deliver_fixed_cp(StepResult& r, std::span<const SampleView> local
   State& s = *state_;
   const Topology& t = s.options.topology;
   r.plan = plan_global_batch(r.batch, s.options);
-  r.cp_groups.assign(static_cast<size_t>(r.plan.num_microbatches()),
-                     {t.cp(), s.coords.cp, t.group_ranks(GroupKind::kCp, s.world.rank()),
-                      s.coords.dp * t.cp()});
+  r.cp_groups.assign(
+      static_cast<size_t>(r.plan.num_microbatches()),
+      {t.cp(), s.coords.cp, t.group_ranks(GroupKind::kCp, s.world.rank()), s.coords.dp * t.cp()});
   const detail::StepGeometry geometry(r.batch, r.plan, s.pack, t.cp(), s.coords.cp,
                                       s.options.cp_mode);
   const bool has_rows = s.fields.tokens || s.fields.labels;
@@ -214,8 +214,8 @@ StepResult Pipeline::run_step(std::span<const SampleView> local_samples,
   const Topology& t = s.options.topology;
 
   StepResult r;
-  r.batch = detail::gather_global_batch(s.world, s.options, local_samples, group_ids,
-                                        s.gather_sizing);
+  r.batch =
+      detail::gather_global_batch(s.world, s.options, local_samples, group_ids, s.gather_sizing);
   for (size_t i = 0; i < r.batch.ids.size(); ++i)
     r.sums.add(r.batch.real_lengths[i], r.batch.padded_lengths[i]);
   for (int v = 0; v < t.vpp(); ++v)

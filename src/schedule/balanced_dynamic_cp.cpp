@@ -61,8 +61,8 @@ struct Item {
   int64_t id;
   int64_t length;
   std::span<const int> slots;  ///< allowed CP sizes of this sample, as SizeTable slots, ascending
-  double area;             ///< rank-seconds at the smallest size
-  const double* times;     ///< time on each SizeTable slot
+  double area;                 ///< rank-seconds at the smallest size
+  const double* times;         ///< time on each SizeTable slot
 };
 
 // After the first K that packs, at least this many more are tried, each kKGrowth larger (at
@@ -182,8 +182,7 @@ bool move_to_free_ranks(Level& level, const PackContext& ctx) {
       const Item* item = group.members[i];
       if (item->slots.front() > slot || item->length > room) continue;
       const double moved = item->times[slot];
-      const double height =
-          std::max({others, group.time - item->times[group.slot], moved});
+      const double height = std::max({others, group.time - item->times[group.slot], moved});
       if (height < best_height || (height == best_height && moved < best_moved)) {
         from = static_cast<int>(g);
         which = i;
@@ -300,8 +299,8 @@ std::optional<Level> pack_at_height(const std::vector<const Item*>& items, doubl
       if (best >= 0 && area > best_area) continue;
       const int64_t token_limit = m * size - item->length;
       // Largest time that leaves room for t, with slack for rounding; checked exactly below.
-      auto it = std::upper_bound(index.begin(), index.end(),
-                                 GroupKey{height - t + 1e-12 * height, -1});
+      auto it =
+          std::upper_bound(index.begin(), index.end(), GroupKey{height - t + 1e-12 * height, -1});
       while (it != index.begin()) {
         --it;
         const Group& g = level.groups[static_cast<size_t>(it->group)];
@@ -557,8 +556,7 @@ std::optional<KSearchResult> search_k(const std::vector<Item>& items, int64_t sh
 }
 
 /// Steps 1-4: the plan of the packing above.
-DynamicCpPlan plan_by_packing(std::span<const int64_t> ids,
-                              std::span<const int64_t> padded_lengths,
+DynamicCpPlan plan_by_packing(std::span<const int64_t> ids, std::span<const int64_t> padded_lengths,
                               const DynamicCpOptions& options) {
   const SizeTable table = make_size_table(options);
   std::vector<double> times(ids.size() * table.slots());
@@ -610,10 +608,11 @@ DynamicCpPlan plan_by_packing(std::span<const int64_t> ids,
       sample_shortest = std::min(sample_shortest, sample.back().length);
     }
     PackContext searching = ctx;
-    searching.deal_again = false;  // the K it finds hardly moves, at a quarter of the time
+    searching.deal_again = false;  // a quarter of the time; 131,072 samples kept their step
     if (const auto sampled = search_k(sample, sample_shortest, searching)) {
-      const auto scaled = static_cast<int64_t>(std::ceil(
-          static_cast<double>(sampled->k) * static_cast<double>(n) / static_cast<double>(sample.size())));
+      const auto scaled =
+          static_cast<int64_t>(std::ceil(static_cast<double>(sampled->k) * static_cast<double>(n) /
+                                         static_cast<double>(sample.size())));
       const int64_t first = (scaled + multiple - 1) / multiple * multiple;
       double height_over_bound = 0;
       PackContext warm = ctx;
@@ -669,7 +668,8 @@ DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
   } catch (const InvalidArgument&) {
     return ours;  // a batch Megatron cannot plan (its VPP split, say)
   }
-  const double mine = evaluate_dynamic_cp_plan(ours, ids, padded_lengths, options, options.cost).step;
+  const double mine =
+      evaluate_dynamic_cp_plan(ours, ids, padded_lengths, options, options.cost).step;
   const double theirs =
       evaluate_dynamic_cp_plan(megatron, ids, padded_lengths, options, options.cost).step;
   return theirs < mine ? megatron : ours;

@@ -221,8 +221,8 @@ TEST(PipelineLocal, BatchesThatGrowShrinkAndDifferBetweenRanksMatchTheReference)
     Pipeline p(world, o);
     std::vector<int64_t> collectives;
     for (size_t step = 0; step < std::size(global_batches); ++step) {
-      auto local = testing::local_samples(o, world.rank(), static_cast<int64_t>(step),
-                                          global_batches[step]);
+      auto local =
+          testing::local_samples(o, world.rank(), static_cast<int64_t>(step), global_batches[step]);
       // Rank r keeps (r + 1) quarters of its share: lists of four sizes.
       local.resize(std::max<size_t>(1, local.size() * static_cast<size_t>(world.rank() + 1) / 4));
       const StepResult result = p.run_step(local);

@@ -169,9 +169,13 @@ TEST(BalancedDynamicCp, IsOnAverageAtLeast1_15xFasterThanDefaultDynamicCpUnderTh
         const double bound =
             evaluate_dynamic_cp_plan(DynamicCpPlan{ranks, {}}, ids, lengths, o, cost).lower_bound;
         ours.push_back(evaluate_dynamic_cp_plan(schedule_balanced_dynamic_cp(ids, lengths, o), ids,
-                                                lengths, o, cost).step / bound);
+                                                lengths, o, cost)
+                           .step /
+                       bound);
         megatron.push_back(evaluate_dynamic_cp_plan(schedule_default_dynamic_cp(ids, lengths, o),
-                                                    ids, lengths, o, cost).step / bound);
+                                                    ids, lengths, o, cost)
+                               .step /
+                           bound);
       }
       speedups += median(megatron) / median(ours);
       ++rows;
