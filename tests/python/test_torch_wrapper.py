@@ -150,3 +150,35 @@ def test_without_an_initialised_process_group_the_error_says_what_is_missing():
     assert not dist.is_initialized()
     with pytest.raises(thdpack.InvalidArgument, match="needs an initialised torch.distributed"):
         thdpack.torch.ThdPacker(max_seqlen_per_dp_cp_rank=512)
+
+
+def test_held_steps_stay_intact_while_released_ones_are_reused(tmp_path):
+    run_processes(1, _reuse_worker, str(tmp_path))
+    reports = [json.loads((tmp_path / "reuse0.json").read_text())]
+    assert all(r["intact"] and r["reused"] for r in reports), reports
+
+
+def _reuse_worker(rank, world, out_dir):
+    """A step's arrays go back to the pipeline when the step is released (MicrobatchPool): a step
+    whose tensors are held keeps its values through later steps, and a released step's memory is
+    what a later step is built in."""
+    packer = tt.ThdPacker(max_seqlen_per_dp_cp_rank=256)
+    dataset = thdpack.mock_dataset(CONFIG)
+
+    def step(n):
+        return packer.step([dataset.sample(i) for i in range(n * 100 + rank * 10,
+                                                             n * 100 + rank * 10 + 10)])
+
+    held = step(0)
+    held_tokens = [mb["tokens"] for mb in held.microbatches]
+    expected = [t.clone() for t in held_tokens]
+    released = step(1)
+    released_addresses = {mb["tokens"].data_ptr() for mb in released.microbatches}
+    del released
+    later = [step(n) for n in range(2, 5)]  # built in step 1's memory, never in step 0's
+    intact = all(torch.equal(a, b) for a, b in zip(held_tokens, expected))
+    later_addresses = {mb["tokens"].data_ptr() for s in later for mb in s.microbatches}
+    held_addresses = {t.data_ptr() for t in held_tokens}
+    with open(os.path.join(out_dir, f"reuse{rank}.json"), "w") as f:
+        json.dump({"intact": intact and not (held_addresses & later_addresses),
+                   "reused": bool(released_addresses & later_addresses)}, f)
