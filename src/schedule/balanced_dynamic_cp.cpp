@@ -29,6 +29,7 @@
 #include "schedule/dynamic_cp_sizes.hpp"
 #include "thdpack/core/checked_arithmetic.hpp"
 #include "thdpack/core/errors.hpp"
+#include "thdpack/packing/packed_batch.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
 
 namespace thdpack {
@@ -489,17 +490,15 @@ double total_height(const std::vector<Level>& levels) {
   return sum;
 }
 
-/// deal_and_pack for K micro-batches, then (up to kRedeals times, on batches of at most
-/// kSampledKSearchAbove samples) dealt again by the rank-time each sample took in the best
-/// packing so far, while that lowers the step: the first dealing guesses each sample's size from
-/// one height for all micro-batches, the packing knows it.
+/// deal_and_pack for K micro-batches, then (up to kRedeals times, where ctx.deal_again) dealt again
+/// by the rank-time each sample took in the best packing so far, while that lowers the step: the
+/// first dealing guesses each sample's size from one height for all micro-batches, the packing
+/// knows it.
 std::optional<std::vector<Level>> plan_with(int64_t k, const std::vector<Item>& items,
                                             int64_t shortest, double give_up_at,
                                             const PackContext& ctx) {
   auto best = deal_and_pack(k, items, shortest, give_up_at, ctx, nullptr);
-  if (!best || !ctx.deal_again || static_cast<int64_t>(items.size()) > kSampledKSearchAbove) {
-    return best;
-  }
+  if (!best || !ctx.deal_again) return best;
   std::vector<double> taken(items.size());
   for (int round = 0; round < kRedeals; ++round) {
     for (const Level& level : *best) {
@@ -529,10 +528,9 @@ std::optional<KSearchResult> search_k(const std::vector<Item>& items, int64_t sh
   const DynamicCpOptions& o = ctx.options;
   const int64_t multiple = o.microbatch_multiple;
   const int64_t room = o.max_seqlen_per_dp_cp_rank * o.ranks();
-  auto round_up = [multiple](int64_t v) { return (v + multiple - 1) / multiple * multiple; };
   int64_t total_tokens = 0;
   for (const Item& item : items) total_tokens += item.length;
-  int64_t k = round_up(total_tokens < 1 ? 1 : (total_tokens - 1) / room + 1);
+  int64_t k = round_up(total_tokens < 1 ? 1 : (total_tokens - 1) / room + 1, multiple);
   const auto n = static_cast<int64_t>(items.size());
   std::optional<KSearchResult> best;
   int64_t tries_after_first = 0;
@@ -550,7 +548,7 @@ std::optional<KSearchResult> search_k(const std::vector<Item>& items, int64_t sh
     }
     // Up to the first K that packs, one multiple at a time; after it, kKGrowth at a time.
     const auto grown = static_cast<int64_t>(std::ceil(static_cast<double>(k) * (1 + kKGrowth)));
-    k = best ? std::max(k + multiple, round_up(grown)) : k + multiple;
+    k = best ? std::max(k + multiple, round_up(grown, multiple)) : k + multiple;
   }
   return best;
 }
@@ -591,11 +589,12 @@ DynamicCpPlan plan_by_packing(std::span<const int64_t> ids, std::span<const int6
   std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
     return a.area > b.area || (a.area == b.area && a.id < b.id);
   });
-  std::vector<SizeIndex> by_size(table.slots());
-  const PackContext ctx{options, table, by_size};
-
   const auto n = static_cast<int64_t>(items.size());
   const int64_t multiple = options.microbatch_multiple;
+  std::vector<SizeIndex> by_size(table.slots());
+  // Dealing again is for batches of at most kSampledKSearchAbove samples (step 3).
+  const PackContext ctx{options, table, by_size, nullptr, n <= kSampledKSearchAbove};
+
   std::optional<std::vector<Level>> best;
   if (n > kSampledKSearchAbove) {
     // Step 4 on every stride-th sample in rank-time order (the same mix of lengths), then one
@@ -613,7 +612,7 @@ DynamicCpPlan plan_by_packing(std::span<const int64_t> ids, std::span<const int6
       const auto scaled =
           static_cast<int64_t>(std::ceil(static_cast<double>(sampled->k) * static_cast<double>(n) /
                                          static_cast<double>(sample.size())));
-      const int64_t first = (scaled + multiple - 1) / multiple * multiple;
+      const int64_t first = round_up(scaled, multiple);
       double height_over_bound = 0;
       PackContext warm = ctx;
       warm.last_height_over_bound = &height_over_bound;
