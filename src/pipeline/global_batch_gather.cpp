@@ -98,15 +98,22 @@ int source_of(const Topology& t, int d) {
   return t.rank_of({.tp = 0, .cp = 0, .dp = d, .pp = 0});
 }
 
-// The next gather's width (see GatherSizing), from gathered headers alone: every rank, the failing
-// one included, sets the same value after every gather, so the next collective has one shape.
-void size_next_gather(GatherSizing& sizing, const Topology& t,
-                      std::span<const ReaderHeader> headers) {
-  int64_t largest = 0;
+// Bytes of every world rank's list, from the gathered headers: ids, lengths and group ids of each
+// DP index's reader, nothing from the other ranks.
+std::vector<int64_t> list_bytes(const Topology& t, std::span<const ReaderHeader> headers) {
+  std::vector<int64_t> bytes(headers.size(), 0);
   for (int d = 0; d < t.dp(); ++d) {
-    largest = std::max(largest, 3 * headers[static_cast<size_t>(source_of(t, d))].count *
-                                    static_cast<int64_t>(sizeof(int64_t)));
+    const auto r = static_cast<size_t>(source_of(t, d));
+    bytes[r] = 3 * headers[r].count * static_cast<int64_t>(sizeof(int64_t));
   }
+  return bytes;
+}
+
+// The next gather's width (see GatherSizing), from the lists gathered alone: every rank, the
+// failing one included, sets the same value after every gather, so the next collective has one
+// shape.
+void size_next_gather(GatherSizing& sizing, const Topology& t, std::span<const int64_t> bytes) {
+  const int64_t largest = bytes.empty() ? 0 : *std::max_element(bytes.begin(), bytes.end());
   const bool every_rank_reads = t.tp() == 1 && t.cp() == 1 && t.pp() == 1;
   sizing.width = every_rank_reads ? (largest + largest / 4 + 7) / 8 * 8 : 0;
 }
@@ -121,7 +128,7 @@ void fail_global_batch_gather(Communicator& world, const Topology& topology,
   mine.failed = 1;
   // The peers learn of the failure from this header, in the collective they are waiting in.
   const GatheredBlocks blocks = gather_blocks(world, mine, {}, sizing.width);
-  size_next_gather(sizing, topology, blocks.headers);
+  size_next_gather(sizing, topology, list_bytes(topology, blocks.headers));
   throw InvalidArgument(error);
 }
 
@@ -184,16 +191,10 @@ GlobalBatch detail::gather_global_batch(Communicator& world, const PipelineOptio
   const GatheredBlocks blocks = gather_blocks(world, mine, list, sizing.width);
   const std::vector<ReaderHeader>& headers = blocks.headers;
 
-  std::vector<int64_t> counts(static_cast<size_t>(world.size()), 0);
-  int64_t largest = 0;
-  for (int d = 0; d < t.dp(); ++d) {
-    counts[static_cast<size_t>(source_of(d))] = 3 *
-                                                headers[static_cast<size_t>(source_of(d))].count *
-                                                static_cast<int64_t>(sizeof(int64_t));
-    largest = std::max(largest, counts[static_cast<size_t>(source_of(d))]);
-  }
-  const bool fits = blocks.width > 0 && largest <= blocks.width;
-  size_next_gather(sizing, t, headers);  // before anything here can throw
+  const std::vector<int64_t> counts = list_bytes(t, headers);
+  const bool fits =
+      blocks.width > 0 && *std::max_element(counts.begin(), counts.end()) <= blocks.width;
+  size_next_gather(sizing, t, counts);  // before anything here can throw
   check_no_rank_failed(headers);
 
   int64_t total_bytes = 0;
