@@ -164,7 +164,7 @@ void deliver_dynamic_cp(StepResult& r, Communicator& world, Communicator& tp_gro
     const MicrobatchCpGroup& g = r.cp_groups[static_cast<size_t>(k)];
     microbatches->push_back(empty_microbatch(
         mine(k), r.batch, fields, pack, g.local_cp_size, g.cp_rank, CpMode::kZigzag,
-        exchanges ? RowArrays::kReserved : RowArrays::kSized, buffers.microbatches->take()));
+        buffers.microbatches->take()));
   }
 
   // One alltoallv over the world, on every rank (ranks that exchange nothing send and receive 0

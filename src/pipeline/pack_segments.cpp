@@ -10,8 +10,8 @@
 namespace thdpack::detail {
 
 PackGeometry pack_geometry(std::span<const int64_t> ids, const GlobalBatch& batch,
-                         const std::unordered_map<int64_t, int64_t>& position,
-                         const PackOptions& pack, int cp, int cp_rank, CpMode mode) {
+                           const std::unordered_map<int64_t, int64_t>& position,
+                           const PackOptions& pack, int cp, int cp_rank, CpMode mode) {
   PackGeometry g;
   std::vector<int64_t> positions;
   positions.reserve(ids.size());
@@ -99,7 +99,7 @@ StepGeometry::StepGeometry(const GlobalBatch& batch, const Plan& plan, const Pac
 
 PackedBatch empty_microbatch(const PackGeometry& g, const GlobalBatch& batch, StageFields fields,
                              const PackOptions& pack, int cp, int cp_rank, CpMode mode,
-                             RowArrays row_arrays, PackedBatch storage) {
+                             PackedBatch storage) {
   PackedBatch m = std::move(storage);
   m.cu_seqlens.assign(g.cu_seqlens.begin(), g.cu_seqlens.end());
   m.cu_seqlens_padded.assign(g.cu_seqlens_padded.begin(), g.cu_seqlens_padded.end());
@@ -109,15 +109,14 @@ PackedBatch empty_microbatch(const PackGeometry& g, const GlobalBatch& batch, St
   m.cp_rank = cp_rank;
   m.cp_mode = mode;
   const auto rows = static_cast<size_t>(g.local_rows);
-  const bool sized = row_arrays == RowArrays::kSized;
   m.padding_mask.resize(rows);
   if (fields.tokens) {
     m.position_ids.resize(rows);
-    sized ? m.tokens.resize(rows) : m.tokens.reserve(rows);
+    m.tokens.reserve(rows);
   }
   if (fields.labels) {
-    sized ? m.labels.resize(rows) : m.labels.reserve(rows);
-    sized ? m.loss_mask.resize(rows) : m.loss_mask.reserve(rows);
+    m.labels.reserve(rows);
+    m.loss_mask.reserve(rows);
   }
   // Padding mask and positions follow from the lengths alone: per segment, its real rows then its
   // padding rows, each a run (the mask is zero-filled already).
@@ -129,17 +128,10 @@ PackedBatch empty_microbatch(const PackGeometry& g, const GlobalBatch& batch, St
     const int64_t real = tail ? 0 : batch.real_lengths[static_cast<size_t>(s.sample)];
     const int64_t real_rows = std::clamp<int64_t>(real - s.offset, 0, s.length);
     std::fill(mask + at + real_rows, mask + at + s.length, uint8_t{1});
-    // Tail rows are not exchanged: their padding values are written here (or appended).
-    if (fields.labels && tail && sized) {
-      std::fill(m.labels.begin() + at, m.labels.begin() + at + s.length, pack.ignore_id);
-    }
     if (fields.tokens) {
       const bool zero_pads = pack.pad_positions == PadPositions::kZero;
       std::iota(positions + at, positions + at + (zero_pads ? real_rows : s.length), s.offset);
       if (zero_pads) std::fill(positions + at + real_rows, positions + at + s.length, int64_t{0});
-      if (tail && sized) {
-        std::fill(m.tokens.begin() + at, m.tokens.begin() + at + s.length, pack.pad_id);
-      }
     }
     at += s.length;
   }
@@ -183,21 +175,6 @@ void write_rows(const PackedBatch& source, int64_t from, int64_t length, StageFi
   if (t.labels) {
     std::memcpy(t.labels, source.labels.data() + f, n * 8);
     std::memcpy(t.loss_mask, source.loss_mask.data() + f, n * 4);
-  }
-}
-
-void read_rows(const std::byte* in, int64_t length, StageFields fields, PackedBatch& target,
-               int64_t at) {
-  const auto n = static_cast<size_t>(length);
-  const auto a = static_cast<size_t>(at);
-  if (fields.tokens) {
-    std::memcpy(target.tokens.data() + a, in, n * 8);
-    in += n * 8;
-  }
-  if (fields.labels) {
-    std::memcpy(target.labels.data() + a, in, n * 8);
-    in += n * 8;
-    std::memcpy(target.loss_mask.data() + a, in, n * 4);
   }
 }
 

@@ -64,20 +64,14 @@ class StepGeometry {
   std::vector<int64_t> first_;
 };
 
-/// How empty_microbatch leaves the row arrays of tokens, labels and loss mask.
-enum class RowArrays {
-  kSized,     ///< sized to the rows (zero-filled, tail rows written), for rows copied in by index
-  kReserved,  ///< empty with room for the rows, for append_rows (no zero-fill of rows that are
-              ///< overwritten anyway: a third of a step's memory traffic)
-};
-
-/// A micro-batch for `geometry` with metadata, padding mask and (with tokens) position ids filled
-/// and the per-row arrays of `fields` sized or reserved (`rows`), ready for rows to be put in;
-/// built in `storage` (an empty micro-batch whose arrays' capacity is reused).
+/// A micro-batch for `geometry` with metadata, padding mask and (with tokens) position ids filled;
+/// the arrays of tokens, labels and loss mask (those of `fields`) are empty with room for the
+/// rows, which append_rows (a reader's exchange) or the TP broadcast then put in, so no row is
+/// zero-filled before it is written. Built in `storage` (an empty micro-batch whose arrays'
+/// capacity is reused).
 PackedBatch empty_microbatch(const PackGeometry& geometry, const GlobalBatch& batch,
                              StageFields fields, const PackOptions& pack, int cp, int cp_rank,
-                             CpMode mode, RowArrays rows = RowArrays::kSized,
-                             PackedBatch storage = {});
+                             CpMode mode, PackedBatch storage = {});
 
 /// Empties the per-row fields a stage does not hold (tokens and position ids, labels and loss
 /// mask).
@@ -128,7 +122,7 @@ class LocalSamples {
   const PackOptions& pack_;
 };
 
-/// Fills a micro-batch made with RowArrays::kReserved: appends the rows of `segments` (its
+/// Fills a micro-batch from empty_microbatch: appends the rows of `segments` (its
 /// geometry's, in order) to its arrays of `fields`. Tail rows are padding; rows of a sample whose
 /// `source_of` is `me` come from `local`; the others are read from `received` at `cursor[peer_of(
 /// source)]`, which advances by their wire_bytes (the wire layout of write_rows).
@@ -140,9 +134,6 @@ void append_rows(PackedBatch& target, std::span<const Segment> segments, StageFi
 /// Writes rows [from, from + length) of `source`'s `fields` to `out` (wire_bytes bytes).
 void write_rows(const PackedBatch& source, int64_t from, int64_t length, StageFields fields,
                 std::byte* out);
-/// Reads `length` rows written by write_rows into `target` starting at row `at`.
-void read_rows(const std::byte* in, int64_t length, StageFields fields, PackedBatch& target,
-               int64_t at);
 
 /// Appends `length` tail rows (pad_id tokens, ignore_id labels, loss mask 0) to `target`.
 void append_tail_rows(PackedBatch& target, int64_t length, StageFields fields,

@@ -182,8 +182,7 @@ void Pipeline::deliver_fixed_cp(StepResult& r, std::span<const SampleView> local
   for (int64_t k = 0; k < r.plan.num_microbatches(); ++k) {
     microbatches->push_back(detail::empty_microbatch(
         geometry.pack(k, s.coords.dp), r.batch, s.fields, s.pack, t.cp(), s.coords.cp,
-        s.options.cp_mode, exchanges ? detail::RowArrays::kReserved : detail::RowArrays::kSized,
-        pool.take()));
+        s.options.cp_mode, pool.take()));
   }
   if (exchanges) {
     const detail::LocalSamples local(local_samples, geometry.first_of(s.coords.dp),

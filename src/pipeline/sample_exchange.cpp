@@ -103,7 +103,7 @@ void broadcast_rows(Communicator& tp_group, StageFields fields, ScratchBuffer& s
     const std::byte* in = buffer.data();
     for (PackedBatch& m : microbatches) {
       const int64_t rows = m.num_rows();
-      read_rows(in, rows, fields, m, 0);
+      append_received_rows(m, in, rows, fields);
       in += wire_bytes(rows, fields);
     }
   }

@@ -37,8 +37,7 @@ struct ExchangeBuffers {
   std::shared_ptr<MicrobatchPool> microbatches = std::make_shared<MicrobatchPool>();
 };
 
-/// Fills `microbatches` (this rank's K micro-batches from empty_microbatch, RowArrays::kReserved)
-/// with the rows of
+/// Fills `microbatches` (this rank's K micro-batches from empty_microbatch) with the rows of
 /// `fields`. Each row of this rank's samples is written once, straight from `local` to where it
 /// goes: the send buffer at its final offset, or this rank's micro-batch when it stays. One
 /// alltoallv over `dp_group`; received rows are copied once into the micro-batches.
@@ -47,7 +46,8 @@ void exchange_samples(Communicator& dp_group, const StepGeometry& geometry,
                       std::vector<PackedBatch>& microbatches);
 
 /// Rank 0 of `tp_group` sends the rows of `fields` of all its micro-batches to the others in one
-/// broadcast; the others' micro-batches must already have the right sizes.
+/// broadcast; the others' row arrays of `fields` must be empty (as empty_microbatch leaves them):
+/// the rows are appended.
 void broadcast_rows(Communicator& tp_group, StageFields fields, ScratchBuffer& buffer,
                     std::vector<PackedBatch>& microbatches);
 

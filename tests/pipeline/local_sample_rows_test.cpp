@@ -79,10 +79,7 @@ TEST(LocalSampleRows, AnyRunOfRowsEqualsTheOneSamplePack) {
                                     std::byte{0x5a});
         local.write(seg, detail::wire_targets(wire.data(), length, fields));
         PackedBatch read;
-        read.tokens.resize(static_cast<size_t>(length));
-        read.labels.resize(static_cast<size_t>(length));
-        read.loss_mask.resize(static_cast<size_t>(length));
-        detail::read_rows(wire.data(), length, fields, read, 0);
+        detail::append_received_rows(read, wire.data(), length, fields);
 
         for (int64_t j = 0; j < length; ++j) {
           const auto w = static_cast<size_t>(from + j);
