@@ -3,7 +3,8 @@
 // the full CP cost model, on the long-context workloads at dp·cp = 32 and 256. Medians over seeds;
 // every plan is checked against the dynamic-CP contracts.
 // Then planning time: both dynamic-CP schedulers timed on every one of many seeded inputs from
-// four length distributions at dp·cp = 32 and 256 (p50 / p90 / max), and on ~1M samples.
+// four length distributions at dp·cp = 32 and 256 (p50 / p90 / max), and on ~1M samples of each
+// distribution (two inputs each).
 //
 //   thdpack_dynamic_cp_bench [--seeds N] [--timing-seeds N] [--large-samples N]
 //                            [--samples-per-rank N[,N...]] [--quick] [--out FILE.json]
@@ -83,6 +84,8 @@ double quantile(std::vector<double> v, double q) {
 
 /// Above this many samples the large run skips default_dynamic_cp (quadratic in the samples).
 constexpr int64_t kLargestDefaultDynamicCpRun = 1 << 17;
+/// Seeded inputs per distribution at the large batch size.
+constexpr uint64_t kLargeSeeds = 2;
 
 /// A length distribution for the timing runs, at its own M.
 struct TimingCase {
@@ -122,8 +125,8 @@ PlanTimes plan_times(const std::string& scheduler, const std::vector<std::vector
 }
 
 /// Planning time of both dynamic-CP schedulers: many seeded inputs per distribution and size
-/// (8 samples per rank), then `large_samples` samples of longctx-128k on 256 ranks
-/// (default_dynamic_cp only up to kLargestDefaultDynamicCpRun).
+/// (8 samples per rank), then kLargeSeeds inputs of `large_samples` samples of each distribution
+/// on 256 ranks (default_dynamic_cp only up to kLargestDefaultDynamicCpRun).
 nlohmann::json timing_rows(int seeds, int64_t large_samples, const CpCostModel& cost) {
   const std::vector<TimingCase> cases = {
       {"longctx-128k", 16384}, {"rl-64k", 16384}, {"longtail-32k", 8192}, {"bimodal-16k", 4096}};
@@ -172,15 +175,18 @@ nlohmann::json timing_rows(int seeds, int64_t large_samples, const CpCostModel& 
       }
     }
   }
-  if (large_samples > 0) {
-    const std::vector<std::vector<int64_t>> inputs = {
-        padded(raw_lengths(workload("longctx-128k"), large_samples, 77), 512)};
+  // The large batch: kLargeSeeds inputs of each distribution (the time depends on the input).
+  for (const TimingCase& c : large_samples > 0 ? cases : std::vector<TimingCase>{}) {
+    std::vector<std::vector<int64_t>> inputs;
+    for (uint64_t s = 0; s < kLargeSeeds; ++s) {
+      inputs.push_back(padded(raw_lengths(workload(c.workload), large_samples, 77 + s), 512));
+    }
     for (const auto& scheduler : schedulers) {
       // default_dynamic_cp revisits every waiting sample in each of its ~n/(8·256) rounds.
       if (scheduler == "default_dynamic_cp" && large_samples > kLargestDefaultDynamicCpRun)
         continue;
-      add_row("longctx-128k", 256, 16384, large_samples, scheduler,
-              plan_times(scheduler, inputs, options(256, 16384)));
+      add_row(c.workload, 256, c.max_seqlen_per_dp_cp_rank, large_samples, scheduler,
+              plan_times(scheduler, inputs, options(256, c.max_seqlen_per_dp_cp_rank)));
     }
   }
   return rows;

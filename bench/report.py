@@ -265,7 +265,7 @@ def render(speed, quality, pipeline=None, pack=None, moe=None, reorder=None, pla
     ] if dynamic_cp else []) + ([
         "**Dynamic-CP planning time** (`thdpack_dynamic_cp_bench`: both dynamic-CP schedulers timed on "
         "every one of many seeded inputs per row, 8 samples per rank, with the full CP cost model; "
-        "four length distributions at their own M, then ~1M samples of longctx-128k; wall time on a "
+        "four length distributions at their own M, then two inputs of ~1M samples of each; wall time on a "
         "machine shared with other jobs, so the CPU time of the planning thread is shown too; "
         "default_dynamic_cp is skipped above 131,072 samples, its time growing with samples x "
         "rounds):\n\n" + dynamic_cp_timing_table(dynamic_cp)
