@@ -5,14 +5,22 @@
 // group shifts the later ones right, so creation order is rank order and every group is a
 // contiguous range. All members of a group carry the same load, so the projected maximum rank
 // load of a placement is max(current maximum, group load + L²/c) and costs O(1).
+// Samples wait in classes of equal length (longest first, ids ascending): a sample that cannot be
+// placed leaves the round's state as it was, so every later sample of its length waits too, and a
+// round visits each class once instead of every waiting sample (Megatron's rounds each scan all
+// waiting samples: quadratic in the batch).
 // Workloads are doubles computed as Megatron computes them ((L·L)/c, cap = L·M·(1 + 0.05)), so
 // ties resolve identically; token budgets are exact integers (Megatron uses floats).
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
+#include <numeric>
 #include <string>
 #include <vector>
 
+#include "schedule/group_fit_tree.hpp"
+#include "schedule/waiting_samples.hpp"
 #include "thdpack/core/checked_arithmetic.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
@@ -23,11 +31,6 @@ namespace thdpack {
 namespace {
 
 constexpr double kWorkloadCapDelta = 0.05;
-
-struct Sample {
-  int64_t id;
-  int64_t length;
-};
 
 struct RoundGroup {
   int size;
@@ -40,19 +43,47 @@ double workload(int64_t length, int cp) {
   return static_cast<double>(length) * static_cast<double>(length) / static_cast<double>(cp);
 }
 
-/// The groups of one size in creation order, and the fewest tokens any of them holds.
+/// The groups of one size in creation order (indexes into the round's groups), and their rooms
+/// and loads in a GroupFitTree at the same positions.
 struct SizeIndex {
   int size;
   std::vector<int> groups;
-  int64_t fewest_tokens;
+  detail::GroupFitTree tree;
 };
 
-/// The index of `size` in `indexes` (a handful of sizes per round), or nullptr.
+/// The index of `size` in `indexes` (a handful of sizes), or nullptr.
 SizeIndex* find_size(std::vector<SizeIndex>& indexes, int size) {
   for (auto& x : indexes) {
     if (x.size == size) return &x;
   }
   return nullptr;
+}
+
+/// A bound on the rounding of one double addition of x and y: candidates the tree finds with a
+/// limit widened by it are then checked with the exact expression Megatron evaluates.
+double rounding_slack(double x, double y) { return 0x1p-50 * (std::abs(x) + std::abs(y)); }
+
+/// Within one size: the first group (creation order) with room for `length` whose score
+/// max(max_load, load + w) is the least any such group has, and that score; npos when no group of
+/// the size has room.
+std::pair<size_t, double> best_of_size(const detail::GroupFitTree& tree, int64_t length, double w,
+                                       double max_load) {
+  if (tree.most_room() < length) return {detail::GroupFitTree::npos, 0.0};
+  // Most often some group stays within the current maximum: the least score, max_load.
+  const double within = max_load - w + rounding_slack(max_load, w);
+  for (size_t i = tree.first_fit(0, length, within); i != detail::GroupFitTree::npos;
+       i = tree.first_fit(i + 1, length, within)) {
+    if (tree.load(i) + w <= max_load) return {i, max_load};
+  }
+  // Otherwise the least load gives the least score; the first group that reaches it.
+  const double least = tree.least_load(length);
+  const double score = least + w;
+  const double near = least + rounding_slack(least, w);
+  for (size_t i = tree.first_fit(0, length, near); i != detail::GroupFitTree::npos;
+       i = tree.first_fit(i + 1, length, near)) {
+    if (tree.load(i) + w == score) return {i, score};
+  }
+  return {detail::GroupFitTree::npos, 0.0};  // not reached: the least load is some group's
 }
 
 /// Lays the groups out from rank 0 in order.
@@ -66,79 +97,96 @@ DynamicCpMicrobatch lay_out(std::vector<RoundGroup>& groups) {
   return mb;
 }
 
-/// Whole-group fallback: first-fit of the round's samples (descending) onto all G ranks.
-DynamicCpMicrobatch fill_whole_group(const std::vector<Sample>& round, int ranks, int64_t m,
-                                     std::vector<Sample>& leftovers) {
-  leftovers.clear();
+/// A class a round took samples from, and its first waiting sample before the round.
+struct Touched {
+  size_t cls;
+  size_t next;
+};
+
+/// Whole-group fallback: first-fit of the round's samples (descending) onto all G ranks. A
+/// class's samples fit up to the first that does not; then only a class no longer than the room
+/// left can fit, so the others are skipped.
+DynamicCpMicrobatch fill_whole_group(detail::WaitingSamples& waiting, int ranks, int64_t m,
+                                     std::vector<Touched>& touched) {
+  touched.clear();
   CpGroup all{0, ranks, {}};
-  int64_t tokens = 0;
-  for (const Sample& s : round) {
-    if (!sum_exceeds(tokens, s.length, m * ranks)) {
-      all.ids.push_back(s.id);
-      tokens += s.length;
-    } else {
-      leftovers.push_back(s);
-    }
+  int64_t room = m * ranks;
+  for (size_t c = waiting.open_from(0); c < waiting.size();
+       c = waiting.open_from(waiting.first_at_most(c + 1, waiting.size(), room))) {
+    detail::LengthClass& cls = waiting[c];
+    const size_t take = std::min(static_cast<size_t>(room / cls.length), cls.waiting());
+    if (take == 0) continue;
+    touched.push_back({c, cls.next});
+    all.ids.insert(all.ids.end(), cls.ids.begin() + static_cast<std::ptrdiff_t>(cls.next),
+                   cls.ids.begin() + static_cast<std::ptrdiff_t>(cls.next + take));
+    cls.next += take;
+    room -= static_cast<int64_t>(take) * cls.length;
   }
   DynamicCpMicrobatch mb;
   mb.groups.push_back(std::move(all));
   return mb;
 }
 
-/// One scheduling round: the micro-batch formed from `round` (sorted by length descending); the
-/// samples that wait for the next round go to `leftovers`, in the same order.
-DynamicCpMicrobatch next_microbatch(const std::vector<Sample>& round, const DynamicCpOptions& o,
-                                    std::vector<Sample>& leftovers) {
+/// One scheduling round: the micro-batch it forms from the waiting samples; placed samples leave
+/// them (empty classes are closed). `touched` and `by_size` are scratch kept between rounds.
+DynamicCpMicrobatch next_microbatch(detail::WaitingSamples& waiting, const DynamicCpOptions& o,
+                                    std::vector<Touched>& touched,
+                                    std::vector<SizeIndex>& by_size) {
   const int ranks = o.ranks();
   const int64_t m = o.max_seqlen_per_dp_cp_rank;
-  leftovers.clear();
-
-  const Sample& first = round.front();
-  const int first_cp = cp_min_for_length(first.length, m, o.min_cp);
+  touched.clear();
+  const size_t first_class = waiting.open_from(0);
+  detail::LengthClass& first = waiting[first_class];
+  touched.push_back({first_class, first.next});
+  const int first_cp = first.cp_min;
   const double cap =
       static_cast<double>(first.length) * static_cast<double>(m) * (1.0 + kWorkloadCapDelta);
   std::vector<RoundGroup> groups;
-  groups.push_back({first_cp, first.length, workload(first.length, first_cp), {first.id}});
+  groups.push_back(
+      {first_cp, first.length, workload(first.length, first_cp), {first.ids[first.next]}});
+  ++first.next;
   int used = first_cp;
   double max_load = groups.front().load;
-  // The groups of each size in creation order, and the fewest tokens any of them holds, so a
-  // size no group of which has room is skipped whole. Scanning one size's groups in creation
-  // order is the scan of all groups in creation order that skips other sizes, so every decision
-  // and tie is Megatron's.
-  std::vector<SizeIndex> by_size;
+  // The groups of each size, so that a sample looks at one candidate group per size instead of
+  // scanning them all; best_of_size finds the group Megatron's scan in creation order would take.
+  for (auto& x : by_size) {
+    x.groups.clear();
+    x.tree.reset(static_cast<size_t>(ranks / x.size));
+  }
   auto index = [&](int g) {
     const RoundGroup& group = groups[static_cast<size_t>(g)];
     SizeIndex* x = find_size(by_size, group.size);
     if (x == nullptr) {
-      by_size.push_back({group.size, {}, group.tokens});
+      by_size.push_back({group.size, {}, {}});
       x = &by_size.back();
+      x->tree.reset(static_cast<size_t>(ranks / x->size));
     }
     x->groups.push_back(g);
-    x->fewest_tokens = std::min(x->fewest_tokens, group.tokens);
+    x->tree.push(m * group.size - group.tokens, group.load);
+    return x->groups.size() - 1;
   };
   index(0);
 
-  for (size_t i = 1; i < round.size(); ++i) {
-    const Sample& s = round[i];
+  // Places the sample as Megatron would; false when it waits for the next round.
+  auto place = [&](int64_t id, int64_t length, int cp_min) {
     bool found = false;
     double best_score = 0.0;
     int best_group = -1;  // -1: a new group
+    size_t best_at = 0;   // its position among the groups of its size
     int best_cp = 0;
-    for (int64_t c = cp_min_for_length(s.length, m, o.min_cp); c <= ranks; c *= 2) {
+    for (int64_t c = cp_min; c <= ranks; c *= 2) {
+      // Every score is at least max_load, and only a lower one replaces the best.
+      if (found && best_score <= max_load) break;
       const int cp = static_cast<int>(c);
-      const double w = workload(s.length, cp);
-      const SizeIndex* same_size = find_size(by_size, cp);
-      if (same_size != nullptr && same_size->fewest_tokens + s.length <= m * c) {
-        for (const int g : same_size->groups) {
-          const RoundGroup& group = groups[static_cast<size_t>(g)];
-          if (group.tokens + s.length > m * c) continue;
-          const double score = std::max(max_load, group.load + w);
-          if (score <= cap && (!found || score < best_score)) {
-            found = true;
-            best_score = score;
-            best_group = g;
-            best_cp = cp;
-          }
+      const double w = workload(length, cp);
+      if (const SizeIndex* same_size = find_size(by_size, cp)) {
+        const auto [at, score] = best_of_size(same_size->tree, length, w, max_load);
+        if (at != detail::GroupFitTree::npos && score <= cap && (!found || score < best_score)) {
+          found = true;
+          best_score = score;
+          best_group = same_size->groups[at];
+          best_at = at;
+          best_cp = cp;
         }
       }
       if (ranks - used >= cp) {
@@ -151,26 +199,40 @@ DynamicCpMicrobatch next_microbatch(const std::vector<Sample>& round, const Dyna
         }
       }
     }
-    if (!found) {
-      leftovers.push_back(s);
-      continue;
-    }
+    if (!found) return false;
     if (best_group < 0) {
       groups.push_back({best_cp, 0, 0.0, {}});
       used += best_cp;
       best_group = static_cast<int>(groups.size()) - 1;
-      index(best_group);
+      best_at = index(best_group);
     }
     RoundGroup& group = groups[static_cast<size_t>(best_group)];
-    group.tokens += s.length;
-    group.load += workload(s.length, best_cp);
-    group.ids.push_back(s.id);
+    group.tokens += length;
+    group.load += workload(length, best_cp);
+    group.ids.push_back(id);
     max_load = std::max(max_load, group.load);
     SizeIndex& grown = *find_size(by_size, best_cp);
-    grown.fewest_tokens = std::numeric_limits<int64_t>::max();
-    for (const int g : grown.groups) {
-      grown.fewest_tokens = std::min(grown.fewest_tokens, groups[static_cast<size_t>(g)].tokens);
+    grown.tree.set(best_at, m * group.size - group.tokens, group.load);
+    return true;
+  };
+  // The first class from `from` on that a sample could fit: one whose cp_min leaves room for a
+  // new group, or one no longer than the room of a group of a size it may use (a class that
+  // waits leaves the round unchanged, so the classes between wait too).
+  auto next_that_may_fit = [&](size_t from) {
+    size_t next = ranks - used >= 1 ? waiting.first_cp_at_most(from, ranks - used) : waiting.size();
+    for (const SizeIndex& x : by_size) {
+      if (x.groups.empty() || x.tree.most_room() < 1) continue;
+      const size_t sized = waiting.first_cp_at_most(from, x.size);
+      next = std::min(next, waiting.first_at_most(sized, waiting.size(), x.tree.most_room()));
     }
+    return waiting.open_from(next);
+  };
+  for (size_t c = first_class; c < waiting.size();) {
+    detail::LengthClass& cls = waiting[c];
+    const size_t before = cls.next;
+    while (!cls.empty() && place(cls.ids[cls.next], cls.length, cls.cp_min)) ++cls.next;
+    if (cls.next != before && c != first_class) touched.push_back({c, before});
+    c = cls.empty() ? waiting.open_from(c + 1) : next_that_may_fit(c + 1);
   }
 
   // Idle ranks: double the first smallest group (later groups move right) while ranks are idle.
@@ -178,10 +240,16 @@ DynamicCpMicrobatch next_microbatch(const std::vector<Sample>& round, const Dyna
     auto smallest = std::min_element(groups.begin(), groups.end(),
                                      [](const auto& a, const auto& b) { return a.size < b.size; });
     const int grown = std::min(smallest->size * 2, ranks);
-    if (grown - smallest->size > ranks - used) return fill_whole_group(round, ranks, m, leftovers);
+    if (grown - smallest->size > ranks - used) {
+      for (auto t = touched.rbegin(); t != touched.rend(); ++t) waiting[t->cls].next = t->next;
+      DynamicCpMicrobatch whole = fill_whole_group(waiting, ranks, m, touched);
+      for (const Touched& t : touched) waiting.close_if_empty(t.cls);
+      return whole;
+    }
     used += grown - smallest->size;
     smallest->size = grown;
   }
+  for (const Touched& t : touched) waiting.close_if_empty(t.cls);
   return lay_out(groups);
 }
 
@@ -264,29 +332,26 @@ DynamicCpPlan schedule_default_dynamic_cp(std::span<const int64_t> ids,
                                           const DynamicCpOptions& options) {
   validate_dynamic_cp_input(ids, padded_lengths, options);
 
-  std::vector<Sample> remaining(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) remaining[i] = {ids[i], padded_lengths[i]};
-  std::stable_sort(remaining.begin(), remaining.end(), [](const Sample& a, const Sample& b) {
-    return a.length > b.length || (a.length == b.length && a.id < b.id);
-  });
-
   const int ranks = options.ranks();
+  const int64_t m = options.max_seqlen_per_dp_cp_rank;
   DynamicCpPlan plan;
   plan.ranks = ranks;
-  if (remaining.empty()) return plan;
-  const int longest_cp = cp_min_for_length(remaining.front().length,
-                                           options.max_seqlen_per_dp_cp_rank, options.min_cp);
-  if (longest_cp > ranks) {
-    throw InvalidArgument("default_dynamic_cp: sample " + std::to_string(remaining.front().id) +
-                          " has " + std::to_string(remaining.front().length) +
-                          " tokens and needs a CP group of " + std::to_string(longest_cp) +
+  if (ids.empty()) return plan;
+  detail::WaitingSamples waiting(ids, padded_lengths, [&](int64_t length) {
+    return cp_min_for_length(length, m, options.min_cp);
+  });
+  const detail::LengthClass& longest = waiting[0];
+  if (longest.cp_min > ranks) {
+    throw InvalidArgument("default_dynamic_cp: sample " + std::to_string(longest.ids.front()) +
+                          " has " + std::to_string(longest.length) +
+                          " tokens and needs a CP group of " + std::to_string(longest.cp_min) +
                           " ranks, but dp*cp is " + std::to_string(ranks) +
                           "; raise --max-seqlen-per-dp-cp-rank or truncate");
   }
-  std::vector<Sample> leftovers;
-  while (!remaining.empty()) {
-    plan.microbatches.push_back(next_microbatch(remaining, options, leftovers));
-    remaining.swap(leftovers);
+  std::vector<Touched> touched;
+  std::vector<SizeIndex> by_size;
+  while (waiting.open_from(0) < waiting.size()) {
+    plan.microbatches.push_back(next_microbatch(waiting, options, touched, by_size));
   }
   if (options.microbatch_multiple > 1) {
     align_to_multiple(plan.microbatches, options.microbatch_multiple, ranks);

@@ -1,0 +1,18 @@
+#pragma once
+// Samples in order of padded length, longest first: the order Megatron's dynamic-CP scheduler
+// visits them in, and the order template plans cut into blocks.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace thdpack::detail {
+
+/// The positions of the samples ordered by padded length, longest first, ties by ascending id.
+/// Linear time (a counting sort) where the lengths, in steps of the largest power of two that
+/// divides their differences, span at most about 4n values (padded lengths do).
+std::vector<size_t> order_by_length(std::span<const int64_t> ids,
+                                    std::span<const int64_t> padded_lengths);
+
+}  // namespace thdpack::detail

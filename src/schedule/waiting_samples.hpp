@@ -1,0 +1,85 @@
+#pragma once
+// The samples default_dynamic_cp has not placed yet, in classes of equal padded length, longest
+// first. Megatron's rounds scan every waiting sample in that order; a sample that cannot be placed
+// leaves the round as it was, so every later sample of its length waits too. A round thus visits
+// each class at most once, and skips at once the classes that cannot fit (see the scheduler), so
+// a batch costs about (samples + rounds) · log(classes) rather than samples · rounds.
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "schedule/length_order.hpp"
+
+namespace thdpack::detail {
+
+/// The waiting samples of one length: ids[next..], ids ascending.
+struct LengthClass {
+  int64_t length;
+  int cp_min;
+  std::vector<int64_t> ids;
+  size_t next = 0;
+
+  size_t waiting() const { return ids.size() - next; }
+  bool empty() const { return next == ids.size(); }
+};
+
+class WaitingSamples {
+ public:
+  /// Classes by padded length, longest first; `cp_min_of(length)` gives each its cp_min (which
+  /// does not grow as the lengths fall).
+  template <typename CpMin>
+  WaitingSamples(std::span<const int64_t> ids, std::span<const int64_t> padded_lengths,
+                 CpMin cp_min_of) {
+    for (const size_t i : order_by_length(ids, padded_lengths)) {
+      if (classes_.empty() || classes_.back().length != padded_lengths[i]) {
+        classes_.push_back({padded_lengths[i], cp_min_of(padded_lengths[i]), {}, 0});
+      }
+      classes_.back().ids.push_back(ids[i]);
+    }
+    open_.resize(classes_.size() + 1);
+    std::iota(open_.begin(), open_.end(), size_t{0});
+  }
+
+  size_t size() const { return classes_.size(); }
+  LengthClass& operator[](size_t c) { return classes_[c]; }
+  const LengthClass& operator[](size_t c) const { return classes_[c]; }
+
+  /// The first class at or after `from` that is not closed; size() when none is.
+  size_t open_from(size_t from) {
+    size_t root = from;
+    while (open_[root] != root) root = open_[root];
+    while (open_[from] != root) from = std::exchange(open_[from], root);
+    return root;
+  }
+  /// Closes class `c` when it is empty; closed classes are skipped by open_from from then on.
+  void close_if_empty(size_t c) {
+    if (classes_[c].empty()) open_[c] = c + 1;
+  }
+  /// The first class in [from, to) whose length is <= `length`, or `to`.
+  size_t first_at_most(size_t from, size_t to, int64_t length) const {
+    const auto begin = classes_.begin();
+    return static_cast<size_t>(
+        std::partition_point(begin + static_cast<std::ptrdiff_t>(from),
+                             begin + static_cast<std::ptrdiff_t>(to),
+                             [&](const LengthClass& c) { return c.length > length; }) -
+        begin);
+  }
+  /// The first class at or after `from` whose cp_min is <= `cp`, or size().
+  size_t first_cp_at_most(size_t from, int cp) const {
+    const auto begin = classes_.begin();
+    return static_cast<size_t>(
+        std::partition_point(begin + static_cast<std::ptrdiff_t>(from), classes_.end(),
+                             [&](const LengthClass& c) { return c.cp_min > cp; }) -
+        begin);
+  }
+
+ private:
+  std::vector<LengthClass> classes_;
+  std::vector<size_t> open_;  ///< union-find over classes: the next one that may be open
+};
+
+}  // namespace thdpack::detail
