@@ -36,7 +36,13 @@ struct RoundGroup {
   int size;
   int64_t tokens;
   double load;
-  std::vector<int64_t> ids;
+  size_t members;
+};
+
+/// A sample a round placed: its group (index into the round's groups) and id, in placement order.
+struct Placed {
+  int group;
+  int64_t id;
 };
 
 double workload(int64_t length, int cp) {
@@ -86,14 +92,19 @@ std::pair<size_t, double> best_of_size(const detail::GroupFitTree& tree, int64_t
   return {detail::GroupFitTree::npos, 0.0};  // not reached: the least load is some group's
 }
 
-/// Lays the groups out from rank 0 in order.
-DynamicCpMicrobatch lay_out(std::vector<RoundGroup>& groups) {
+/// Lays the groups out from rank 0 in order, each with its samples in placement order (one
+/// allocation per group: a large batch forms hundreds of thousands).
+DynamicCpMicrobatch lay_out(const std::vector<RoundGroup>& groups,
+                            const std::vector<Placed>& placed) {
   DynamicCpMicrobatch mb;
+  mb.groups.reserve(groups.size());
   int rank = 0;
-  for (auto& g : groups) {
-    mb.groups.push_back(CpGroup{rank, g.size, std::move(g.ids)});
+  for (const auto& g : groups) {
+    mb.groups.push_back(CpGroup{rank, g.size, {}});
+    mb.groups.back().ids.reserve(g.members);
     rank += g.size;
   }
+  for (const Placed& p : placed) mb.groups[static_cast<size_t>(p.group)].ids.push_back(p.id);
   return mb;
 }
 
@@ -117,8 +128,8 @@ DynamicCpMicrobatch fill_whole_group(detail::WaitingSamples& waiting, int ranks,
     const size_t take = std::min(static_cast<size_t>(room / cls.length), cls.waiting());
     if (take == 0) continue;
     touched.push_back({c, cls.next});
-    all.ids.insert(all.ids.end(), cls.ids.begin() + static_cast<std::ptrdiff_t>(cls.next),
-                   cls.ids.begin() + static_cast<std::ptrdiff_t>(cls.next + take));
+    const auto from = waiting.ids().begin() + static_cast<std::ptrdiff_t>(cls.next);
+    all.ids.insert(all.ids.end(), from, from + static_cast<std::ptrdiff_t>(take));
     cls.next += take;
     room -= static_cast<int64_t>(take) * cls.length;
   }
@@ -142,8 +153,8 @@ DynamicCpMicrobatch next_microbatch(detail::WaitingSamples& waiting, const Dynam
   const double cap =
       static_cast<double>(first.length) * static_cast<double>(m) * (1.0 + kWorkloadCapDelta);
   std::vector<RoundGroup> groups;
-  groups.push_back(
-      {first_cp, first.length, workload(first.length, first_cp), {first.ids[first.next]}});
+  groups.push_back({first_cp, first.length, workload(first.length, first_cp), 1});
+  std::vector<Placed> placed{{0, waiting.ids()[first.next]}};
   ++first.next;
   int used = first_cp;
   double max_load = groups.front().load;
@@ -201,7 +212,7 @@ DynamicCpMicrobatch next_microbatch(detail::WaitingSamples& waiting, const Dynam
     }
     if (!found) return false;
     if (best_group < 0) {
-      groups.push_back({best_cp, 0, 0.0, {}});
+      groups.push_back({best_cp, 0, 0.0, 0});
       used += best_cp;
       best_group = static_cast<int>(groups.size()) - 1;
       best_at = index(best_group);
@@ -209,7 +220,8 @@ DynamicCpMicrobatch next_microbatch(detail::WaitingSamples& waiting, const Dynam
     RoundGroup& group = groups[static_cast<size_t>(best_group)];
     group.tokens += length;
     group.load += workload(length, best_cp);
-    group.ids.push_back(id);
+    ++group.members;
+    placed.push_back({best_group, id});
     max_load = std::max(max_load, group.load);
     SizeIndex& grown = *find_size(by_size, best_cp);
     grown.tree.set(best_at, m * group.size - group.tokens, group.load);
@@ -230,7 +242,7 @@ DynamicCpMicrobatch next_microbatch(detail::WaitingSamples& waiting, const Dynam
   for (size_t c = first_class; c < waiting.size();) {
     detail::LengthClass& cls = waiting[c];
     const size_t before = cls.next;
-    while (!cls.empty() && place(cls.ids[cls.next], cls.length, cls.cp_min)) ++cls.next;
+    while (!cls.empty() && place(waiting.ids()[cls.next], cls.length, cls.cp_min)) ++cls.next;
     if (cls.next != before && c != first_class) touched.push_back({c, before});
     c = cls.empty() ? waiting.open_from(c + 1) : next_that_may_fit(c + 1);
   }
@@ -250,7 +262,7 @@ DynamicCpMicrobatch next_microbatch(detail::WaitingSamples& waiting, const Dynam
     smallest->size = grown;
   }
   for (const Touched& t : touched) waiting.close_if_empty(t.cls);
-  return lay_out(groups);
+  return lay_out(groups, placed);
 }
 
 /// Doubles the first smallest group until the groups cover `ranks`; false when a doubling needs
@@ -342,7 +354,7 @@ DynamicCpPlan schedule_default_dynamic_cp(std::span<const int64_t> ids,
   });
   const detail::LengthClass& longest = waiting[0];
   if (longest.cp_min > ranks) {
-    throw InvalidArgument("default_dynamic_cp: sample " + std::to_string(longest.ids.front()) +
+    throw InvalidArgument("default_dynamic_cp: sample " + std::to_string(waiting.ids().front()) +
                           " has " + std::to_string(longest.length) +
                           " tokens and needs a CP group of " + std::to_string(longest.cp_min) +
                           " ranks, but dp*cp is " + std::to_string(ranks) +

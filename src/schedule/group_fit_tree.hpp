@@ -33,8 +33,11 @@ class GroupFitTree {
     room_[node] = room;
     load_[node] = load;
     for (node /= 2; node >= 1; node /= 2) {
-      room_[node] = std::max(room_[2 * node], room_[2 * node + 1]);
-      load_[node] = std::min(load_[2 * node], load_[2 * node + 1]);
+      const int64_t room_above = std::max(room_[2 * node], room_[2 * node + 1]);
+      const double load_above = std::min(load_[2 * node], load_[2 * node + 1]);
+      if (room_above == room_[node] && load_above == load_[node]) break;  // nothing above changes
+      room_[node] = room_above;
+      load_[node] = load_above;
     }
   }
   int64_t room(size_t i) const { return room_[leaves_ + i]; }

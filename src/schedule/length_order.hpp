@@ -15,4 +15,13 @@ namespace thdpack::detail {
 std::vector<size_t> order_by_length(std::span<const int64_t> ids,
                                     std::span<const int64_t> padded_lengths);
 
+/// The samples' ids grouped by padded length, in order_by_length's order: group g has length
+/// lengths[g] (descending) and ids[starts[g] .. starts[g + 1]) (ascending).
+struct LengthGroups {
+  std::vector<int64_t> lengths;
+  std::vector<size_t> starts;  ///< lengths.size() + 1 entries
+  std::vector<int64_t> ids;
+};
+LengthGroups group_by_length(std::span<const int64_t> ids, std::span<const int64_t> padded_lengths);
+
 }  // namespace thdpack::detail

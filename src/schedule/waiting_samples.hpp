@@ -16,15 +16,15 @@
 
 namespace thdpack::detail {
 
-/// The waiting samples of one length: ids[next..], ids ascending.
+/// The waiting samples of one length: ids [next, end) of WaitingSamples::ids(), ascending.
 struct LengthClass {
   int64_t length;
   int cp_min;
-  std::vector<int64_t> ids;
-  size_t next = 0;
+  size_t next;
+  size_t end;
 
-  size_t waiting() const { return ids.size() - next; }
-  bool empty() const { return next == ids.size(); }
+  size_t waiting() const { return end - next; }
+  bool empty() const { return next == end; }
 };
 
 class WaitingSamples {
@@ -33,17 +33,19 @@ class WaitingSamples {
   /// does not grow as the lengths fall).
   template <typename CpMin>
   WaitingSamples(std::span<const int64_t> ids, std::span<const int64_t> padded_lengths,
-                 CpMin cp_min_of) {
-    for (const size_t i : order_by_length(ids, padded_lengths)) {
-      if (classes_.empty() || classes_.back().length != padded_lengths[i]) {
-        classes_.push_back({padded_lengths[i], cp_min_of(padded_lengths[i]), {}, 0});
-      }
-      classes_.back().ids.push_back(ids[i]);
+                 CpMin cp_min_of)
+      : groups_(group_by_length(ids, padded_lengths)) {
+    classes_.reserve(groups_.lengths.size());
+    for (size_t g = 0; g < groups_.lengths.size(); ++g) {
+      classes_.push_back({groups_.lengths[g], cp_min_of(groups_.lengths[g]), groups_.starts[g],
+                          groups_.starts[g + 1]});
     }
     open_.resize(classes_.size() + 1);
     std::iota(open_.begin(), open_.end(), size_t{0});
   }
 
+  /// Every sample's id, by class; a class's waiting samples are ids()[next, end).
+  const std::vector<int64_t>& ids() const { return groups_.ids; }
   size_t size() const { return classes_.size(); }
   LengthClass& operator[](size_t c) { return classes_[c]; }
   const LengthClass& operator[](size_t c) const { return classes_[c]; }
@@ -78,6 +80,7 @@ class WaitingSamples {
   }
 
  private:
+  LengthGroups groups_;
   std::vector<LengthClass> classes_;
   std::vector<size_t> open_;  ///< union-find over classes: the next one that may be open
 };

@@ -1,5 +1,5 @@
-// Samples by padded length (src/schedule/length_order.hpp): a sort by (length descending, id
-// ascending) on every kind of input: padded and unpadded lengths, lengths spanning 2^50 (the
+// Samples by padded length (src/schedule/length_order.hpp): the order, and the ids grouped by
+// length, are a sort by (length descending, id ascending) on every kind of input: padded and unpadded lengths, lengths spanning 2^50 (the
 // comparison sort), all equal, ids ascending, shuffled, sparse and negative.
 
 #include "schedule/length_order.hpp"
@@ -48,7 +48,24 @@ TEST(OrderByLength, IsASortByLengthThenIdOnEveryKindOfInput) {
       }
     }
     SCOPED_TRACE("seed " + std::to_string(seed));
-    ASSERT_EQ(order_by_length(ids, lengths), sorted_reference(ids, lengths));
+    const std::vector<size_t> order = sorted_reference(ids, lengths);
+    ASSERT_EQ(order_by_length(ids, lengths), order);
+    // group_by_length: the same order, cut where the length changes.
+    const LengthGroups groups = group_by_length(ids, lengths);
+    ASSERT_EQ(groups.ids.size(), n);
+    ASSERT_EQ(groups.starts.size(), groups.lengths.size() + 1);
+    ASSERT_EQ(groups.starts.front(), 0u);
+    ASSERT_EQ(groups.starts.back(), n);
+    for (size_t g = 0; g < groups.lengths.size(); ++g) {
+      ASSERT_LT(groups.starts[g], groups.starts[g + 1]);
+      if (g > 0) {
+        ASSERT_GT(groups.lengths[g - 1], groups.lengths[g]);
+      }
+      for (size_t k = groups.starts[g]; k < groups.starts[g + 1]; ++k) {
+        ASSERT_EQ(groups.ids[k], ids[order[k]]);
+        ASSERT_EQ(groups.lengths[g], lengths[order[k]]);
+      }
+    }
   }
 }
 
