@@ -73,7 +73,8 @@ struct DynamicCpPlan {
 int cp_min_for_length(int64_t length, int64_t max_seqlen_per_dp_cp_rank, int min_cp);
 
 /// Megatron-LM's default_dynamic_cp scheduler (dev, packing-aware), reproduced exactly; the
-/// rules, ties and orders are in docs/schedulers.md. `ids` and `padded_lengths` have the same size
+/// rules, ties and orders are in docs/schedulers.md. Its time grows with (samples + micro-batches)
+/// × log(groups), not with samples × micro-batches as Megatron's does. `ids` and `padded_lengths` have the same size
 /// (ids unique, lengths >= 1, usually padded to 2·dp·cp). Throws InvalidArgument on bad input,
 /// when the longest sample needs more than G ranks, and in the cases where Megatron itself fails
 /// (doubling that cannot cover G during the VPP split, no micro-batch left to split).
@@ -82,7 +83,9 @@ DynamicCpPlan schedule_default_dynamic_cp(std::span<const int64_t> ids,
                                           const DynamicCpOptions& options);
 
 /// Ours: chooses each sample's CP size, group and micro-batch together to minimise the modeled
-/// step under options.cost, with the same contracts (docs/schedulers.md).
+/// step under options.cost, with the same contracts (docs/schedulers.md); never slower under it
+/// than schedule_default_dynamic_cp's plan. From 65,536 samples on it makes that plan on a second
+/// thread (joined before it returns).
 DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
                                            std::span<const int64_t> padded_lengths,
                                            const DynamicCpOptions& options);

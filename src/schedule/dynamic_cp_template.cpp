@@ -1,0 +1,136 @@
+#include "schedule/dynamic_cp_template.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+#include "schedule/dynamic_cp_sizes.hpp"
+#include "schedule/length_order.hpp"
+
+namespace thdpack::detail {
+
+namespace {
+
+bool is_power_of_two(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
+/// Where each sample past the last full block goes: leftover k joins copy k of template group
+/// `group` of micro-batch `microbatch`.
+struct LeftoverPlace {
+  size_t microbatch;
+  size_t group;
+};
+
+/// For each of `leftovers` (sample positions, in order), the template group with the most time to
+/// spare for it (its micro-batch's height minus the group's time and its own), among those of a
+/// size it may use with token room for it; the first such group on ties. Empty when one has none.
+std::optional<std::vector<LeftoverPlace>> place_leftovers(
+    const DynamicCpPlan& tmpl, std::span<const int64_t> template_lengths,
+    std::span<const size_t> leftovers, std::span<const int64_t> padded_lengths,
+    const DynamicCpOptions& options) {
+  struct Slot {
+    size_t microbatch, group;
+    int size;
+    int64_t tokens;
+    double spare;  ///< the micro-batch's height minus the group's time
+  };
+  std::vector<Slot> slots;
+  for (size_t t = 0; t < tmpl.microbatches.size(); ++t) {
+    const auto& groups = tmpl.microbatches[t].groups;
+    const size_t first = slots.size();
+    double height = 0;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      Slot slot{t, g, groups[g].size, 0, 0.0};
+      double time = 0;
+      for (const int64_t block : groups[g].ids) {
+        const int64_t length = template_lengths[static_cast<size_t>(block)];
+        slot.tokens += length;
+        time += options.cost.time(length, slot.size);
+      }
+      slot.spare = -time;
+      height = std::max(height, time);
+      slots.push_back(slot);
+    }
+    for (size_t i = first; i < slots.size(); ++i) slots[i].spare += height;
+  }
+  std::vector<LeftoverPlace> places;
+  std::vector<int> sizes;
+  for (const size_t sample : leftovers) {
+    const int64_t length = padded_lengths[sample];
+    candidate_cp_sizes(length, options, sizes);
+    const Slot* best = nullptr;
+    double best_left = -std::numeric_limits<double>::infinity();
+    for (const Slot& slot : slots) {
+      if (slot.tokens + length > options.max_seqlen_per_dp_cp_rank * slot.size) continue;
+      if (std::find(sizes.begin(), sizes.end(), slot.size) == sizes.end()) continue;
+      const double left = slot.spare - options.cost.time(length, slot.size);
+      if (left > best_left) {
+        best = &slot;
+        best_left = left;
+      }
+    }
+    if (best == nullptr) return std::nullopt;
+    places.push_back({best->microbatch, best->group});
+  }
+  return places;
+}
+
+}  // namespace
+
+std::optional<DynamicCpPlan> plan_by_template(std::span<const int64_t> ids,
+                                              std::span<const int64_t> padded_lengths,
+                                              const DynamicCpOptions& options,
+                                              int64_t template_samples,
+                                              const DynamicCpPlanner& plan_template) {
+  const auto n = static_cast<int64_t>(ids.size());
+  if (template_samples < 1 || n < 2 * template_samples || !is_power_of_two(options.min_cp)) {
+    return std::nullopt;
+  }
+  const std::vector<size_t> order = order_by_length(ids, padded_lengths);
+  const auto stride = static_cast<size_t>(n / template_samples);
+  const size_t blocks = static_cast<size_t>(n) / stride;
+  std::vector<int64_t> template_ids(blocks);
+  std::vector<int64_t> template_lengths(blocks);
+  for (size_t b = 0; b < blocks; ++b) {
+    template_ids[b] = static_cast<int64_t>(b);
+    template_lengths[b] = padded_lengths[order[b * stride]];
+  }
+  const DynamicCpPlan tmpl = plan_template(template_ids, template_lengths, options);
+  const std::span<const size_t> leftovers = std::span(order).subspan(blocks * stride);
+  const auto places =
+      place_leftovers(tmpl, template_lengths, leftovers, padded_lengths, options);
+  if (!places) return std::nullopt;
+
+  // Copy `copy` of template micro-batch t is micro-batch copy·K + t. Each template group's blocks
+  // are walked once, writing their samples into all copies (a block's samples lie together).
+  const size_t k = tmpl.microbatches.size();
+  DynamicCpPlan plan;
+  plan.ranks = tmpl.ranks;
+  plan.microbatches.resize(k * stride);
+  std::vector<std::vector<int64_t>*> targets(stride);
+  for (size_t t = 0; t < k; ++t) {
+    const auto& groups = tmpl.microbatches[t].groups;
+    for (size_t copy = 0; copy < stride; ++copy) {
+      auto& out = plan.microbatches[copy * k + t].groups;
+      out.reserve(groups.size());
+      for (const CpGroup& g : groups) out.push_back(CpGroup{g.first_rank, g.size, {}});
+    }
+    for (size_t g = 0; g < groups.size(); ++g) {
+      for (size_t copy = 0; copy < stride; ++copy) {
+        targets[copy] = &plan.microbatches[copy * k + t].groups[g].ids;
+        targets[copy]->reserve(groups[g].ids.size() + 1);
+      }
+      for (const int64_t block : groups[g].ids) {
+        const size_t* samples = order.data() + static_cast<size_t>(block) * stride;
+        for (size_t copy = 0; copy < stride; ++copy) targets[copy]->push_back(ids[samples[copy]]);
+      }
+    }
+  }
+  for (size_t copy = 0; copy < leftovers.size(); ++copy) {
+    const LeftoverPlace& place = (*places)[copy];
+    plan.microbatches[copy * k + place.microbatch].groups[place.group].ids.push_back(
+        ids[leftovers[copy]]);
+  }
+  return plan;
+}
+
+}  // namespace thdpack::detail

@@ -1,0 +1,39 @@
+#pragma once
+// Dynamic-CP plans of very large batches from the plan of a stride sample (a template).
+//
+// The samples are ordered by padded length, longest first, and cut into blocks of `s`
+// consecutive samples. The template is a plan of the blocks' longest samples; the batch's plan
+// holds s copies of it, copy j putting each block's j-th sample where the template put the
+// block's first. A sample is never longer than its block's first, so in every copy a group's
+// tokens stay within the template's, the sample may use the group's size (when min_cp is a power
+// of two, a shorter sample's allowed sizes include a longer one's), and under any CpCostModel
+// (time grows with length at a fixed size) no group takes longer than in the template. Every
+// contract of a dynamic-CP plan thus carries over, with s·K micro-batches (a VPP multiple when K
+// is). The fewer than s samples past the last full block are the shortest; each goes to its own
+// copy, into the template group with the most time to spare for it.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "thdpack/schedule/dynamic_cp.hpp"
+
+namespace thdpack::detail {
+
+using DynamicCpPlanner = std::function<DynamicCpPlan(
+    std::span<const int64_t> ids, std::span<const int64_t> padded_lengths,
+    const DynamicCpOptions& options)>;
+
+/// The plan of the whole batch from `plan_template`'s plan of a sample of about
+/// `template_samples` samples (see above). Empty when the batch is under twice that, when min_cp
+/// is not a power of two, or when a sample past the last block finds no group with token room.
+/// Input must have passed validate_dynamic_cp_input.
+std::optional<DynamicCpPlan> plan_by_template(std::span<const int64_t> ids,
+                                              std::span<const int64_t> padded_lengths,
+                                              const DynamicCpOptions& options,
+                                              int64_t template_samples,
+                                              const DynamicCpPlanner& plan_template);
+
+}  // namespace thdpack::detail

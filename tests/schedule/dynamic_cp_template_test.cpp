@@ -1,0 +1,162 @@
+// Dynamic-CP plans of large batches from a stride sample's plan (src/schedule/
+// dynamic_cp_template.hpp): every replicated plan keeps the dynamic-CP contracts; no micro-batch
+// of a copy takes longer than the template's (but those holding a sample past the last block);
+// and the cases the replication cannot carry are declined, not planned wrongly.
+
+#include "schedule/dynamic_cp_template.hpp"
+#include "schedule/length_order.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <set>
+
+#include "thdpack/core/errors.hpp"
+#include "thdpack/schedule/dynamic_cp.hpp"
+#include "thdpack/schedule/flops.hpp"
+
+namespace thdpack::detail {
+namespace {
+
+std::vector<size_t> sorted_reference(const std::vector<int64_t>& ids,
+                                     const std::vector<int64_t>& lengths) {
+  std::vector<size_t> order(ids.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return lengths[a] > lengths[b] || (lengths[a] == lengths[b] && ids[a] < ids[b]);
+  });
+  return order;
+}
+
+CpCostModel full_cost() {
+  return CpCostModel::from_model(model_preset("llama3-8b"), kDefaultGpuTflops, 2,
+                                 kDefaultCpLinkGBps, kDefaultCpStepOverheadUs);
+}
+
+/// The micro-batch's height: its slowest group's summed time.
+double height(const DynamicCpMicrobatch& mb, const std::vector<int64_t>& length_of_id,
+              const CpCostModel& cost) {
+  double slowest = 0;
+  for (const CpGroup& g : mb.groups) {
+    double t = 0;
+    for (const int64_t id : g.ids) t += cost.time(length_of_id[static_cast<size_t>(id)], g.size);
+    slowest = std::max(slowest, t);
+  }
+  return slowest;
+}
+
+TEST(PlanByTemplate, CopiesKeepTheContractsAndNoMicrobatchTakesLongerThanTheTemplates) {
+  const CpCostModel full = full_cost();
+  int planned = 0;
+  for (uint64_t seed = 0; seed < 40; ++seed) {
+    std::mt19937_64 rng(seed);
+    DynamicCpOptions o;
+    o.dp = std::vector<int>{2, 3, 4, 8, 16}[rng() % 5];
+    o.cp = std::vector<int>{1, 2, 4}[rng() % 3];
+    o.microbatch_multiple = std::vector<int>{1, 1, 2, 4}[rng() % 4];
+    o.min_cp = rng() % 5 == 0 ? 2 : 1;
+    if (o.min_cp > o.ranks()) o.min_cp = 1;
+    o.max_seqlen_per_dp_cp_rank = 1024;
+    o.cost = seed % 2 ? full : CpCostModel::megatron_workload();
+    const int64_t template_samples = 32 + static_cast<int64_t>(rng() % 64);
+    const auto n = static_cast<size_t>(template_samples * (2 + static_cast<int64_t>(rng() % 30)) +
+                                       static_cast<int64_t>(rng() % 50));
+    int widest = 1;
+    while (widest * 2 <= o.ranks()) widest *= 2;
+    const int64_t pad = seed % 3 ? 2 * o.ranks() : 1;
+    std::lognormal_distribution<double> dist(std::log(400.0), 1.2);
+    std::vector<int64_t> lengths(n);
+    for (auto& len : lengths) {
+      const auto raw = std::clamp<int64_t>(static_cast<int64_t>(dist(rng)), 1, 1024 * widest);
+      len = std::max<int64_t>(pad, raw / pad * pad);
+    }
+    std::vector<int64_t> ids(n);
+    std::iota(ids.begin(), ids.end(), int64_t{0});
+    std::shuffle(ids.begin(), ids.end(), rng);
+    std::vector<int64_t> length_of_id(n);
+    for (size_t i = 0; i < n; ++i) length_of_id[static_cast<size_t>(ids[i])] = lengths[i];
+
+    DynamicCpPlan tmpl;
+    std::vector<int64_t> template_lengths;
+    const bool ours = seed % 4 < 2;
+    auto planner = [&](std::span<const int64_t> t_ids, std::span<const int64_t> t_lengths,
+                       const DynamicCpOptions& t_o) {
+      template_lengths.assign(t_lengths.begin(), t_lengths.end());
+      tmpl = ours ? schedule_balanced_dynamic_cp(t_ids, t_lengths, t_o)
+                  : schedule_default_dynamic_cp(t_ids, t_lengths, t_o);
+      return tmpl;
+    };
+    SCOPED_TRACE("seed " + std::to_string(seed) + " n " + std::to_string(n) + " G " +
+                 std::to_string(o.ranks()));
+    std::optional<DynamicCpPlan> plan;
+    try {
+      plan = plan_by_template(ids, lengths, o, template_samples, planner);
+    } catch (const InvalidArgument&) {
+      continue;  // the template's own planner refused (a VPP split Megatron cannot make)
+    }
+    if (!plan) continue;  // a sample past the last block found no group with room
+    ++planned;
+    ASSERT_NO_THROW(check_dynamic_cp_plan(*plan, ids, lengths, o));
+    const size_t stride = n / static_cast<size_t>(template_samples);
+    const size_t k = tmpl.microbatches.size();
+    ASSERT_EQ(plan->microbatches.size(), k * stride);
+    // The samples past the last full block (the shortest n - blocks·stride).
+    const size_t blocks = n / stride;
+    const std::vector<size_t> order = sorted_reference(ids, lengths);
+    std::set<int64_t> leftovers;
+    for (size_t i = blocks * stride; i < n; ++i) leftovers.insert(ids[order[i]]);
+    std::vector<int64_t> template_length_of_block(template_lengths);
+    for (size_t copy = 0; copy < stride; ++copy) {
+      for (size_t t = 0; t < k; ++t) {
+        const DynamicCpMicrobatch& mb = plan->microbatches[copy * k + t];
+        ASSERT_EQ(mb.groups.size(), tmpl.microbatches[t].groups.size());
+        bool holds_leftover = false;
+        for (const CpGroup& g : mb.groups) {
+          for (const int64_t id : g.ids) holds_leftover = holds_leftover || leftovers.count(id);
+        }
+        if (holds_leftover) continue;
+        EXPECT_LE(height(mb, length_of_id, o.cost),
+                  height(tmpl.microbatches[t], template_length_of_block, o.cost));
+      }
+    }
+  }
+  EXPECT_GE(planned, 30);
+}
+
+TEST(PlanByTemplate, DeclinesWhatItCannotCarry) {
+  DynamicCpOptions o;
+  o.dp = 4;
+  o.max_seqlen_per_dp_cp_rank = 64;
+  auto planner = [](std::span<const int64_t> ids, std::span<const int64_t> lengths,
+                    const DynamicCpOptions& options) {
+    return schedule_default_dynamic_cp(ids, lengths, options);
+  };
+  // Under twice the template.
+  std::vector<int64_t> lengths(199, 32);
+  std::vector<int64_t> ids(lengths.size());
+  std::iota(ids.begin(), ids.end(), int64_t{0});
+  EXPECT_FALSE(plan_by_template(ids, lengths, o, 100, planner));
+  // min_cp not a power of two: a shorter sample may not use a longer one's group size.
+  lengths.assign(400, 32);
+  ids.resize(400);
+  std::iota(ids.begin(), ids.end(), int64_t{0});
+  DynamicCpOptions three = o;
+  three.dp = 6;
+  three.min_cp = 3;
+  EXPECT_FALSE(plan_by_template(ids, lengths, three, 100, planner));
+  EXPECT_TRUE(plan_by_template(ids, lengths, o, 100, planner));
+  // Every sample fills a rank: the one past the last block finds no group with room.
+  lengths.assign(401, 64);
+  ids.resize(401);
+  std::iota(ids.begin(), ids.end(), int64_t{0});
+  EXPECT_FALSE(plan_by_template(ids, lengths, o, 100, planner));
+  // ... and balanced_dynamic_cp then plans the batch by packing.
+  const DynamicCpPlan plan = schedule_balanced_dynamic_cp(ids, lengths, o);
+  EXPECT_NO_THROW(check_dynamic_cp_plan(plan, ids, lengths, o));
+}
+
+}  // namespace
+}  // namespace thdpack::detail
