@@ -3,10 +3,11 @@
 // the full CP cost model, on the long-context workloads at dp·cp = 32 and 256. Medians over seeds;
 // every plan is checked against the dynamic-CP contracts.
 // Then planning time: both dynamic-CP schedulers timed on every one of many seeded inputs from
-// four length distributions at dp·cp = 32 and 256 (p50 / p90 / max), and on ~1M samples of each
-// distribution (two inputs each).
+// four length distributions at dp·cp = 32 and 256 (p50 / p90 / max), and on batches of 16,384,
+// 131,072 and 1,048,576 samples of each distribution on 256 ranks (--large-samples; two inputs
+// each), with the worst modeled step over bound of the plans timed.
 //
-//   thdpack_dynamic_cp_bench [--seeds N] [--timing-seeds N] [--large-samples N]
+//   thdpack_dynamic_cp_bench [--seeds N] [--timing-seeds N] [--large-samples N[,N...]]
 //                            [--samples-per-rank N[,N...]] [--quick] [--out FILE.json]
 //
 // --samples-per-rank (default 8) sets the quality rows' batches: N samples per rank of the dp·cp
@@ -15,6 +16,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -75,15 +77,14 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-/// The q-quantile (nearest rank) of `v`.
+/// The q-quantile of `v` by nearest rank: the smallest value with at least q of them at or below
+/// it (so the p50 of two inputs is the lower, not the larger).
 double quantile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
-  const auto i = static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
+  const auto rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
+  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
 }
 
-/// Above this many samples the large run skips default_dynamic_cp (quadratic in the samples).
-constexpr int64_t kLargestDefaultDynamicCpRun = 1 << 17;
 /// Seeded inputs per distribution at the large batch size.
 constexpr uint64_t kLargeSeeds = 2;
 
@@ -93,17 +94,18 @@ struct TimingCase {
   int64_t max_seqlen_per_dp_cp_rank;
 };
 
-/// This thread's CPU time in milliseconds (unlike wall time, not inflated by other processes on
-/// a shared machine).
-double thread_cpu_ms() {
+/// This process's CPU time in milliseconds (unlike wall time, not inflated by other processes on
+/// a shared machine; it counts the second thread balanced_dynamic_cp plans large batches with).
+double process_cpu_ms() {
   timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
 }
 
 struct PlanTimes {
   std::vector<double> wall_ms;
   std::vector<double> cpu_ms;
+  double worst_step_over_bound = 0;  ///< the plans' modeled step / lower bound, the largest
 };
 
 /// Wall and CPU milliseconds `scheduler` takes on each of the inputs; every plan is checked.
@@ -113,35 +115,40 @@ PlanTimes plan_times(const std::string& scheduler, const std::vector<std::vector
   for (const auto& lengths : inputs) {
     std::vector<int64_t> ids(lengths.size());
     std::iota(ids.begin(), ids.end(), 0);
-    const double c0 = thread_cpu_ms();
+    const double c0 = process_cpu_ms();
     const auto t0 = std::chrono::steady_clock::now();
     const DynamicCpPlan plan = schedule_dynamic_cp(scheduler, ids, lengths, o);
     const auto t1 = std::chrono::steady_clock::now();
-    times.cpu_ms.push_back(thread_cpu_ms() - c0);
+    times.cpu_ms.push_back(process_cpu_ms() - c0);
     times.wall_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     check_dynamic_cp_plan(plan, ids, lengths, o);
+    const DynamicCpStats stats = evaluate_dynamic_cp_plan(plan, ids, lengths, o, o.cost);
+    times.worst_step_over_bound =
+        std::max(times.worst_step_over_bound, stats.step / stats.lower_bound);
   }
   return times;
 }
 
 /// Planning time of both dynamic-CP schedulers: many seeded inputs per distribution and size
-/// (8 samples per rank), then kLargeSeeds inputs of `large_samples` samples of each distribution
-/// on 256 ranks (default_dynamic_cp only up to kLargestDefaultDynamicCpRun).
-nlohmann::json timing_rows(int seeds, int64_t large_samples, const CpCostModel& cost) {
+/// (8 samples per rank), then kLargeSeeds inputs of each size in `large_samples` of each
+/// distribution on 256 ranks.
+nlohmann::json timing_rows(int seeds, const std::vector<int64_t>& large_samples,
+                           const CpCostModel& cost) {
   const std::vector<TimingCase> cases = {
       {"longctx-128k", 16384}, {"rl-64k", 16384}, {"longtail-32k", 8192}, {"bimodal-16k", 4096}};
   const std::vector<std::string> schedulers = {"default_dynamic_cp", "balanced_dynamic_cp"};
   nlohmann::json rows = nlohmann::json::array();
-  std::printf("\n%-13s %5s %8s %8s %21s %11s %11s %11s %11s %11s\n", "workload", "dp*cp", "M",
-              "samples", "scheduler", "p50 ms", "p90 ms", "max ms", "cpu p50", "cpu max");
+  std::printf("\n%-13s %5s %8s %8s %21s %11s %11s %11s %11s %11s %10s\n", "workload", "dp*cp",
+              "M", "samples", "scheduler", "p50 ms", "p90 ms", "max ms", "cpu p50", "cpu max",
+              "step/bnd");
   auto add_row = [&](const std::string& name, int ranks, int64_t m, int64_t n,
                      const std::string& scheduler, const PlanTimes& t) {
     const auto& ms = t.wall_ms;
     const double p50 = quantile(ms, 0.5), p90 = quantile(ms, 0.9), max = quantile(ms, 1.0);
     const double cpu50 = quantile(t.cpu_ms, 0.5), cpu_max = quantile(t.cpu_ms, 1.0);
-    std::printf("%-13s %5d %8lld %8lld %21s %11.3f %11.3f %11.3f %11.3f %11.3f\n", name.c_str(),
-                ranks, static_cast<long long>(m), static_cast<long long>(n), scheduler.c_str(), p50,
-                p90, max, cpu50, cpu_max);
+    std::printf("%-13s %5d %8lld %8lld %21s %11.3f %11.3f %11.3f %11.3f %11.3f %10.4f\n",
+                name.c_str(), ranks, static_cast<long long>(m), static_cast<long long>(n),
+                scheduler.c_str(), p50, p90, max, cpu50, cpu_max, t.worst_step_over_bound);
     rows.push_back({{"workload", name},
                     {"ranks", ranks},
                     {"max_seqlen_per_dp_cp_rank", m},
@@ -152,7 +159,8 @@ nlohmann::json timing_rows(int seeds, int64_t large_samples, const CpCostModel& 
                     {"p90_ms", p90},
                     {"max_ms", max},
                     {"cpu_p50_ms", cpu50},
-                    {"cpu_max_ms", cpu_max}});
+                    {"cpu_max_ms", cpu_max},
+                    {"worst_step_over_bound", t.worst_step_over_bound}});
   };
   auto options = [&](int ranks, int64_t m) {
     DynamicCpOptions o;
@@ -176,17 +184,16 @@ nlohmann::json timing_rows(int seeds, int64_t large_samples, const CpCostModel& 
     }
   }
   // The large batch: kLargeSeeds inputs of each distribution (the time depends on the input).
-  for (const TimingCase& c : large_samples > 0 ? cases : std::vector<TimingCase>{}) {
-    std::vector<std::vector<int64_t>> inputs;
-    for (uint64_t s = 0; s < kLargeSeeds; ++s) {
-      inputs.push_back(padded(raw_lengths(workload(c.workload), large_samples, 77 + s), 512));
-    }
-    for (const auto& scheduler : schedulers) {
-      // default_dynamic_cp revisits every waiting sample in each of its ~n/(8·256) rounds.
-      if (scheduler == "default_dynamic_cp" && large_samples > kLargestDefaultDynamicCpRun)
-        continue;
-      add_row(c.workload, 256, c.max_seqlen_per_dp_cp_rank, large_samples, scheduler,
-              plan_times(scheduler, inputs, options(256, c.max_seqlen_per_dp_cp_rank)));
+  for (const int64_t n : large_samples) {
+    for (const TimingCase& c : cases) {
+      std::vector<std::vector<int64_t>> inputs;
+      for (uint64_t s = 0; s < kLargeSeeds; ++s) {
+        inputs.push_back(padded(raw_lengths(workload(c.workload), n, 77 + s), 512));
+      }
+      for (const auto& scheduler : schedulers) {
+        add_row(c.workload, 256, c.max_seqlen_per_dp_cp_rank, n, scheduler,
+                plan_times(scheduler, inputs, options(256, c.max_seqlen_per_dp_cp_rank)));
+      }
     }
   }
   return rows;
@@ -195,8 +202,14 @@ nlohmann::json timing_rows(int seeds, int64_t large_samples, const CpCostModel& 
 int run(int argc, char** argv) {
   int seeds = 9;
   int timing_seeds = 50;
-  int64_t large_samples = 1 << 20;
+  std::vector<int64_t> large_samples = {16384, 131072, 1 << 20};
   std::vector<int64_t> samples_per_rank = {8};
+  auto read_list = [](const char* text) {
+    std::vector<int64_t> values;
+    std::stringstream list(text);
+    for (std::string n; std::getline(list, n, ',');) values.push_back(std::stoll(n));
+    return values;
+  };
   std::string out_path;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -205,20 +218,19 @@ int run(int argc, char** argv) {
     } else if (a == "--timing-seeds" && i + 1 < argc) {
       timing_seeds = std::stoi(argv[++i]);
     } else if (a == "--large-samples" && i + 1 < argc) {
-      large_samples = std::stoll(argv[++i]);
+      large_samples = read_list(argv[++i]);
+      std::erase(large_samples, 0);
     } else if (a == "--samples-per-rank" && i + 1 < argc) {
-      samples_per_rank.clear();
-      std::stringstream list(argv[++i]);
-      for (std::string n; std::getline(list, n, ',');) samples_per_rank.push_back(std::stoll(n));
+      samples_per_rank = read_list(argv[++i]);
     } else if (a == "--quick") {
       seeds = 1;
       timing_seeds = 1;
-      large_samples = 0;
+      large_samples.clear();
     } else if (a == "--out" && i + 1 < argc) {
       out_path = argv[++i];
     } else {
       std::cerr << "usage: thdpack_dynamic_cp_bench [--seeds N] [--timing-seeds N] "
-                   "[--large-samples N] [--samples-per-rank N[,N...]] [--quick] "
+                   "[--large-samples N[,N...]] [--samples-per-rank N[,N...]] [--quick] "
                    "[--out FILE.json]\n";
       return 2;
     }

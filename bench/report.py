@@ -170,12 +170,13 @@ def dynamic_cp_table(dynamic_cp):
 
 
 def dynamic_cp_timing_table(dynamic_cp):
-    lines = ["| workload | dp·cp | M | samples | scheduler | inputs | wall p50 / p90 / max ms | CPU p50 / max ms |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| workload | dp·cp | M | samples | scheduler | inputs | wall p50 / p90 / max ms | CPU p50 / max ms | step / bound, worst |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in dynamic_cp.get("timing", []):
+        quality = f"{r['worst_step_over_bound']:.4f}" if "worst_step_over_bound" in r else "-"
         lines.append(f"| {r['workload']} | {r['ranks']} | {r['max_seqlen_per_dp_cp_rank']} | {r['samples']:,} | "
                      f"{r['scheduler']} | {r['inputs']} | {r['p50_ms']:.2f} / {r['p90_ms']:.2f} / {r['max_ms']:.2f} | "
-                     f"{r['cpu_p50_ms']:.2f} / {r['cpu_max_ms']:.2f} |")
+                     f"{r['cpu_p50_ms']:.2f} / {r['cpu_max_ms']:.2f} | {quality} |")
     return "\n".join(lines)
 
 
@@ -265,10 +266,11 @@ def render(speed, quality, pipeline=None, pack=None, moe=None, reorder=None, pla
     ] if dynamic_cp else []) + ([
         "**Dynamic-CP planning time** (`thdpack_dynamic_cp_bench`: both dynamic-CP schedulers timed on "
         "every one of many seeded inputs per row, 8 samples per rank, with the full CP cost model; "
-        "four length distributions at their own M, then two inputs of ~1M samples of each; wall time on a "
-        "machine shared with other jobs, so the CPU time of the planning thread is shown too; "
-        "default_dynamic_cp is skipped above 131,072 samples, its time growing with samples x "
-        "rounds):\n\n" + dynamic_cp_timing_table(dynamic_cp)
+        "four length distributions at their own M, then two inputs each of 16,384, 131,072 and "
+        "1,048,576 samples on 256 ranks; wall time on a 2-core machine shared with other jobs, so the "
+        "process's CPU time is shown too (balanced_dynamic_cp makes default_dynamic_cp's plan on a "
+        "second thread from 65,536 samples on); the last column is the worst modeled step over the "
+        "lower bound of the plans timed):\n\n" + dynamic_cp_timing_table(dynamic_cp)
     ] if dynamic_cp and dynamic_cp.get("timing") else []) + [
         "**Offline packing fill** (figure 3):\n\n" + fill_table(quality),
         "**Hard constraints** (figure 6):\n\n" + violation_table(quality),
