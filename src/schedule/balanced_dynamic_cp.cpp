@@ -677,25 +677,29 @@ DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
                                            std::span<const int64_t> padded_lengths,
                                            const DynamicCpOptions& options) {
   validate_dynamic_cp_input(ids, padded_lengths, options);
-  const detail::LengthById length_of(ids, padded_lengths);
+  // A plan's step where its scheduler did not report it (steps 1-4, a VPP split).
+  auto step_of = [&](const DynamicCpPlan& plan) {
+    return detail::modeled_step(plan, detail::LengthById(ids, padded_lengths), options.cost);
+  };
   // Step 5's plan and its modeled step; nothing for a batch Megatron cannot plan (its VPP split).
-  using Scored = std::optional<std::pair<DynamicCpPlan, double>>;
-  auto megatron = [&]() -> Scored {
+  using MegatronPlan = std::optional<std::pair<DynamicCpPlan, double>>;
+  auto megatron = [&]() -> MegatronPlan {
     try {
-      DynamicCpPlan plan = schedule_default_dynamic_cp(ids, padded_lengths, options);
-      const double step = detail::modeled_step(plan, length_of, options.cost);
-      return std::make_pair(std::move(plan), step);
+      detail::ScoredPlan plan =
+          detail::default_dynamic_cp_scored(ids, padded_lengths, options, &options.cost);
+      const double step = plan.step ? *plan.step : step_of(plan.plan);
+      return std::make_pair(std::move(plan.plan), step);
     } catch (const InvalidArgument&) {
       return std::nullopt;
     }
   };
   // On a large batch Megatron's plan is made beside ours, on a second thread.
-  std::future<Scored> megatron_beside;
+  std::future<MegatronPlan> megatron_beside;
   if (static_cast<int64_t>(ids.size()) >= kGuardBesideFrom) {
     megatron_beside = std::async(std::launch::async, megatron);
   }
   // Step 6 (declines batches under twice the template), else steps 1-4.
-  std::optional<DynamicCpPlan> ours;
+  std::optional<detail::ScoredPlan> ours;
   try {
     ours = detail::plan_by_template(ids, padded_lengths, options, template_samples(options),
                                     schedule_balanced_dynamic_cp);
@@ -703,11 +707,11 @@ DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
     // The template's samples could not be planned (too few micro-batches for the VPP group):
     // plan all of them.
   }
-  if (!ours) ours = plan_by_packing(ids, padded_lengths, options);
-  const double mine = detail::modeled_step(*ours, length_of, options.cost);
+  if (!ours) ours = detail::ScoredPlan{plan_by_packing(ids, padded_lengths, options), {}};
+  const double mine = ours->step ? *ours->step : step_of(ours->plan);
   // Step 5: never slower than Megatron's plan under the same cost.
-  Scored theirs = megatron_beside.valid() ? megatron_beside.get() : megatron();
-  return theirs && theirs->second < mine ? std::move(theirs->first) : std::move(*ours);
+  MegatronPlan theirs = megatron_beside.valid() ? megatron_beside.get() : megatron();
+  return theirs && theirs->second < mine ? std::move(theirs->first) : std::move(ours->plan);
 }
 
 }  // namespace thdpack

@@ -16,10 +16,13 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "schedule/dynamic_cp_step.hpp"
 #include "schedule/group_fit_tree.hpp"
+#include "schedule/time_cache.hpp"
 #include "schedule/waiting_samples.hpp"
 #include "thdpack/core/checked_arithmetic.hpp"
 #include "thdpack/core/errors.hpp"
@@ -39,10 +42,12 @@ struct RoundGroup {
   size_t members;
 };
 
-/// A sample a round placed: its group (index into the round's groups) and id, in placement order.
+/// A sample a round placed: its group (index into the round's groups), id and length, in
+/// placement order.
 struct Placed {
   int group;
   int64_t id;
+  int64_t length;
 };
 
 double workload(int64_t length, int cp) {
@@ -93,9 +98,11 @@ std::pair<size_t, double> best_of_size(const detail::GroupFitTree& tree, int64_t
 }
 
 /// Lays the groups out from rank 0 in order, each with its samples in placement order (one
-/// allocation per group: a large batch forms hundreds of thousands).
+/// allocation per group: a large batch forms hundreds of thousands). With `time`, `height` is the
+/// micro-batch's modeled height (its slowest group's summed times, in member order).
 DynamicCpMicrobatch lay_out(const std::vector<RoundGroup>& groups,
-                            const std::vector<Placed>& placed) {
+                            const std::vector<Placed>& placed, detail::TimeCache* time,
+                            double& height) {
   DynamicCpMicrobatch mb;
   mb.groups.reserve(groups.size());
   int rank = 0;
@@ -105,6 +112,15 @@ DynamicCpMicrobatch lay_out(const std::vector<RoundGroup>& groups,
     rank += g.size;
   }
   for (const Placed& p : placed) mb.groups[static_cast<size_t>(p.group)].ids.push_back(p.id);
+  if (time != nullptr) {
+    std::vector<double> times(groups.size(), 0.0);
+    for (const Placed& p : placed) {
+      times[static_cast<size_t>(p.group)] +=
+          (*time)(p.length, groups[static_cast<size_t>(p.group)].size);
+    }
+    height = 0;
+    for (const double t : times) height = std::max(height, t);
+  }
   return mb;
 }
 
@@ -118,10 +134,12 @@ struct Touched {
 /// class's samples fit up to the first that does not; then only a class no longer than the room
 /// left can fit, so the others are skipped.
 DynamicCpMicrobatch fill_whole_group(detail::WaitingSamples& waiting, int ranks, int64_t m,
-                                     std::vector<Touched>& touched) {
+                                     std::vector<Touched>& touched, detail::TimeCache* time,
+                                     double& height) {
   touched.clear();
   CpGroup all{0, ranks, {}};
   int64_t room = m * ranks;
+  height = 0;
   for (size_t c = waiting.open_from(0); c < waiting.size();
        c = waiting.open_from(waiting.first_at_most(c + 1, waiting.size(), room))) {
     detail::LengthClass& cls = waiting[c];
@@ -132,6 +150,10 @@ DynamicCpMicrobatch fill_whole_group(detail::WaitingSamples& waiting, int ranks,
     all.ids.insert(all.ids.end(), from, from + static_cast<std::ptrdiff_t>(take));
     cls.next += take;
     room -= static_cast<int64_t>(take) * cls.length;
+    if (time != nullptr) {
+      const double each = (*time)(cls.length, ranks);
+      for (size_t i = 0; i < take; ++i) height += each;  // one by one, as a plan's step sums
+    }
   }
   DynamicCpMicrobatch mb;
   mb.groups.push_back(std::move(all));
@@ -139,10 +161,12 @@ DynamicCpMicrobatch fill_whole_group(detail::WaitingSamples& waiting, int ranks,
 }
 
 /// One scheduling round: the micro-batch it forms from the waiting samples; placed samples leave
-/// them (empty classes are closed). `touched` and `by_size` are scratch kept between rounds.
+/// them (empty classes are closed). `touched` and `by_size` are scratch kept between rounds. With
+/// `time`, `height` is the micro-batch's modeled height.
 DynamicCpMicrobatch next_microbatch(detail::WaitingSamples& waiting, const DynamicCpOptions& o,
                                     std::vector<Touched>& touched,
-                                    std::vector<SizeIndex>& by_size) {
+                                    std::vector<SizeIndex>& by_size, detail::TimeCache* time,
+                                    double& height) {
   const int ranks = o.ranks();
   const int64_t m = o.max_seqlen_per_dp_cp_rank;
   touched.clear();
@@ -154,7 +178,7 @@ DynamicCpMicrobatch next_microbatch(detail::WaitingSamples& waiting, const Dynam
       static_cast<double>(first.length) * static_cast<double>(m) * (1.0 + kWorkloadCapDelta);
   std::vector<RoundGroup> groups;
   groups.push_back({first_cp, first.length, workload(first.length, first_cp), 1});
-  std::vector<Placed> placed{{0, waiting.ids()[first.next]}};
+  std::vector<Placed> placed{{0, waiting.ids()[first.next], first.length}};
   ++first.next;
   int used = first_cp;
   double max_load = groups.front().load;
@@ -221,7 +245,7 @@ DynamicCpMicrobatch next_microbatch(detail::WaitingSamples& waiting, const Dynam
     group.tokens += length;
     group.load += workload(length, best_cp);
     ++group.members;
-    placed.push_back({best_group, id});
+    placed.push_back({best_group, id, length});
     max_load = std::max(max_load, group.load);
     SizeIndex& grown = *find_size(by_size, best_cp);
     grown.tree.set(best_at, m * group.size - group.tokens, group.load);
@@ -254,7 +278,7 @@ DynamicCpMicrobatch next_microbatch(detail::WaitingSamples& waiting, const Dynam
     const int grown = std::min(smallest->size * 2, ranks);
     if (grown - smallest->size > ranks - used) {
       for (auto t = touched.rbegin(); t != touched.rend(); ++t) waiting[t->cls].next = t->next;
-      DynamicCpMicrobatch whole = fill_whole_group(waiting, ranks, m, touched);
+      DynamicCpMicrobatch whole = fill_whole_group(waiting, ranks, m, touched, time, height);
       for (const Touched& t : touched) waiting.close_if_empty(t.cls);
       return whole;
     }
@@ -262,7 +286,7 @@ DynamicCpMicrobatch next_microbatch(detail::WaitingSamples& waiting, const Dynam
     smallest->size = grown;
   }
   for (const Touched& t : touched) waiting.close_if_empty(t.cls);
-  return lay_out(groups, placed);
+  return lay_out(groups, placed, time, height);
 }
 
 /// Doubles the first smallest group until the groups cover `ranks`; false when a doubling needs
@@ -339,20 +363,21 @@ void align_to_multiple(std::vector<DynamicCpMicrobatch>& mbs, int multiple, int 
 
 }  // namespace
 
-DynamicCpPlan schedule_default_dynamic_cp(std::span<const int64_t> ids,
-                                          std::span<const int64_t> padded_lengths,
-                                          const DynamicCpOptions& options) {
-  validate_dynamic_cp_input(ids, padded_lengths, options);
+namespace detail {
 
+ScoredPlan default_dynamic_cp_scored(std::span<const int64_t> ids,
+                                     std::span<const int64_t> padded_lengths,
+                                     const DynamicCpOptions& options, const CpCostModel* cost) {
   const int ranks = options.ranks();
   const int64_t m = options.max_seqlen_per_dp_cp_rank;
-  DynamicCpPlan plan;
-  plan.ranks = ranks;
-  if (ids.empty()) return plan;
-  detail::WaitingSamples waiting(ids, padded_lengths, [&](int64_t length) {
+  ScoredPlan scored;
+  scored.plan.ranks = ranks;
+  scored.step = 0.0;
+  if (ids.empty()) return scored;
+  WaitingSamples waiting(ids, padded_lengths, [&](int64_t length) {
     return cp_min_for_length(length, m, options.min_cp);
   });
-  const detail::LengthClass& longest = waiting[0];
+  const LengthClass& longest = waiting[0];
   if (longest.cp_min > ranks) {
     throw InvalidArgument("default_dynamic_cp: sample " + std::to_string(waiting.ids().front()) +
                           " has " + std::to_string(longest.length) +
@@ -360,15 +385,31 @@ DynamicCpPlan schedule_default_dynamic_cp(std::span<const int64_t> ids,
                           " ranks, but dp*cp is " + std::to_string(ranks) +
                           "; raise --max-seqlen-per-dp-cp-rank or truncate");
   }
+  std::optional<TimeCache> time;
+  if (cost != nullptr) time.emplace(*cost);
   std::vector<Touched> touched;
   std::vector<SizeIndex> by_size;
+  auto& mbs = scored.plan.microbatches;
   while (waiting.open_from(0) < waiting.size()) {
-    plan.microbatches.push_back(next_microbatch(waiting, options, touched, by_size));
+    double height = 0;
+    mbs.push_back(next_microbatch(waiting, options, touched, by_size, time ? &*time : nullptr,
+                                  height));
+    *scored.step += height;
   }
-  if (options.microbatch_multiple > 1) {
-    align_to_multiple(plan.microbatches, options.microbatch_multiple, ranks);
-  }
-  return plan;
+  const size_t rounds = mbs.size();
+  if (options.microbatch_multiple > 1) align_to_multiple(mbs, options.microbatch_multiple, ranks);
+  // The VPP split regroups micro-batches: their heights are no longer the rounds'.
+  if (cost == nullptr || mbs.size() != rounds) scored.step.reset();
+  return scored;
+}
+
+}  // namespace detail
+
+DynamicCpPlan schedule_default_dynamic_cp(std::span<const int64_t> ids,
+                                          std::span<const int64_t> padded_lengths,
+                                          const DynamicCpOptions& options) {
+  validate_dynamic_cp_input(ids, padded_lengths, options);
+  return detail::default_dynamic_cp_scored(ids, padded_lengths, options, nullptr).plan;
 }
 
 }  // namespace thdpack

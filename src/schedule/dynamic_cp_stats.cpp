@@ -1,53 +1,18 @@
 // Modeled step time and lower bound of a dynamic-CP plan (definitions in dynamic_cp.hpp).
 
 #include <algorithm>
-#include <map>
 #include <string>
 #include <vector>
 
 #include "schedule/dynamic_cp_sizes.hpp"
 #include "schedule/dynamic_cp_step.hpp"
+#include "schedule/time_cache.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
 
 namespace thdpack {
 
 namespace detail {
-
-namespace {
-
-/// cost.time(length, size) remembered in a direct-mapped table per group size: padded lengths
-/// take a few hundred values, and a plan of a million samples would otherwise evaluate the cost
-/// model a million times (most of the time a scheduler spends comparing two plans).
-class TimeCache {
- public:
-  explicit TimeCache(const CpCostModel& cost) : cost_(cost) {}
-  double operator()(int64_t length, int size) {
-    if (size != size_) {
-      size_ = size;
-      entries_ = &tables_[size];
-      if (entries_->empty()) entries_->assign(kEntries, Entry{-1, 0.0});
-    }
-    Entry& e = (*entries_)[static_cast<size_t>(static_cast<uint64_t>(length) * kGolden >> kShift)];
-    if (e.length != length) e = Entry{length, cost_.time(length, size)};
-    return e.time;
-  }
-
- private:
-  struct Entry {
-    int64_t length;
-    double time;
-  };
-  static constexpr size_t kEntries = 4096;
-  static constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ULL;
-  static constexpr int kShift = 64 - 12;
-  const CpCostModel& cost_;
-  std::map<int, std::vector<Entry>> tables_;
-  int size_ = 0;
-  std::vector<Entry>* entries_ = nullptr;
-};
-
-}  // namespace
 
 double modeled_step(const DynamicCpPlan& plan, const LengthById& length_of,
                     const CpCostModel& cost) {

@@ -2,6 +2,9 @@
 // The modeled step of a dynamic-CP plan (DynamicCpStats::step) without the lower bound: what a
 // scheduler compares when it keeps the faster of two plans.
 
+#include <optional>
+#include <span>
+
 #include "schedule/length_by_id.hpp"
 #include "thdpack/schedule/cp_cost_model.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
@@ -12,5 +15,18 @@ namespace thdpack::detail {
 /// InvalidArgument when the plan holds an id `length_of` does not know.
 double modeled_step(const DynamicCpPlan& plan, const LengthById& length_of,
                     const CpCostModel& cost);
+
+/// A plan and, where known, its modeled step (bit-identical to modeled_step's).
+struct ScoredPlan {
+  DynamicCpPlan plan;
+  std::optional<double> step;
+};
+
+/// schedule_default_dynamic_cp's plan of validated input; with `cost`, also its modeled step under
+/// it, summed as the rounds lay the micro-batches out (lengths at hand, no lookup by id), unless a
+/// VPP split regrouped them. Throws as schedule_default_dynamic_cp does.
+ScoredPlan default_dynamic_cp_scored(std::span<const int64_t> ids,
+                                     std::span<const int64_t> padded_lengths,
+                                     const DynamicCpOptions& options, const CpCostModel* cost);
 
 }  // namespace thdpack::detail

@@ -6,6 +6,7 @@
 
 #include "schedule/dynamic_cp_sizes.hpp"
 #include "schedule/length_order.hpp"
+#include "schedule/time_cache.hpp"
 
 namespace thdpack::detail {
 
@@ -20,13 +21,12 @@ struct LeftoverPlace {
   size_t group;
 };
 
-/// For each of `leftovers` (sample positions, in order), the template group with the most time to
+/// For each of `leftovers` (their lengths, in order), the template group with the most time to
 /// spare for it (its micro-batch's height minus the group's time and its own), among those of a
 /// size it may use with token room for it; the first such group on ties. Empty when one has none.
 std::optional<std::vector<LeftoverPlace>> place_leftovers(
     const DynamicCpPlan& tmpl, std::span<const int64_t> template_lengths,
-    std::span<const size_t> leftovers, std::span<const int64_t> padded_lengths,
-    const DynamicCpOptions& options) {
+    std::span<const int64_t> leftovers, const DynamicCpOptions& options) {
   struct Slot {
     size_t microbatch, group;
     int size;
@@ -54,8 +54,7 @@ std::optional<std::vector<LeftoverPlace>> place_leftovers(
   }
   std::vector<LeftoverPlace> places;
   std::vector<int> sizes;
-  for (const size_t sample : leftovers) {
-    const int64_t length = padded_lengths[sample];
+  for (const int64_t length : leftovers) {
     candidate_cp_sizes(length, options, sizes);
     const Slot* best = nullptr;
     double best_left = -std::numeric_limits<double>::infinity();
@@ -76,37 +75,50 @@ std::optional<std::vector<LeftoverPlace>> place_leftovers(
 
 }  // namespace
 
-std::optional<DynamicCpPlan> plan_by_template(std::span<const int64_t> ids,
-                                              std::span<const int64_t> padded_lengths,
-                                              const DynamicCpOptions& options,
-                                              int64_t template_samples,
-                                              const DynamicCpPlanner& plan_template) {
+std::optional<ScoredPlan> plan_by_template(std::span<const int64_t> ids,
+                                           std::span<const int64_t> padded_lengths,
+                                           const DynamicCpOptions& options,
+                                           int64_t template_samples,
+                                           const DynamicCpPlanner& plan_template) {
   const auto n = static_cast<int64_t>(ids.size());
   if (template_samples < 1 || n < 2 * template_samples || !is_power_of_two(options.min_cp)) {
     return std::nullopt;
   }
-  const std::vector<size_t> order = order_by_length(ids, padded_lengths);
+  // Ids and lengths by length, longest first: a block's samples lie together.
+  const LengthGroups by_length = group_by_length(ids, padded_lengths);
+  const std::vector<int64_t>& sorted_ids = by_length.ids;
+  std::vector<int64_t> sorted_lengths(ids.size());
+  for (size_t g = 0; g < by_length.lengths.size(); ++g) {
+    std::fill(sorted_lengths.begin() + static_cast<std::ptrdiff_t>(by_length.starts[g]),
+              sorted_lengths.begin() + static_cast<std::ptrdiff_t>(by_length.starts[g + 1]),
+              by_length.lengths[g]);
+  }
   const auto stride = static_cast<size_t>(n / template_samples);
   const size_t blocks = static_cast<size_t>(n) / stride;
   std::vector<int64_t> template_ids(blocks);
   std::vector<int64_t> template_lengths(blocks);
   for (size_t b = 0; b < blocks; ++b) {
     template_ids[b] = static_cast<int64_t>(b);
-    template_lengths[b] = padded_lengths[order[b * stride]];
+    template_lengths[b] = sorted_lengths[b * stride];
   }
   const DynamicCpPlan tmpl = plan_template(template_ids, template_lengths, options);
-  const std::span<const size_t> leftovers = std::span(order).subspan(blocks * stride);
-  const auto places =
-      place_leftovers(tmpl, template_lengths, leftovers, padded_lengths, options);
+  const size_t past_blocks = blocks * stride;
+  const auto leftovers = std::span<const int64_t>(sorted_lengths).subspan(past_blocks);
+  const auto places = place_leftovers(tmpl, template_lengths, leftovers, options);
   if (!places) return std::nullopt;
 
   // Copy `copy` of template micro-batch t is micro-batch copy·K + t. Each template group's blocks
-  // are walked once, writing their samples into all copies (a block's samples lie together).
+  // are walked once, writing their samples into all copies; each copy's group times are summed in
+  // member order, as modeled_step sums them.
   const size_t k = tmpl.microbatches.size();
-  DynamicCpPlan plan;
+  TimeCache time(options.cost);
+  ScoredPlan scored;
+  DynamicCpPlan& plan = scored.plan;
   plan.ranks = tmpl.ranks;
   plan.microbatches.resize(k * stride);
+  std::vector<double> heights(k * stride, 0.0);
   std::vector<std::vector<int64_t>*> targets(stride);
+  std::vector<double> group_time(stride);
   for (size_t t = 0; t < k; ++t) {
     const auto& groups = tmpl.microbatches[t].groups;
     for (size_t copy = 0; copy < stride; ++copy) {
@@ -119,18 +131,39 @@ std::optional<DynamicCpPlan> plan_by_template(std::span<const int64_t> ids,
         targets[copy] = &plan.microbatches[copy * k + t].groups[g].ids;
         targets[copy]->reserve(groups[g].ids.size() + 1);
       }
+      std::fill(group_time.begin(), group_time.end(), 0.0);
       for (const int64_t block : groups[g].ids) {
-        const size_t* samples = order.data() + static_cast<size_t>(block) * stride;
-        for (size_t copy = 0; copy < stride; ++copy) targets[copy]->push_back(ids[samples[copy]]);
+        const size_t first = static_cast<size_t>(block) * stride;
+        for (size_t copy = 0; copy < stride; ++copy) {
+          targets[copy]->push_back(sorted_ids[first + copy]);
+          group_time[copy] += time(sorted_lengths[first + copy], groups[g].size);
+        }
+      }
+      for (size_t copy = 0; copy < stride; ++copy) {
+        heights[copy * k + t] = std::max(heights[copy * k + t], group_time[copy]);
       }
     }
   }
   for (size_t copy = 0; copy < leftovers.size(); ++copy) {
+    // Leftover `copy` joins its group last; that micro-batch's height is summed again.
     const LeftoverPlace& place = (*places)[copy];
-    plan.microbatches[copy * k + place.microbatch].groups[place.group].ids.push_back(
-        ids[leftovers[copy]]);
+    DynamicCpMicrobatch& mb = plan.microbatches[copy * k + place.microbatch];
+    mb.groups[place.group].ids.push_back(sorted_ids[past_blocks + copy]);
+    const auto& template_groups = tmpl.microbatches[place.microbatch].groups;
+    double height = 0;
+    for (size_t g = 0; g < template_groups.size(); ++g) {
+      double t = 0;
+      for (const int64_t block : template_groups[g].ids) {
+        t += time(sorted_lengths[static_cast<size_t>(block) * stride + copy], mb.groups[g].size);
+      }
+      if (g == place.group) t += time(leftovers[copy], mb.groups[g].size);
+      height = std::max(height, t);
+    }
+    heights[copy * k + place.microbatch] = height;
   }
-  return plan;
+  scored.step = 0.0;
+  for (const double h : heights) *scored.step += h;
+  return scored;
 }
 
 }  // namespace thdpack::detail

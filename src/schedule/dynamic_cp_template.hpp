@@ -18,6 +18,7 @@
 #include <span>
 #include <vector>
 
+#include "schedule/dynamic_cp_step.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
 
 namespace thdpack::detail {
@@ -27,13 +28,13 @@ using DynamicCpPlanner = std::function<DynamicCpPlan(
     const DynamicCpOptions& options)>;
 
 /// The plan of the whole batch from `plan_template`'s plan of a sample of about
-/// `template_samples` samples (see above). Empty when the batch is under twice that, when min_cp
-/// is not a power of two, or when a sample past the last block finds no group with token room.
-/// Input must have passed validate_dynamic_cp_input.
-std::optional<DynamicCpPlan> plan_by_template(std::span<const int64_t> ids,
-                                              std::span<const int64_t> padded_lengths,
-                                              const DynamicCpOptions& options,
-                                              int64_t template_samples,
-                                              const DynamicCpPlanner& plan_template);
+/// `template_samples` samples (see above), with its modeled step under options.cost. Empty when
+/// the batch is under twice that, when min_cp is not a power of two, or when a sample past the
+/// last block finds no group with token room. Input must have passed validate_dynamic_cp_input.
+std::optional<ScoredPlan> plan_by_template(std::span<const int64_t> ids,
+                                           std::span<const int64_t> padded_lengths,
+                                           const DynamicCpOptions& options,
+                                           int64_t template_samples,
+                                           const DynamicCpPlanner& plan_template);
 
 }  // namespace thdpack::detail

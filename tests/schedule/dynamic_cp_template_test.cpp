@@ -1,9 +1,12 @@
 // Dynamic-CP plans of large batches from a stride sample's plan (src/schedule/
 // dynamic_cp_template.hpp): every replicated plan keeps the dynamic-CP contracts; no micro-batch
 // of a copy takes longer than the template's (but those holding a sample past the last block);
-// and the cases the replication cannot carry are declined, not planned wrongly.
+// the step it reports is the plan's modeled step exactly; and the cases the replication cannot
+// carry are declined, not planned wrongly.
 
 #include "schedule/dynamic_cp_template.hpp"
+#include "schedule/dynamic_cp_step.hpp"
+#include "schedule/length_by_id.hpp"
 #include "schedule/length_order.hpp"
 
 #include <gtest/gtest.h>
@@ -91,15 +94,19 @@ TEST(PlanByTemplate, CopiesKeepTheContractsAndNoMicrobatchTakesLongerThanTheTemp
     };
     SCOPED_TRACE("seed " + std::to_string(seed) + " n " + std::to_string(n) + " G " +
                  std::to_string(o.ranks()));
-    std::optional<DynamicCpPlan> plan;
+    std::optional<ScoredPlan> scored;
     try {
-      plan = plan_by_template(ids, lengths, o, template_samples, planner);
+      scored = plan_by_template(ids, lengths, o, template_samples, planner);
     } catch (const InvalidArgument&) {
       continue;  // the template's own planner refused (a VPP split Megatron cannot make)
     }
-    if (!plan) continue;  // a sample past the last block found no group with room
+    if (!scored) continue;  // a sample past the last block found no group with room
     ++planned;
+    const DynamicCpPlan* plan = &scored->plan;
     ASSERT_NO_THROW(check_dynamic_cp_plan(*plan, ids, lengths, o));
+    // The step it reports is the plan's, summed in the same order.
+    ASSERT_TRUE(scored->step.has_value());
+    EXPECT_EQ(*scored->step, modeled_step(*plan, LengthById(ids, lengths), o.cost));
     const size_t stride = n / static_cast<size_t>(template_samples);
     const size_t k = tmpl.microbatches.size();
     ASSERT_EQ(plan->microbatches.size(), k * stride);
