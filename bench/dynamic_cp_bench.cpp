@@ -138,8 +138,8 @@ nlohmann::json timing_rows(int seeds, const std::vector<int64_t>& large_samples,
       {"longctx-128k", 16384}, {"rl-64k", 16384}, {"longtail-32k", 8192}, {"bimodal-16k", 4096}};
   const std::vector<std::string> schedulers = {"default_dynamic_cp", "balanced_dynamic_cp"};
   nlohmann::json rows = nlohmann::json::array();
-  std::printf("\n%-13s %5s %8s %8s %21s %11s %11s %11s %11s %11s %10s\n", "workload", "dp*cp",
-              "M", "samples", "scheduler", "p50 ms", "p90 ms", "max ms", "cpu p50", "cpu max",
+  std::printf("\n%-13s %5s %8s %8s %21s %11s %11s %11s %11s %11s %10s\n", "workload", "dp*cp", "M",
+              "samples", "scheduler", "p50 ms", "p90 ms", "max ms", "cpu p50", "cpu max",
               "step/bnd");
   auto add_row = [&](const std::string& name, int ranks, int64_t m, int64_t n,
                      const std::string& scheduler, const PlanTimes& t) {

@@ -72,7 +72,9 @@ SizeIndex* find_size(std::vector<SizeIndex>& indexes, int size) {
 
 /// A bound on the rounding of one double addition of x and y: candidates the tree finds with a
 /// limit widened by it are then checked with the exact expression Megatron evaluates.
-double rounding_slack(double x, double y) { return 0x1p-50 * (std::abs(x) + std::abs(y)); }
+double rounding_slack(double x, double y) {
+  return 0x1p-50 * (std::abs(x) + std::abs(y));
+}
 
 /// Within one size: the first group (creation order) with room for `length` whose score
 /// max(max_load, load + w) is the least any such group has, and that score; npos when no group of
@@ -164,9 +166,8 @@ DynamicCpMicrobatch fill_whole_group(detail::WaitingSamples& waiting, int ranks,
 /// them (empty classes are closed). `touched` and `by_size` are scratch kept between rounds. With
 /// `time`, `height` is the micro-batch's modeled height.
 DynamicCpMicrobatch next_microbatch(detail::WaitingSamples& waiting, const DynamicCpOptions& o,
-                                    std::vector<Touched>& touched,
-                                    std::vector<SizeIndex>& by_size, detail::TimeCache* time,
-                                    double& height) {
+                                    std::vector<Touched>& touched, std::vector<SizeIndex>& by_size,
+                                    detail::TimeCache* time, double& height) {
   const int ranks = o.ranks();
   const int64_t m = o.max_seqlen_per_dp_cp_rank;
   touched.clear();
@@ -392,8 +393,8 @@ ScoredPlan default_dynamic_cp_scored(std::span<const int64_t> ids,
   auto& mbs = scored.plan.microbatches;
   while (waiting.open_from(0) < waiting.size()) {
     double height = 0;
-    mbs.push_back(next_microbatch(waiting, options, touched, by_size, time ? &*time : nullptr,
-                                  height));
+    mbs.push_back(
+        next_microbatch(waiting, options, touched, by_size, time ? &*time : nullptr, height));
     *scored.step += height;
   }
   const size_t rounds = mbs.size();

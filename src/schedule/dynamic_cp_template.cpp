@@ -12,7 +12,9 @@ namespace thdpack::detail {
 
 namespace {
 
-bool is_power_of_two(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+bool is_power_of_two(int64_t v) {
+  return v > 0 && (v & (v - 1)) == 0;
+}
 
 /// Where each sample past the last full block goes: leftover k joins copy k of template group
 /// `group` of micro-batch `microbatch`.
@@ -24,9 +26,10 @@ struct LeftoverPlace {
 /// For each of `leftovers` (their lengths, in order), the template group with the most time to
 /// spare for it (its micro-batch's height minus the group's time and its own), among those of a
 /// size it may use with token room for it; the first such group on ties. Empty when one has none.
-std::optional<std::vector<LeftoverPlace>> place_leftovers(
-    const DynamicCpPlan& tmpl, std::span<const int64_t> template_lengths,
-    std::span<const int64_t> leftovers, const DynamicCpOptions& options) {
+std::optional<std::vector<LeftoverPlace>> place_leftovers(const DynamicCpPlan& tmpl,
+                                                          std::span<const int64_t> template_lengths,
+                                                          std::span<const int64_t> leftovers,
+                                                          const DynamicCpOptions& options) {
   struct Slot {
     size_t microbatch, group;
     int size;

@@ -23,9 +23,9 @@
 
 namespace thdpack::detail {
 
-using DynamicCpPlanner = std::function<DynamicCpPlan(
-    std::span<const int64_t> ids, std::span<const int64_t> padded_lengths,
-    const DynamicCpOptions& options)>;
+using DynamicCpPlanner = std::function<DynamicCpPlan(std::span<const int64_t> ids,
+                                                     std::span<const int64_t> padded_lengths,
+                                                     const DynamicCpOptions& options)>;
 
 /// The plan of the whole batch from `plan_template`'s plan of a sample of about
 /// `template_samples` samples (see above), with its modeled step under options.cost. Empty when

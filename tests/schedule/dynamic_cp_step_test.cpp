@@ -20,9 +20,8 @@ namespace thdpack::detail {
 namespace {
 
 TEST(DefaultDynamicCpScored, StepIsThePlansModeledStepExactly) {
-  const CpCostModel full = CpCostModel::from_model(
-      model_preset("llama3-8b"), kDefaultGpuTflops, 2, kDefaultCpLinkGBps,
-      kDefaultCpStepOverheadUs);
+  const CpCostModel full = CpCostModel::from_model(model_preset("llama3-8b"), kDefaultGpuTflops, 2,
+                                                   kDefaultCpLinkGBps, kDefaultCpStepOverheadUs);
   int with_step = 0;
   int without_step = 0;
   for (uint64_t seed = 0; seed < 300; ++seed) {

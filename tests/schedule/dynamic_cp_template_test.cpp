@@ -24,16 +24,6 @@
 namespace thdpack::detail {
 namespace {
 
-std::vector<size_t> sorted_reference(const std::vector<int64_t>& ids,
-                                     const std::vector<int64_t>& lengths) {
-  std::vector<size_t> order(ids.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return lengths[a] > lengths[b] || (lengths[a] == lengths[b] && ids[a] < ids[b]);
-  });
-  return order;
-}
-
 CpCostModel full_cost() {
   return CpCostModel::from_model(model_preset("llama3-8b"), kDefaultGpuTflops, 2,
                                  kDefaultCpLinkGBps, kDefaultCpStepOverheadUs);
@@ -110,11 +100,12 @@ TEST(PlanByTemplate, CopiesKeepTheContractsAndNoMicrobatchTakesLongerThanTheTemp
     const size_t stride = n / static_cast<size_t>(template_samples);
     const size_t k = tmpl.microbatches.size();
     ASSERT_EQ(plan->microbatches.size(), k * stride);
-    // The samples past the last full block (the shortest n - blocks·stride).
+    // The samples past the last full block (the shortest n - blocks·stride; group_by_length is
+    // checked against a sort in length_order_test.cpp).
     const size_t blocks = n / stride;
-    const std::vector<size_t> order = sorted_reference(ids, lengths);
-    std::set<int64_t> leftovers;
-    for (size_t i = blocks * stride; i < n; ++i) leftovers.insert(ids[order[i]]);
+    const std::vector<int64_t> by_length = group_by_length(ids, lengths).ids;
+    const std::set<int64_t> leftovers(
+        by_length.begin() + static_cast<std::ptrdiff_t>(blocks * stride), by_length.end());
     std::vector<int64_t> template_length_of_block(template_lengths);
     for (size_t copy = 0; copy < stride; ++copy) {
       for (size_t t = 0; t < k; ++t) {

@@ -1,6 +1,7 @@
 // Samples by padded length (src/schedule/length_order.hpp): the order, and the ids grouped by
-// length, are a sort by (length descending, id ascending) on every kind of input: padded and unpadded lengths, lengths spanning 2^50 (the
-// comparison sort), all equal, ids ascending, shuffled, sparse and negative.
+// length, are a sort by (length descending, id ascending) on every kind of input: padded and
+// unpadded lengths, lengths spanning 2^50 (the comparison sort), all equal, ids ascending,
+// shuffled, sparse and negative.
 
 #include "schedule/length_order.hpp"
 
@@ -32,10 +33,18 @@ TEST(OrderByLength, IsASortByLengthThenIdOnEveryKindOfInput) {
     const int kind = static_cast<int>(seed % 4);
     for (auto& len : lengths) {
       switch (kind) {
-        case 0: len = 64 * static_cast<int64_t>(1 + rng() % 300); break;  // padded
-        case 1: len = static_cast<int64_t>(1 + rng() % 20000); break;      // not padded
-        case 2: len = static_cast<int64_t>(1 + rng() % (int64_t{1} << 50)); break;  // wide span
-        default: len = 4096; break;                                         // all equal
+        case 0:
+          len = 64 * static_cast<int64_t>(1 + rng() % 300);
+          break;  // padded
+        case 1:
+          len = static_cast<int64_t>(1 + rng() % 20000);
+          break;  // not padded
+        case 2:
+          len = static_cast<int64_t>(1 + rng() % (int64_t{1} << 50));
+          break;  // wide span
+        default:
+          len = 4096;
+          break;  // all equal
       }
     }
     std::vector<int64_t> ids(n);
@@ -44,7 +53,8 @@ TEST(OrderByLength, IsASortByLengthThenIdOnEveryKindOfInput) {
     if (seed % 3 == 2) {  // sparse, unsorted, negative too
       std::set<int64_t> seen;
       for (auto& id : ids) {
-        do id = static_cast<int64_t>(rng()) >> 1; while (!seen.insert(id).second);
+        do id = static_cast<int64_t>(rng()) >> 1;
+        while (!seen.insert(id).second);
       }
     }
     SCOPED_TRACE("seed " + std::to_string(seed));
