@@ -17,10 +17,11 @@ class LengthById {
   LengthById(std::span<const int64_t> ids, std::span<const int64_t> padded_lengths) {
     if (ids.empty()) return;
     const auto [lo, hi] = std::minmax_element(ids.begin(), ids.end());
-    const auto range = static_cast<uint64_t>(*hi) - static_cast<uint64_t>(*lo) + 1;
-    if (range <= 8 * static_cast<uint64_t>(ids.size())) {
+    // hi - lo, not hi - lo + 1: ids spanning all of int64 would wrap that to 0.
+    const auto span = static_cast<uint64_t>(*hi) - static_cast<uint64_t>(*lo);
+    if (span < 8 * static_cast<uint64_t>(ids.size())) {
       lowest_ = *lo;
-      dense_.assign(range, -1);
+      dense_.assign(span + 1, -1);
       for (size_t i = 0; i < ids.size(); ++i) dense_[offset(ids[i])] = padded_lengths[i];
       return;
     }

@@ -20,9 +20,10 @@ void check_unique_ids(std::span<const int64_t> ids) {
   if (ids.empty()) return;
   const auto [lo, hi] = std::minmax_element(ids.begin(), ids.end());
   const auto n = static_cast<uint64_t>(ids.size());
-  const auto range = static_cast<uint64_t>(*hi) - static_cast<uint64_t>(*lo) + 1;
-  if (range <= 8 * n) {
-    std::vector<uint8_t> seen(range, 0);
+  // hi - lo, not hi - lo + 1: ids spanning all of int64 would wrap that to 0.
+  const auto span = static_cast<uint64_t>(*hi) - static_cast<uint64_t>(*lo);
+  if (span < 8 * n) {
+    std::vector<uint8_t> seen(span + 1, 0);
     for (int64_t id : ids) {
       uint8_t& slot = seen[static_cast<uint64_t>(id) - static_cast<uint64_t>(*lo)];
       if (slot) duplicate_id(id);

@@ -1,6 +1,7 @@
 // Every scheduler with lengths and capacities near INT64_MAX: each either returns a plan that is
 // right in exact (128-bit) arithmetic or throws InvalidArgument; none reports a wrong plan because
-// a sum wrapped.
+// a sum wrapped. Ids spanning all of int64 are handled by the dynamic-CP schedulers and their
+// statistics.
 
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 
 #include "test_support.hpp"
 #include "thdpack/core/errors.hpp"
+#include "thdpack/schedule/dynamic_cp.hpp"
 #include "thdpack/schedule/plan_stats.hpp"
 #include "thdpack/schedule/scheduler.hpp"
 
@@ -97,6 +99,33 @@ TEST(NearInt64Max, CapacityOverflowIsRefused) {
     EXPECT_THROW(make_scheduler(name)->schedule(in.view(), options(1, 4, 1, int64_t{1} << 62)),
                  InvalidArgument);
   }
+}
+
+}  // namespace
+}  // namespace thdpack
+
+namespace thdpack {
+namespace {
+
+// Ids spanning all of int64: the dense id tables (duplicate check, length by id) once computed
+// their size as max - min + 1, which wraps to 0 there, and wrote past an empty table.
+TEST(NearInt64Max, IdsSpanningAllOfInt64AreHandled) {
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  const std::vector<int64_t> ids = {kMin, kMax, 0, -1};
+  const std::vector<int64_t> lengths = {8, 4, 4, 2};
+  DynamicCpOptions o;
+  o.dp = 2;
+  o.max_seqlen_per_dp_cp_rank = 8;
+  for (const std::string& name : dynamic_cp_scheduler_names()) {
+    SCOPED_TRACE(name);
+    const DynamicCpPlan plan = schedule_dynamic_cp(name, ids, lengths, o);
+    EXPECT_NO_THROW(check_dynamic_cp_plan(plan, ids, lengths, o));
+    const DynamicCpStats stats = evaluate_dynamic_cp_plan(plan, ids, lengths, o, o.cost);
+    EXPECT_GE(stats.step, stats.lower_bound);
+  }
+  const std::vector<int64_t> twice = {kMin, kMax, kMin};
+  const std::vector<int64_t> three = {8, 4, 4};
+  EXPECT_THROW(schedule_dynamic_cp("default_dynamic_cp", twice, three, o), InvalidArgument);
 }
 
 }  // namespace
