@@ -187,7 +187,7 @@ DynamicCpMicrobatch next_microbatch(detail::WaitingSamples& waiting, const Dynam
   // scanning them all; best_of_size finds the group Megatron's scan in creation order would take.
   for (auto& x : by_size) {
     x.groups.clear();
-    x.tree.reset(static_cast<size_t>(ranks / x.size));
+    x.tree.reset();
   }
   auto index = [&](int g) {
     const RoundGroup& group = groups[static_cast<size_t>(g)];
@@ -195,7 +195,6 @@ DynamicCpMicrobatch next_microbatch(detail::WaitingSamples& waiting, const Dynam
     if (x == nullptr) {
       by_size.push_back({group.size, {}, {}});
       x = &by_size.back();
-      x->tree.reset(static_cast<size_t>(ranks / x->size));
     }
     x->groups.push_back(g);
     x->tree.push(m * group.size - group.tokens, group.load);

@@ -16,17 +16,19 @@ class GroupFitTree {
  public:
   static constexpr size_t npos = std::numeric_limits<size_t>::max();
 
-  /// Empties the tree, with room for `capacity` groups (no allocation once it has had as many).
-  void reset(size_t capacity) {
+  /// Empties the tree. O(1): a round of a batch on many ranks may form only a few groups.
+  void reset() {
     leaves_ = 1;
-    while (leaves_ < capacity) leaves_ *= 2;
-    room_.assign(2 * leaves_, kNoRoom);
-    load_.assign(2 * leaves_, kNoLoad);
+    room_.assign(2, kNoRoom);
+    load_.assign(2, kNoLoad);
     size_ = 0;
   }
   size_t size() const { return size_; }
-  /// Appends a group (index size() before the call). Requires size() < capacity.
-  void push(int64_t room, double load) { set(size_++, room, load); }
+  /// Appends a group (index size() before the call); the tree doubles when it is full.
+  void push(int64_t room, double load) {
+    if (size_ == leaves_) grow();
+    set(size_++, room, load);
+  }
   /// Records group `i`'s room (>= 0) and load.
   void set(size_t i, int64_t room, double load) {
     size_t node = leaves_ + i;
@@ -60,6 +62,23 @@ class GroupFitTree {
   static constexpr int64_t kNoRoom = -1;
   static constexpr double kNoLoad = std::numeric_limits<double>::infinity();
 
+  /// Twice the leaves, the groups kept (no allocation once the vectors have had the room).
+  void grow() {
+    kept_room_.assign(room_.begin() + static_cast<std::ptrdiff_t>(leaves_), room_.end());
+    kept_load_.assign(load_.begin() + static_cast<std::ptrdiff_t>(leaves_), load_.end());
+    leaves_ *= 2;
+    room_.assign(2 * leaves_, kNoRoom);
+    load_.assign(2 * leaves_, kNoLoad);
+    std::copy(kept_room_.begin(), kept_room_.end(),
+              room_.begin() + static_cast<std::ptrdiff_t>(leaves_));
+    std::copy(kept_load_.begin(), kept_load_.end(),
+              load_.begin() + static_cast<std::ptrdiff_t>(leaves_));
+    for (size_t node = leaves_ - 1; node >= 1; --node) {
+      room_[node] = std::max(room_[2 * node], room_[2 * node + 1]);
+      load_[node] = std::min(load_[2 * node], load_[2 * node + 1]);
+    }
+  }
+
   size_t first_fit(size_t node, size_t lo, size_t hi, size_t from, int64_t need,
                    double limit) const {
     if (hi <= from || room_[node] < need || !(load_[node] <= limit)) return npos;
@@ -80,8 +99,10 @@ class GroupFitTree {
 
   size_t leaves_ = 1;
   size_t size_ = 0;
-  std::vector<int64_t> room_;
-  std::vector<double> load_;
+  std::vector<int64_t> room_ = std::vector<int64_t>(2, kNoRoom);
+  std::vector<double> load_ = std::vector<double>(2, kNoLoad);
+  std::vector<int64_t> kept_room_;
+  std::vector<double> kept_load_;
 };
 
 }  // namespace thdpack::detail

@@ -162,19 +162,21 @@ def test_hand_checked_case_matches_both():
     assert as_plain(plan) == expected
 
 
-@pytest.mark.parametrize("seed_block", range(6))
+@pytest.mark.parametrize("seed_block", range(7))
 def test_scheduler_matches_the_reference_over_random_cases(seed_block):
     # Blocks 4 and 5 draw from a few lengths, up to 150 samples: many samples of one length wait
-    # together, which the scheduler handles a length at a time.
-    repeated = seed_block >= 4
+    # together, which the scheduler handles a length at a time. Block 6 uses M up to 2^20 on
+    # groups of 3, 5 or 6 ranks, so workloads round and near-equal loads must tie as Megatron's.
+    repeated = seed_block in (4, 5)
+    rounding = seed_block == 6
     agreed_plans = agreed_refusals = 0
     for seed in range(seed_block * 500, (seed_block + 1) * 500):
         rng = random.Random(seed)
-        dp = rng.choice([1, 2, 3, 4, 5, 6, 8, 16])
+        dp = rng.choice([3, 5, 6] if rounding else [1, 2, 3, 4, 5, 6, 8, 16])
         cp = rng.choice([1, 2, 4])
         multiple = rng.choice([1, 1, 2, 4])
         min_cp = 2 if rng.random() < 0.1 else 1
-        m = rng.randint(32, 512)
+        m = rng.randint(1 << 16, 1 << 20) if rounding else rng.randint(32, 512)
         widest = 1
         while widest * 2 <= dp * cp:
             widest *= 2
@@ -198,7 +200,7 @@ def test_scheduler_matches_the_reference_over_random_cases(seed_block):
             agreed_refusals += 1
         else:
             agreed_plans += 1
-    assert agreed_plans > 400
+    assert agreed_plans > (300 if rounding else 400)  # odd groups refuse more VPP splits
 
 
 def test_balanced_dynamic_cp_keeps_the_contracts_under_the_full_cost_model():

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -41,15 +42,18 @@ TEST(GroupFitTree, QueriesMatchAScanAfterRandomAppendsAndUpdates) {
   GroupFitTree tree;
   for (uint64_t seed = 0; seed < 200; ++seed) {
     std::mt19937_64 rng(seed);
-    const size_t capacity = 1 + rng() % 70;
-    tree.reset(capacity);  // reused: a reset must forget the last case's groups
+    const size_t most_groups = 1 + rng() % 70;
+    tree.reset();  // reused: a reset must forget the last case's groups; pushes grow it
     Scan scan;
     EXPECT_EQ(tree.most_room(), -1);
     for (int op = 0; op < 300; ++op) {
       // Few distinct loads and rooms, so ties (first in creation order) are common.
       const int64_t room = static_cast<int64_t>(rng() % 12);
-      const double load = static_cast<double>(rng() % 9);
-      if (scan.room.size() < capacity && (scan.room.empty() || rng() % 3 == 0)) {
+      // Few distinct loads (ties) in half the cases, loads a few ulps apart in the others.
+      const double load =
+          seed % 2 ? static_cast<double>(rng() % 9)
+                   : std::nextafter(1.0 + static_cast<double>(rng() % 3), rng() % 2 ? 0.0 : 4.0);
+      if (scan.room.size() < most_groups && (scan.room.empty() || rng() % 3 == 0)) {
         tree.push(room, load);
         scan.room.push_back(room);
         scan.load.push_back(load);
@@ -61,7 +65,9 @@ TEST(GroupFitTree, QueriesMatchAScanAfterRandomAppendsAndUpdates) {
       }
       ASSERT_EQ(tree.size(), scan.room.size());
       const int64_t need = static_cast<int64_t>(rng() % 13);
-      const double limit = static_cast<double>(rng() % 10) - 0.5;
+      const double limit =
+          seed % 2 ? static_cast<double>(rng() % 10) - 0.5
+                   : std::nextafter(1.0 + static_cast<double>(rng() % 3), rng() % 2 ? 0.0 : 4.0);
       const size_t from = rng() % (scan.room.size() + 1);
       SCOPED_TRACE("seed " + std::to_string(seed) + " op " + std::to_string(op));
       ASSERT_EQ(tree.first_fit(from, need, limit), scan.first_fit(from, need, limit));

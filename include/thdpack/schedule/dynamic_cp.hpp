@@ -73,8 +73,8 @@ struct DynamicCpPlan {
 int cp_min_for_length(int64_t length, int64_t max_seqlen_per_dp_cp_rank, int min_cp);
 
 /// Megatron-LM's default_dynamic_cp scheduler (dev, packing-aware), reproduced exactly; the
-/// rules, ties and orders are in docs/schedulers.md. Its time grows with (samples + micro-batches)
-/// × log(groups), not with samples × micro-batches as Megatron's does. `ids` and `padded_lengths` have the same size
+/// rules, ties and orders are in docs/schedulers.md. Its time grows with about (samples +
+/// micro-batches) × log(groups), not with samples × micro-batches as Megatron's does. `ids` and `padded_lengths` have the same size
 /// (ids unique, lengths >= 1, usually padded to 2·dp·cp). Throws InvalidArgument on bad input,
 /// when the longest sample needs more than G ranks, and in the cases where Megatron itself fails
 /// (doubling that cannot cover G during the VPP split, no micro-batch left to split).
