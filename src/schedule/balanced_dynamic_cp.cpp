@@ -30,6 +30,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -696,7 +697,11 @@ DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
   // On a large batch Megatron's plan is made beside ours, on a second thread.
   std::future<MegatronPlan> megatron_beside;
   if (static_cast<int64_t>(ids.size()) >= kGuardBesideFrom) {
-    megatron_beside = std::async(std::launch::async, megatron);
+    try {
+      megatron_beside = std::async(std::launch::async, megatron);
+    } catch (const std::system_error&) {
+      // No thread to be had: it is made after ours, on this one.
+    }
   }
   // Step 6 (declines batches under twice the template), else steps 1-4.
   std::optional<detail::ScoredPlan> ours;

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "schedule/dynamic_cp_sizes.hpp"
+#include "schedule/length_by_id.hpp"
 #include "schedule/length_order.hpp"
 #include "schedule/time_cache.hpp"
 
@@ -25,8 +26,9 @@ struct LeftoverPlace {
 
 /// For each of `leftovers` (their lengths, in order), the template group with the most time to
 /// spare for it (its micro-batch's height minus the group's time and its own), among those of a
-/// size it may use with token room for it; the first such group on ties. Empty when one has none.
-std::optional<std::vector<LeftoverPlace>> place_leftovers(const DynamicCpPlan& tmpl,
+/// size it may use with token room for it; the first such group on ties; nothing where no group
+/// has room (every group full, as when all samples are M·2^j tokens long).
+std::vector<std::optional<LeftoverPlace>> place_leftovers(const DynamicCpPlan& tmpl,
                                                           std::span<const int64_t> template_lengths,
                                                           std::span<const int64_t> leftovers,
                                                           const DynamicCpOptions& options) {
@@ -55,7 +57,7 @@ std::optional<std::vector<LeftoverPlace>> place_leftovers(const DynamicCpPlan& t
     }
     for (size_t i = first; i < slots.size(); ++i) slots[i].spare += height;
   }
-  std::vector<LeftoverPlace> places;
+  std::vector<std::optional<LeftoverPlace>> places;
   std::vector<int> sizes;
   for (const int64_t length : leftovers) {
     candidate_cp_sizes(length, options, sizes);
@@ -70,8 +72,9 @@ std::optional<std::vector<LeftoverPlace>> place_leftovers(const DynamicCpPlan& t
         best_left = left;
       }
     }
-    if (best == nullptr) return std::nullopt;
-    places.push_back({best->microbatch, best->group});
+    places.push_back(best == nullptr
+                         ? std::nullopt
+                         : std::optional<LeftoverPlace>({best->microbatch, best->group}));
   }
   return places;
 }
@@ -108,7 +111,6 @@ std::optional<ScoredPlan> plan_by_template(std::span<const int64_t> ids,
   const size_t past_blocks = blocks * stride;
   const auto leftovers = std::span<const int64_t>(sorted_lengths).subspan(past_blocks);
   const auto places = place_leftovers(tmpl, template_lengths, leftovers, options);
-  if (!places) return std::nullopt;
 
   // Copy `copy` of template micro-batch t is micro-batch copy·K + t. Each template group's blocks
   // are walked once, writing their samples into all copies; each copy's group times are summed in
@@ -147,9 +149,16 @@ std::optional<ScoredPlan> plan_by_template(std::span<const int64_t> ids,
       }
     }
   }
+  std::vector<int64_t> unplaced_ids;
+  std::vector<int64_t> unplaced_lengths;
   for (size_t copy = 0; copy < leftovers.size(); ++copy) {
+    if (!places[copy]) {
+      unplaced_ids.push_back(sorted_ids[past_blocks + copy]);
+      unplaced_lengths.push_back(leftovers[copy]);
+      continue;
+    }
     // Leftover `copy` joins its group last; that micro-batch's height is summed again.
-    const LeftoverPlace& place = (*places)[copy];
+    const LeftoverPlace& place = *places[copy];
     DynamicCpMicrobatch& mb = plan.microbatches[copy * k + place.microbatch];
     mb.groups[place.group].ids.push_back(sorted_ids[past_blocks + copy]);
     const auto& template_groups = tmpl.microbatches[place.microbatch].groups;
@@ -163,6 +172,22 @@ std::optional<ScoredPlan> plan_by_template(std::span<const int64_t> ids,
       height = std::max(height, t);
     }
     heights[copy * k + place.microbatch] = height;
+  }
+  if (!unplaced_ids.empty()) {
+    // No group had room for these: they get micro-batches of their own (a VPP multiple of them,
+    // planned as a batch of their own), after the copies.
+    const DynamicCpPlan extra = plan_template(unplaced_ids, unplaced_lengths, options);
+    const LengthById length_of(unplaced_ids, unplaced_lengths);
+    for (const DynamicCpMicrobatch& mb : extra.microbatches) {
+      double height = 0;
+      for (const CpGroup& g : mb.groups) {
+        double t = 0;
+        for (const int64_t id : g.ids) t += time(length_of(id), g.size);
+        height = std::max(height, t);
+      }
+      heights.push_back(height);
+      plan.microbatches.push_back(mb);
+    }
   }
   scored.step = 0.0;
   for (const double h : heights) *scored.step += h;

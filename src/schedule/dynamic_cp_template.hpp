@@ -10,7 +10,8 @@
 // (time grows with length at a fixed size) no group takes longer than in the template. Every
 // contract of a dynamic-CP plan thus carries over, with s·K micro-batches (a VPP multiple when K
 // is). The fewer than s samples past the last full block are the shortest; each goes to its own
-// copy, into the template group with the most time to spare for it.
+// copy, into the template group with the most time to spare for it; those no group has token
+// room for (every group full) are planned as a batch of their own, whose micro-batches follow.
 
 #include <cstdint>
 #include <functional>
@@ -29,8 +30,8 @@ using DynamicCpPlanner = std::function<DynamicCpPlan(std::span<const int64_t> id
 
 /// The plan of the whole batch from `plan_template`'s plan of a sample of about
 /// `template_samples` samples (see above), with its modeled step under options.cost. Empty when
-/// the batch is under twice that, when min_cp is not a power of two, or when a sample past the
-/// last block finds no group with token room. Input must have passed validate_dynamic_cp_input.
+/// the batch is under twice that or min_cp is not a power of two. Throws what `plan_template`
+/// throws. Input must have passed validate_dynamic_cp_input.
 std::optional<ScoredPlan> plan_by_template(std::span<const int64_t> ids,
                                            std::span<const int64_t> padded_lengths,
                                            const DynamicCpOptions& options,

@@ -1,8 +1,9 @@
 // Dynamic-CP plans of large batches from a stride sample's plan (src/schedule/
 // dynamic_cp_template.hpp): every replicated plan keeps the dynamic-CP contracts; no micro-batch
 // of a copy takes longer than the template's (but those holding a sample past the last block);
-// the step it reports is the plan's modeled step exactly; and the cases the replication cannot
-// carry are declined, not planned wrongly.
+// the step it reports is the plan's modeled step exactly; the cases the replication cannot carry
+// are declined, not planned wrongly; and samples past the last block that no group has room for
+// get micro-batches of their own.
 
 #include "schedule/dynamic_cp_template.hpp"
 #include "schedule/dynamic_cp_step.hpp"
@@ -124,7 +125,7 @@ TEST(PlanByTemplate, CopiesKeepTheContractsAndNoMicrobatchTakesLongerThanTheTemp
   EXPECT_GE(planned, 30);
 }
 
-TEST(PlanByTemplate, DeclinesWhatItCannotCarry) {
+TEST(PlanByTemplate, DeclinesWhatItCannotCarryAndGivesSamplesNoGroupHasRoomForTheirOwn) {
   DynamicCpOptions o;
   o.dp = 4;
   o.max_seqlen_per_dp_cp_rank = 64;
@@ -146,14 +147,24 @@ TEST(PlanByTemplate, DeclinesWhatItCannotCarry) {
   three.min_cp = 3;
   EXPECT_FALSE(plan_by_template(ids, lengths, three, 100, planner));
   EXPECT_TRUE(plan_by_template(ids, lengths, o, 100, planner));
-  // Every sample fills a rank: the one past the last block finds no group with room.
+  // Every sample fills a rank (a batch at a fixed sequence length): the one past the last block
+  // finds no group with room and gets a micro-batch of its own after the copies.
   lengths.assign(401, 64);
   ids.resize(401);
   std::iota(ids.begin(), ids.end(), int64_t{0});
-  EXPECT_FALSE(plan_by_template(ids, lengths, o, 100, planner));
-  // ... and balanced_dynamic_cp then plans the batch by packing.
-  const DynamicCpPlan plan = schedule_balanced_dynamic_cp(ids, lengths, o);
-  EXPECT_NO_THROW(check_dynamic_cp_plan(plan, ids, lengths, o));
+  const auto scored = plan_by_template(ids, lengths, o, 100, planner);
+  ASSERT_TRUE(scored);
+  EXPECT_NO_THROW(check_dynamic_cp_plan(scored->plan, ids, lengths, o));
+  EXPECT_EQ(scored->plan.num_microbatches(), 100 + 1);  // 4 copies of 25, and 1
+  EXPECT_EQ(*scored->step, modeled_step(scored->plan, LengthById(ids, lengths), o.cost));
+  // ... and so does balanced_dynamic_cp with a VPP group: the extra micro-batches are a multiple.
+  DynamicCpOptions vpp = o;
+  vpp.microbatch_multiple = 2;
+  lengths.assign(4 * 2048 + 3, 64);
+  ids.resize(lengths.size());
+  std::iota(ids.begin(), ids.end(), int64_t{0});
+  const DynamicCpPlan plan = schedule_balanced_dynamic_cp(ids, lengths, vpp);
+  EXPECT_NO_THROW(check_dynamic_cp_plan(plan, ids, lengths, vpp));
 }
 
 }  // namespace
