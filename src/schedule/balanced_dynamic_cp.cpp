@@ -38,6 +38,7 @@
 #include "schedule/dynamic_cp_step.hpp"
 #include "schedule/dynamic_cp_template.hpp"
 #include "schedule/length_by_id.hpp"
+#include "schedule/length_order.hpp"
 #include "thdpack/core/checked_arithmetic.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/packing/packed_batch.hpp"
@@ -682,12 +683,14 @@ DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
   auto step_of = [&](const DynamicCpPlan& plan) {
     return detail::modeled_step(plan, detail::LengthById(ids, padded_lengths), options.cost);
   };
+  // The samples grouped by length, once for both planners (a pass over a large batch).
+  const detail::LengthGroups by_length = detail::group_by_length(ids, padded_lengths);
   // Step 5's plan and its modeled step; nothing for a batch Megatron cannot plan (its VPP split).
   using MegatronPlan = std::optional<std::pair<DynamicCpPlan, double>>;
   auto megatron = [&]() -> MegatronPlan {
     try {
-      detail::ScoredPlan plan =
-          detail::default_dynamic_cp_scored(ids, padded_lengths, options, &options.cost);
+      detail::ScoredPlan plan = detail::default_dynamic_cp_scored(ids, padded_lengths, options,
+                                                                  &options.cost, &by_length);
       const double step = plan.step ? *plan.step : step_of(plan.plan);
       return std::make_pair(std::move(plan.plan), step);
     } catch (const InvalidArgument&) {
@@ -707,7 +710,7 @@ DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
   std::optional<detail::ScoredPlan> ours;
   try {
     ours = detail::plan_by_template(ids, padded_lengths, options, template_samples(options),
-                                    schedule_balanced_dynamic_cp);
+                                    schedule_balanced_dynamic_cp, &by_length);
   } catch (const InvalidArgument&) {
     // The template's samples could not be planned (too few micro-batches for the VPP group):
     // plan all of them.

@@ -367,16 +367,18 @@ namespace detail {
 
 ScoredPlan default_dynamic_cp_scored(std::span<const int64_t> ids,
                                      std::span<const int64_t> padded_lengths,
-                                     const DynamicCpOptions& options, const CpCostModel* cost) {
+                                     const DynamicCpOptions& options, const CpCostModel* cost,
+                                     const LengthGroups* by_length) {
   const int ranks = options.ranks();
   const int64_t m = options.max_seqlen_per_dp_cp_rank;
   ScoredPlan scored;
   scored.plan.ranks = ranks;
   scored.step = 0.0;
   if (ids.empty()) return scored;
-  WaitingSamples waiting(ids, padded_lengths, [&](int64_t length) {
-    return cp_min_for_length(length, m, options.min_cp);
-  });
+  std::optional<LengthGroups> own_grouping;
+  if (by_length == nullptr) by_length = &own_grouping.emplace(group_by_length(ids, padded_lengths));
+  WaitingSamples waiting(
+      *by_length, [&](int64_t length) { return cp_min_for_length(length, m, options.min_cp); });
   const LengthClass& longest = waiting[0];
   if (longest.cp_min > ranks) {
     throw InvalidArgument("default_dynamic_cp: sample " + std::to_string(waiting.ids().front()) +

@@ -6,6 +6,7 @@
 #include <span>
 
 #include "schedule/length_by_id.hpp"
+#include "schedule/length_order.hpp"
 #include "thdpack/schedule/cp_cost_model.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
 
@@ -24,9 +25,11 @@ struct ScoredPlan {
 
 /// schedule_default_dynamic_cp's plan of validated input; with `cost`, also its modeled step under
 /// it, summed as the rounds lay the micro-batches out (lengths at hand, no lookup by id), unless a
-/// VPP split regrouped them. Throws as schedule_default_dynamic_cp does.
+/// VPP split regrouped them. `by_length`, when given, is group_by_length of the input (made once
+/// where two planners need it). Throws as schedule_default_dynamic_cp does.
 ScoredPlan default_dynamic_cp_scored(std::span<const int64_t> ids,
                                      std::span<const int64_t> padded_lengths,
-                                     const DynamicCpOptions& options, const CpCostModel* cost);
+                                     const DynamicCpOptions& options, const CpCostModel* cost,
+                                     const LengthGroups* by_length = nullptr);
 
 }  // namespace thdpack::detail

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "schedule/dynamic_cp_step.hpp"
+#include "schedule/length_order.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
 
 namespace thdpack::detail {
@@ -30,12 +31,14 @@ using DynamicCpPlanner = std::function<DynamicCpPlan(std::span<const int64_t> id
 
 /// The plan of the whole batch from `plan_template`'s plan of a sample of about
 /// `template_samples` samples (see above), with its modeled step under options.cost. Empty when
-/// the batch is under twice that or min_cp is not a power of two. Throws what `plan_template`
-/// throws. Input must have passed validate_dynamic_cp_input.
+/// the batch is under twice that or min_cp is not a power of two. `by_length`, when given, is
+/// group_by_length of the input. Throws what `plan_template` throws. Input must have passed
+/// validate_dynamic_cp_input.
 std::optional<ScoredPlan> plan_by_template(std::span<const int64_t> ids,
                                            std::span<const int64_t> padded_lengths,
                                            const DynamicCpOptions& options,
                                            int64_t template_samples,
-                                           const DynamicCpPlanner& plan_template);
+                                           const DynamicCpPlanner& plan_template,
+                                           const LengthGroups* by_length = nullptr);
 
 }  // namespace thdpack::detail

@@ -29,12 +29,10 @@ struct LengthClass {
 
 class WaitingSamples {
  public:
-  /// Classes by padded length, longest first; `cp_min_of(length)` gives each its cp_min (which
-  /// does not grow as the lengths fall).
+  /// Classes of the samples `by_length` groups (it must outlive this), longest first;
+  /// `cp_min_of(length)` gives each its cp_min (which does not grow as the lengths fall).
   template <typename CpMin>
-  WaitingSamples(std::span<const int64_t> ids, std::span<const int64_t> padded_lengths,
-                 CpMin cp_min_of)
-      : groups_(group_by_length(ids, padded_lengths)) {
+  WaitingSamples(const LengthGroups& by_length, CpMin cp_min_of) : groups_(by_length) {
     classes_.reserve(groups_.lengths.size());
     for (size_t g = 0; g < groups_.lengths.size(); ++g) {
       classes_.push_back({groups_.lengths[g], cp_min_of(groups_.lengths[g]), groups_.starts[g],
@@ -80,7 +78,7 @@ class WaitingSamples {
   }
 
  private:
-  LengthGroups groups_;
+  const LengthGroups& groups_;
   std::vector<LengthClass> classes_;
   std::vector<size_t> open_;  ///< union-find over classes: the next one that may be open
 };
