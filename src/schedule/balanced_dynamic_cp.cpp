@@ -689,8 +689,8 @@ DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
   using MegatronPlan = std::optional<std::pair<DynamicCpPlan, double>>;
   auto megatron = [&]() -> MegatronPlan {
     try {
-      detail::ScoredPlan plan = detail::default_dynamic_cp_scored(ids, padded_lengths, options,
-                                                                  &options.cost, &by_length);
+      detail::ScoredPlan plan =
+          detail::default_dynamic_cp_scored(by_length, options, &options.cost);
       const double step = plan.step ? *plan.step : step_of(plan.plan);
       return std::make_pair(std::move(plan.plan), step);
     } catch (const InvalidArgument&) {
@@ -709,8 +709,8 @@ DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
   // Step 6 (declines batches under twice the template), else steps 1-4.
   std::optional<detail::ScoredPlan> ours;
   try {
-    ours = detail::plan_by_template(ids, padded_lengths, options, template_samples(options),
-                                    schedule_balanced_dynamic_cp, &by_length);
+    ours = detail::plan_by_template(by_length, options, template_samples(options),
+                                    schedule_balanced_dynamic_cp);
   } catch (const InvalidArgument&) {
     // The template's samples could not be planned (too few micro-batches for the VPP group):
     // plan all of them.

@@ -365,20 +365,16 @@ void align_to_multiple(std::vector<DynamicCpMicrobatch>& mbs, int multiple, int 
 
 namespace detail {
 
-ScoredPlan default_dynamic_cp_scored(std::span<const int64_t> ids,
-                                     std::span<const int64_t> padded_lengths,
-                                     const DynamicCpOptions& options, const CpCostModel* cost,
-                                     const LengthGroups* by_length) {
+ScoredPlan default_dynamic_cp_scored(const LengthGroups& by_length, const DynamicCpOptions& options,
+                                     const CpCostModel* cost) {
   const int ranks = options.ranks();
   const int64_t m = options.max_seqlen_per_dp_cp_rank;
   ScoredPlan scored;
   scored.plan.ranks = ranks;
   scored.step = 0.0;
-  if (ids.empty()) return scored;
-  std::optional<LengthGroups> own_grouping;
-  if (by_length == nullptr) by_length = &own_grouping.emplace(group_by_length(ids, padded_lengths));
+  if (by_length.ids.empty()) return scored;
   WaitingSamples waiting(
-      *by_length, [&](int64_t length) { return cp_min_for_length(length, m, options.min_cp); });
+      by_length, [&](int64_t length) { return cp_min_for_length(length, m, options.min_cp); });
   const LengthClass& longest = waiting[0];
   if (longest.cp_min > ranks) {
     throw InvalidArgument("default_dynamic_cp: sample " + std::to_string(waiting.ids().front()) +
@@ -411,7 +407,9 @@ DynamicCpPlan schedule_default_dynamic_cp(std::span<const int64_t> ids,
                                           std::span<const int64_t> padded_lengths,
                                           const DynamicCpOptions& options) {
   validate_dynamic_cp_input(ids, padded_lengths, options);
-  return detail::default_dynamic_cp_scored(ids, padded_lengths, options, nullptr).plan;
+  return detail::default_dynamic_cp_scored(detail::group_by_length(ids, padded_lengths), options,
+                                           nullptr)
+      .plan;
 }
 
 }  // namespace thdpack

@@ -81,25 +81,21 @@ std::vector<std::optional<LeftoverPlace>> place_leftovers(const DynamicCpPlan& t
 
 }  // namespace
 
-std::optional<ScoredPlan> plan_by_template(std::span<const int64_t> ids,
-                                           std::span<const int64_t> padded_lengths,
+std::optional<ScoredPlan> plan_by_template(const LengthGroups& by_length,
                                            const DynamicCpOptions& options,
                                            int64_t template_samples,
-                                           const DynamicCpPlanner& plan_template,
-                                           const LengthGroups* by_length) {
-  const auto n = static_cast<int64_t>(ids.size());
+                                           const DynamicCpPlanner& plan_template) {
+  const auto n = static_cast<int64_t>(by_length.ids.size());
   if (template_samples < 1 || n < 2 * template_samples || !is_power_of_two(options.min_cp)) {
     return std::nullopt;
   }
   // Ids and lengths by length, longest first: a block's samples lie together.
-  std::optional<LengthGroups> own_grouping;
-  if (by_length == nullptr) by_length = &own_grouping.emplace(group_by_length(ids, padded_lengths));
-  const std::vector<int64_t>& sorted_ids = by_length->ids;
-  std::vector<int64_t> sorted_lengths(ids.size());
-  for (size_t g = 0; g < by_length->lengths.size(); ++g) {
-    std::fill(sorted_lengths.begin() + static_cast<std::ptrdiff_t>(by_length->starts[g]),
-              sorted_lengths.begin() + static_cast<std::ptrdiff_t>(by_length->starts[g + 1]),
-              by_length->lengths[g]);
+  const std::vector<int64_t>& sorted_ids = by_length.ids;
+  std::vector<int64_t> sorted_lengths(by_length.ids.size());
+  for (size_t g = 0; g < by_length.lengths.size(); ++g) {
+    std::fill(sorted_lengths.begin() + static_cast<std::ptrdiff_t>(by_length.starts[g]),
+              sorted_lengths.begin() + static_cast<std::ptrdiff_t>(by_length.starts[g + 1]),
+              by_length.lengths[g]);
   }
   const auto stride = static_cast<size_t>(n / template_samples);
   const size_t blocks = static_cast<size_t>(n) / stride;

@@ -31,14 +31,12 @@ using DynamicCpPlanner = std::function<DynamicCpPlan(std::span<const int64_t> id
 
 /// The plan of the whole batch from `plan_template`'s plan of a sample of about
 /// `template_samples` samples (see above), with its modeled step under options.cost. Empty when
-/// the batch is under twice that or min_cp is not a power of two. `by_length`, when given, is
+/// the batch is under twice that or min_cp is not a power of two. `by_length` is
 /// group_by_length of the input. Throws what `plan_template` throws. Input must have passed
 /// validate_dynamic_cp_input.
-std::optional<ScoredPlan> plan_by_template(std::span<const int64_t> ids,
-                                           std::span<const int64_t> padded_lengths,
+std::optional<ScoredPlan> plan_by_template(const LengthGroups& by_length,
                                            const DynamicCpOptions& options,
                                            int64_t template_samples,
-                                           const DynamicCpPlanner& plan_template,
-                                           const LengthGroups* by_length = nullptr);
+                                           const DynamicCpPlanner& plan_template);
 
 }  // namespace thdpack::detail

@@ -35,39 +35,7 @@ std::optional<Buckets> length_buckets(std::span<const int64_t> padded_lengths) {
   return b;
 }
 
-/// Sorts each bucket's slice of `values` by `less` (the ids' order where they do not ascend).
-template <typename T, typename Less>
-void sort_buckets(std::vector<T>& values, const std::vector<size_t>& start, Less less) {
-  for (size_t b = 0; b + 1 < start.size(); ++b) {
-    std::sort(values.begin() + static_cast<std::ptrdiff_t>(start[b]),
-              values.begin() + static_cast<std::ptrdiff_t>(start[b + 1]), less);
-  }
-}
-
 }  // namespace
-
-std::vector<size_t> order_by_length(std::span<const int64_t> ids,
-                                    std::span<const int64_t> padded_lengths) {
-  const size_t n = padded_lengths.size();
-  std::vector<size_t> order(n);
-  if (n == 0) return order;
-  const std::optional<Buckets> buckets = length_buckets(padded_lengths);
-  if (!buckets) {
-    std::iota(order.begin(), order.end(), size_t{0});
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      return padded_lengths[a] > padded_lengths[b] ||
-             (padded_lengths[a] == padded_lengths[b] && ids[a] < ids[b]);
-    });
-    return order;
-  }
-  // Samples keep their input order in a bucket: id order when the ids ascend.
-  std::vector<size_t> next(buckets->start.begin(), buckets->start.end() - 1);
-  for (size_t i = 0; i < n; ++i) order[next[buckets->of(padded_lengths[i])]++] = i;
-  if (!std::is_sorted(ids.begin(), ids.end())) {
-    sort_buckets(order, buckets->start, [&](size_t x, size_t y) { return ids[x] < ids[y]; });
-  }
-  return order;
-}
 
 LengthGroups group_by_length(std::span<const int64_t> ids,
                              std::span<const int64_t> padded_lengths) {
@@ -77,8 +45,13 @@ LengthGroups group_by_length(std::span<const int64_t> ids,
   groups.starts.push_back(0);
   if (n == 0) return groups;
   const std::optional<Buckets> buckets = length_buckets(padded_lengths);
-  if (!buckets) {
-    const std::vector<size_t> order = order_by_length(ids, padded_lengths);
+  if (!buckets) {  // lengths too far apart for buckets: a comparison sort
+    std::vector<size_t> order(n);
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return padded_lengths[a] > padded_lengths[b] ||
+             (padded_lengths[a] == padded_lengths[b] && ids[a] < ids[b]);
+    });
     for (size_t k = 0; k < n; ++k) {
       const int64_t length = padded_lengths[order[k]];
       if (groups.lengths.empty() || groups.lengths.back() != length) {
@@ -94,8 +67,11 @@ LengthGroups group_by_length(std::span<const int64_t> ids,
   // write streams), rather than reading ids and lengths in length order (a cache miss each).
   std::vector<size_t> next(buckets->start.begin(), buckets->start.end() - 1);
   for (size_t i = 0; i < n; ++i) groups.ids[next[buckets->of(padded_lengths[i])]++] = ids[i];
-  if (!std::is_sorted(ids.begin(), ids.end())) {
-    sort_buckets(groups.ids, buckets->start, std::less<>());
+  if (!std::is_sorted(ids.begin(), ids.end())) {  // ids ascending within each length
+    for (size_t b = 0; b + 1 < buckets->start.size(); ++b) {
+      std::sort(groups.ids.begin() + static_cast<std::ptrdiff_t>(buckets->start[b]),
+                groups.ids.begin() + static_cast<std::ptrdiff_t>(buckets->start[b + 1]));
+    }
   }
   for (size_t b = 0; b + 1 < buckets->start.size(); ++b) {
     if (buckets->start[b + 1] == buckets->start[b]) continue;

@@ -9,14 +9,10 @@
 
 namespace thdpack::detail {
 
-/// The positions of the samples ordered by padded length, longest first, ties by ascending id.
-/// Linear time (a counting sort) where the lengths, in steps of the largest power of two that
-/// divides their differences, span at most about 4n values (padded lengths do).
-std::vector<size_t> order_by_length(std::span<const int64_t> ids,
-                                    std::span<const int64_t> padded_lengths);
-
-/// The samples' ids grouped by padded length, in order_by_length's order: group g has length
-/// lengths[g] (descending) and ids[starts[g] .. starts[g + 1]) (ascending).
+/// The samples' ids grouped by padded length, longest first: group g has length lengths[g]
+/// (descending) and ids[starts[g] .. starts[g + 1]) (ascending). Linear time (a counting sort)
+/// where the lengths, in steps of the largest power of two that divides their differences, span
+/// at most about 4n values (padded lengths do); a comparison sort otherwise.
 struct LengthGroups {
   std::vector<int64_t> lengths;
   std::vector<size_t> starts;  ///< lengths.size() + 1 entries

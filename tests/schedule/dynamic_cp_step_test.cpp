@@ -48,10 +48,11 @@ TEST(DefaultDynamicCpScored, StepIsThePlansModeledStepExactly) {
     try {
       expected = schedule_default_dynamic_cp(ids, lengths, o);
     } catch (const InvalidArgument&) {
-      EXPECT_THROW(default_dynamic_cp_scored(ids, lengths, o, &o.cost), InvalidArgument);
+      EXPECT_THROW(default_dynamic_cp_scored(group_by_length(ids, lengths), o, &o.cost),
+                   InvalidArgument);
       continue;
     }
-    const ScoredPlan scored = default_dynamic_cp_scored(ids, lengths, o, &o.cost);
+    const ScoredPlan scored = default_dynamic_cp_scored(group_by_length(ids, lengths), o, &o.cost);
     ASSERT_EQ(scored.plan, expected);
     if (!scored.step) {
       ++without_step;
@@ -59,7 +60,7 @@ TEST(DefaultDynamicCpScored, StepIsThePlansModeledStepExactly) {
     }
     ++with_step;
     EXPECT_EQ(*scored.step, modeled_step(expected, LengthById(ids, lengths), o.cost));
-    EXPECT_FALSE(default_dynamic_cp_scored(ids, lengths, o, nullptr).step);
+    EXPECT_FALSE(default_dynamic_cp_scored(group_by_length(ids, lengths), o, nullptr).step);
   }
   EXPECT_GT(with_step, 150);
   EXPECT_GT(without_step, 5);

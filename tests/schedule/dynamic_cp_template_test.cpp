@@ -87,7 +87,7 @@ TEST(PlanByTemplate, CopiesKeepTheContractsAndNoMicrobatchTakesLongerThanTheTemp
                  std::to_string(o.ranks()));
     std::optional<ScoredPlan> scored;
     try {
-      scored = plan_by_template(ids, lengths, o, template_samples, planner);
+      scored = plan_by_template(group_by_length(ids, lengths), o, template_samples, planner);
     } catch (const InvalidArgument&) {
       continue;  // the template's own planner refused (a VPP split Megatron cannot make)
     }
@@ -137,7 +137,7 @@ TEST(PlanByTemplate, DeclinesWhatItCannotCarryAndGivesSamplesNoGroupHasRoomForTh
   std::vector<int64_t> lengths(199, 32);
   std::vector<int64_t> ids(lengths.size());
   std::iota(ids.begin(), ids.end(), int64_t{0});
-  EXPECT_FALSE(plan_by_template(ids, lengths, o, 100, planner));
+  EXPECT_FALSE(plan_by_template(group_by_length(ids, lengths), o, 100, planner));
   // min_cp not a power of two: a shorter sample may not use a longer one's group size.
   lengths.assign(400, 32);
   ids.resize(400);
@@ -145,14 +145,14 @@ TEST(PlanByTemplate, DeclinesWhatItCannotCarryAndGivesSamplesNoGroupHasRoomForTh
   DynamicCpOptions three = o;
   three.dp = 6;
   three.min_cp = 3;
-  EXPECT_FALSE(plan_by_template(ids, lengths, three, 100, planner));
-  EXPECT_TRUE(plan_by_template(ids, lengths, o, 100, planner));
+  EXPECT_FALSE(plan_by_template(group_by_length(ids, lengths), three, 100, planner));
+  EXPECT_TRUE(plan_by_template(group_by_length(ids, lengths), o, 100, planner));
   // Every sample fills a rank (a batch at a fixed sequence length): the one past the last block
   // finds no group with room and gets a micro-batch of its own after the copies.
   lengths.assign(401, 64);
   ids.resize(401);
   std::iota(ids.begin(), ids.end(), int64_t{0});
-  const auto scored = plan_by_template(ids, lengths, o, 100, planner);
+  const auto scored = plan_by_template(group_by_length(ids, lengths), o, 100, planner);
   ASSERT_TRUE(scored);
   EXPECT_NO_THROW(check_dynamic_cp_plan(scored->plan, ids, lengths, o));
   EXPECT_EQ(scored->plan.num_microbatches(), 100 + 1);  // 4 copies of 25, and 1
