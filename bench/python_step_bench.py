@@ -4,7 +4,8 @@ Per step each rank holds about 1.38M tokens (samples drawn from longtail-32k). M
 same run, medians over repetitions:
   - prepare: ThdPacker.step (gather, plan, exchange, pack) per rank, the slowest rank per step;
   - raw: one all_to_all_single moving the same bytes each rank sent in the step, right after the
-    step (so that both see the same load on the machine);
+    step (so that both see the same load on the machine), between buffers kept from step to step
+    (as the pipeline keeps its own);
   - wait: with PackedSteps(prefetch=True) and a training step that takes `--train-ms` (a sleep:
     training runs on the accelerator, not on these cores; default twice the measured prepare
     time, so that the figure is the cost of the hand-over, not the machine's load), the time the
@@ -95,6 +96,10 @@ def worker(rank, ranks, store, reps, train_ms, out):
     samples = [[dataset.sample(i) for i in chunk] for chunk in steps]
     packer = ThdPacker(max_seqlen_per_dp_cp_rank=32768, model="llama3-8b")
     prepare, raw, sent = [], [], []
+    # The raw exchange's buffers are kept from step to step and touched when they grow, as the
+    # pipeline keeps its own: a fresh buffer would fault its pages in inside the timed exchange.
+    send_buffer = torch.zeros(0, dtype=torch.uint8)
+    recv_buffer = torch.zeros(0, dtype=torch.uint8)
     for chunk in samples:
         # Each step, then right after it the raw exchange of its bytes: both see the same load.
         dist.barrier()
@@ -106,8 +111,11 @@ def worker(rank, ranks, store, reps, train_ms, out):
         # Every rank sends each peer an equal share of what the largest sender sent in the step.
         per_peer = int(_slowest(float(nbytes))) // (ranks - 1)
         counts = [0 if r == rank else per_peer for r in range(ranks)]
-        send = torch.zeros(sum(counts), dtype=torch.uint8)
-        recv = torch.empty(sum(counts), dtype=torch.uint8)
+        if sum(counts) > send_buffer.numel():
+            send_buffer = torch.zeros(sum(counts) + sum(counts) // 4, dtype=torch.uint8)
+            recv_buffer = torch.zeros(sum(counts) + sum(counts) // 4, dtype=torch.uint8)
+        send = send_buffer[: sum(counts)]
+        recv = recv_buffer[: sum(counts)]
         dist.barrier()
         t0 = time.perf_counter()
         dist.all_to_all_single(recv, send, counts, counts)
