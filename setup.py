@@ -50,7 +50,7 @@ def check_cxx_runtime_is_shared(module):
     """Refuses a module with the C++ runtime linked in statically (a compiler built to do that by
     default, for one). Such a module works alone but crashes inside iostreams in a process where
     another library (torch) has loaded the shared libstdc++: two copies of its locale state."""
-    if not sys.platform.startswith("linux") or os.environ.get("THDPACK_ALLOW_STATIC_CXX_RUNTIME"):
+    if not sys.platform.startswith("linux") or os.environ.get("THDPACK_ALLOW_STATIC_CXX_RUNTIME") == "1":
         return
     readelf = shutil.which("readelf")
     if readelf is None:

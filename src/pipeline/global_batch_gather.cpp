@@ -113,9 +113,9 @@ std::vector<int64_t> list_bytes(const Topology& t, std::span<const ReaderHeader>
 // failing one included, sets the same value after every gather, so the next collective has one
 // shape.
 void size_next_gather(GatherSizing& sizing, const Topology& t, std::span<const int64_t> bytes) {
-  const int64_t largest = bytes.empty() ? 0 : *std::max_element(bytes.begin(), bytes.end());
+  const int64_t largest = *std::max_element(bytes.begin(), bytes.end());  // one per rank
   const bool every_rank_reads = t.tp() == 1 && t.cp() == 1 && t.pp() == 1;
-  sizing.width = every_rank_reads ? (largest + largest / 4 + 7) / 8 * 8 : 0;
+  sizing.width = every_rank_reads ? round_up(largest + largest / 4, 8) : 0;
 }
 
 }  // namespace
@@ -161,8 +161,7 @@ GlobalBatch detail::gather_global_batch(Communicator& world, const PipelineOptio
                                         std::span<const int64_t> group_ids, GatherSizing& sizing) {
   const Topology& t = o.topology;
   t.check_world_size(world.size());
-  auto source_of = [&t](int d) { return thdpack::source_of(t, d); };
-  const bool is_source = source_of(t.coordinates(world.rank()).dp) == world.rank();
+  const bool is_source = source_of(t, t.coordinates(world.rank()).dp) == world.rank();
 
   // A sample packing would refuse (empty, or loss_mask/labels of another length) is caught here,
   // before the first collective, so that every rank stops at this step instead of the peers
@@ -231,17 +230,17 @@ GlobalBatch detail::gather_global_batch(Communicator& world, const PipelineOptio
       }
       continue;
     }
-    const ReaderHeader& s = headers[static_cast<size_t>(source_of(t.coordinates(r).dp))];
+    const ReaderHeader& s = headers[static_cast<size_t>(source_of(t, t.coordinates(r).dp))];
     if (h.count != s.count || h.samples_fingerprint != s.samples_fingerprint) {
       throw InvalidArgument(where(t, r) + " holds " + std::to_string(h.count) +
                             " samples that differ from those of " +
-                            where(t, source_of(t.coordinates(r).dp)) + " (" +
+                            where(t, source_of(t, t.coordinates(r).dp)) + " (" +
                             std::to_string(s.count) +
                             " samples): all readers of one DP index must hold the same samples");
     }
     if (h.group_ids_fingerprint != s.group_ids_fingerprint) {
       throw InvalidArgument(where(t, r) + " holds the same samples as " +
-                            where(t, source_of(t.coordinates(r).dp)) +
+                            where(t, source_of(t, t.coordinates(r).dp)) +
                             " but their group ids differ: all readers of one DP index must give "
                             "the same group ids");
     }
@@ -258,7 +257,7 @@ GlobalBatch detail::gather_global_batch(Communicator& world, const PipelineOptio
   }
   bool grouped = false;
   for (int d = 0; d < t.dp(); ++d) {
-    const int src = source_of(d);
+    const int src = source_of(t, d);
     const int64_t count = headers[static_cast<size_t>(src)].count;
     const auto base = static_cast<size_t>(rank_offset[static_cast<size_t>(src)]);
     b.samples_per_rank.push_back(count);

@@ -43,5 +43,8 @@ def test_static_cxx_runtime_is_refused_and_shared_accepted(tmp_path, monkeypatch
     static = build_library(tmp_path, "-static-libstdc++")
     with pytest.raises(RuntimeError, match="CXX=/usr/bin/g\\+\\+"):
         check(static)
+    monkeypatch.setenv("THDPACK_ALLOW_STATIC_CXX_RUNTIME", "0")  # only 1 keeps it
+    with pytest.raises(RuntimeError, match="CXX=/usr/bin/g\\+\\+"):
+        check(static)
     monkeypatch.setenv("THDPACK_ALLOW_STATIC_CXX_RUNTIME", "1")
     check(static)

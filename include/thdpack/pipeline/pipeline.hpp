@@ -7,7 +7,7 @@
 //      over the world give every rank the global list of (id, length) — from the readers with
 //      tp = cp = pp = 0 — plus every reader's fingerprint of what it holds. Where tp = cp = pp = 1
 //      a pipeline sends headers and lists in one allgather once it knows their size from the last
-//      step (while they fit a quarter above the largest list it has seen).
+//      step (while they fit a quarter above the largest list of the last gather).
 //   2. Every rank computes the same plan from that list (plans are never sent) and the metadata of
 //      its micro-batches (cu_seqlens, cu_seqlens_padded, max_seqlen, padding mask, positions).
 //   3. Readers run one alltoallv over their DP group: each sample goes from the DP rank that holds
