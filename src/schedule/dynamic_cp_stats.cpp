@@ -14,26 +14,29 @@ namespace thdpack {
 
 namespace detail {
 
+double microbatch_height(const DynamicCpMicrobatch& mb, const LengthById& length_of,
+                         TimeCache& time) {
+  double slowest = 0;
+  for (const auto& g : mb.groups) {
+    double t = 0;
+    for (const int64_t id : g.ids) {
+      const int64_t length = length_of(id);
+      if (length < 0) {
+        throw InvalidArgument("dynamic CP plan: sample " + std::to_string(id) +
+                              " is not in the input");
+      }
+      t += time(length, g.size);
+    }
+    slowest = std::max(slowest, t);
+  }
+  return slowest;
+}
+
 double modeled_step(const DynamicCpPlan& plan, const LengthById& length_of,
                     const CpCostModel& cost) {
   TimeCache time(cost);
   double step = 0;
-  for (const auto& mb : plan.microbatches) {
-    double slowest = 0;
-    for (const auto& g : mb.groups) {
-      double t = 0;
-      for (const int64_t id : g.ids) {
-        const int64_t length = length_of(id);
-        if (length < 0) {
-          throw InvalidArgument("dynamic CP plan: sample " + std::to_string(id) +
-                                " is not in the input");
-        }
-        t += time(length, g.size);
-      }
-      slowest = std::max(slowest, t);
-    }
-    step += slowest;
-  }
+  for (const auto& mb : plan.microbatches) step += microbatch_height(mb, length_of, time);
   return step;
 }
 

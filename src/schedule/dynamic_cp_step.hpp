@@ -7,12 +7,18 @@
 
 #include "schedule/length_by_id.hpp"
 #include "schedule/length_order.hpp"
+#include "schedule/time_cache.hpp"
 #include "thdpack/schedule/cp_cost_model.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
 
 namespace thdpack::detail {
 
-/// Σ over micro-batches of the slowest group's Σ cost.time(length, group size). Throws
+/// One micro-batch's modeled height: its slowest group's Σ time(length, group size), summed in
+/// member order. Throws InvalidArgument when it holds an id `length_of` does not know.
+double microbatch_height(const DynamicCpMicrobatch& mb, const LengthById& length_of,
+                         TimeCache& time);
+
+/// Σ over micro-batches of microbatch_height, in plan order. Throws
 /// InvalidArgument when the plan holds an id `length_of` does not know.
 double modeled_step(const DynamicCpPlan& plan, const LengthById& length_of,
                     const CpCostModel& cost);

@@ -177,13 +177,7 @@ std::optional<ScoredPlan> plan_by_template(const LengthGroups& by_length,
     const DynamicCpPlan extra = plan_template(unplaced_ids, unplaced_lengths, options);
     const LengthById length_of(unplaced_ids, unplaced_lengths);
     for (const DynamicCpMicrobatch& mb : extra.microbatches) {
-      double height = 0;
-      for (const CpGroup& g : mb.groups) {
-        double t = 0;
-        for (const int64_t id : g.ids) t += time(length_of(id), g.size);
-        height = std::max(height, t);
-      }
-      heights.push_back(height);
+      heights.push_back(microbatch_height(mb, length_of, time));
       plan.microbatches.push_back(mb);
     }
   }
