@@ -159,13 +159,14 @@ def cp_table(quality):
 
 def dynamic_cp_table(dynamic_cp):
     lines = ["| workload | dp·cp | samples | cost | dp_balanced, fixed cp | default_dynamic_cp | "
-             "balanced_dynamic_cp | ours vs Megatron | plan ms (ours) |",
+             "balanced_dynamic_cp | ours vs Megatron | plan ms (ours), median / max |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in dynamic_cp["dynamic_cp"]:
         lines.append(f"| {r['workload']} | {r['ranks']} | {r['samples']} | {r['cost']} | "
                      f"{r['dp_balanced']:.4f}x (cp {r['fixed_cp']}) | {r['default_dynamic_cp']:.4f}x | "
                      f"{r['balanced_dynamic_cp']:.4f}x | "
-                     f"{r['default_dynamic_cp'] / r['balanced_dynamic_cp']:.3f}x | {r['plan_ms']:.1f} |")
+                     f"{r['default_dynamic_cp'] / r['balanced_dynamic_cp']:.3f}x | {r['plan_ms']:.1f}"
+                     + (f" / {r['plan_ms_max']:.1f}" if "plan_ms_max" in r else "") + " |")
     return "\n".join(lines)
 
 
