@@ -1,5 +1,6 @@
 #include "pipeline/microbatch_pool.hpp"
 
+#include <algorithm>
 #include <utility>
 
 namespace thdpack::detail {
@@ -41,12 +42,13 @@ std::shared_ptr<std::vector<PackedBatch>> MicrobatchPool::new_step() {
 
 void MicrobatchPool::give_back(std::vector<PackedBatch>& batches) {
   const std::lock_guard<std::mutex> lock(mutex_);
-  // Two steps' worth: the step being built and the one a prefetching loader holds.
+  // Two steps' worth: the step being built and the one a prefetching loader holds. Stacked last
+  // first, so that take() hands the next step's k-th micro-batch this step's k-th arrays: steps
+  // alike have micro-batches alike in size, and an array smaller than its new rows would be
+  // allocated again.
   const size_t keep = 2 * batches.size();
-  for (PackedBatch& m : batches) {
-    if (free_.size() >= keep) break;
-    free_.push_back(std::move(m));
-  }
+  const size_t kept = std::min(batches.size(), keep > free_.size() ? keep - free_.size() : 0);
+  for (size_t k = kept; k-- > 0;) free_.push_back(std::move(batches[k]));
 }
 
 }  // namespace thdpack::detail

@@ -160,8 +160,10 @@ def test_held_steps_stay_intact_while_released_ones_are_reused(tmp_path):
 
 def _reuse_worker(rank, world, out_dir):
     """A step's arrays go back to the pipeline when the step is released (MicrobatchPool): a step
-    whose tensors are held keeps its values through later steps, and a released step's memory is
-    what a later step is built in."""
+    whose tensors are held keeps its values through later steps, and a released step's arrays are
+    what the next step is built in, micro-batch by micro-batch, even where other allocations could
+    have taken that memory (the test fails with the pool off, and with it handing arrays back in
+    the wrong order)."""
     packer = tt.ThdPacker(max_seqlen_per_dp_cp_rank=256)
     dataset = thdpack.mock_dataset(CONFIG)
 
@@ -173,12 +175,21 @@ def _reuse_worker(rank, world, out_dir):
     held_tokens = [mb["tokens"] for mb in held.microbatches]
     expected = [t.clone() for t in held_tokens]
     released = step(1)
-    released_addresses = {mb["tokens"].data_ptr() for mb in released.microbatches}
-    del released
-    later = [step(n) for n in range(2, 5)]  # built in step 1's memory, never in step 0's
+    released_tokens = [mb["tokens"] for mb in released.microbatches]
+    released_addresses = [t.data_ptr() for t in released_tokens]
+    sizes = [t.numel() * t.element_size() for t in released_tokens]
+    del released, released_tokens
+    # Had the step's memory gone back to the allocator, these would take it; in the pool it stays.
+    occupiers = [np.ones(n, dtype=np.uint8) for n in sizes for _ in range(4)]
+    again = step(1)  # the same samples: each micro-batch built in the same one's arrays
+    again_addresses = [mb["tokens"].data_ptr() for mb in again.microbatches]
+    later = [step(n) for n in range(2, 5)]  # never in step 0's memory
     intact = all(torch.equal(a, b) for a, b in zip(held_tokens, expected))
     later_addresses = {mb["tokens"].data_ptr() for s in later for mb in s.microbatches}
     held_addresses = {t.data_ptr() for t in held_tokens}
+    built_later = later_addresses | set(again_addresses)
+    del occupiers
     with open(os.path.join(out_dir, f"reuse{rank}.json"), "w") as f:
-        json.dump({"intact": intact and not (held_addresses & later_addresses),
-                   "reused": bool(released_addresses & later_addresses)}, f)
+        json.dump({"intact": intact and not held_addresses & built_later,
+                   "reused": again_addresses == released_addresses}, f)
+
