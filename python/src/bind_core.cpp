@@ -114,8 +114,14 @@ py::dict stats_to_python(const PlanStats& s) {
 
 namespace {
 
-// Token ids are vocabulary indices: never negative.
+// Token ids are vocabulary indices: never negative. The common case (none is) is one pass that
+// ORs the values, whose sign bit is set when some value is negative; it vectorises, where a loop
+// that stops at the first negative value does not (a tenth of a step's CPU time on a million
+// tokens).
 void require_token_ids(std::span<const int64_t> ids, const char* name) {
+  int64_t all = 0;
+  for (const int64_t id : ids) all |= id;
+  if (all >= 0) return;
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0) {
       throw InvalidArgument(std::string(name) + "[" + std::to_string(i) + "] = " +
