@@ -11,6 +11,7 @@
 
 #include "pipeline/pack_segments.hpp"
 #include "pipeline/sample_exchange.hpp"
+#include "pipeline/segment_wire.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/pipeline/dynamic_cp_delivery.hpp"
 
@@ -174,6 +175,7 @@ void deliver_dynamic_cp(StepResult& r, Communicator& world, Communicator& tp_gro
   auto peer = [&](int d) {
     return static_cast<size_t>(t.rank_of({.tp = me.tp, .cp = me.cp, .dp = d, .pp = me.pp}));
   };
+  const SegmentWire wire(r.batch, fields, pack);
   std::vector<int> targets;  // DP indices this reader sends to, in world-rank order
   if (exchanges) {
     for (int d = 0; d < dp; ++d) {
@@ -185,7 +187,7 @@ void deliver_dynamic_cp(StepResult& r, Communicator& world, Communicator& tp_gro
         for (const Segment& s : column[static_cast<size_t>(k * dp + d)].segments) {
           if (s.sample != Segment::kTailRows &&
               index.source[static_cast<size_t>(s.sample)] == me.dp) {
-            send_counts[peer(d)] += wire_bytes(s.length, fields);
+            send_counts[peer(d)] += wire.bytes(s);
           }
         }
       }
@@ -193,7 +195,7 @@ void deliver_dynamic_cp(StepResult& r, Communicator& world, Communicator& tp_gro
     for (int64_t k = 0; k < k_count; ++k) {
       for (const Segment& s : mine(k).segments) {
         const int src = index.source[static_cast<size_t>(s.sample)];
-        if (src != me.dp) recv_counts[peer(src)] += wire_bytes(s.length, fields);
+        if (src != me.dp) recv_counts[peer(src)] += wire.bytes(s);
       }
     }
   }
@@ -211,8 +213,8 @@ void deliver_dynamic_cp(StepResult& r, Communicator& world, Communicator& tp_gro
       for (const Segment& s : column[static_cast<size_t>(k * dp + d)].segments) {
         if (s.sample == Segment::kTailRows || index.source[static_cast<size_t>(s.sample)] != me.dp)
           continue;
-        local.write(s, wire_targets(out, s.length, fields));
-        out += wire_bytes(s.length, fields);
+        wire.write(local, s, out);
+        out += wire.bytes(s);
       }
     }
   }
@@ -223,7 +225,7 @@ void deliver_dynamic_cp(StepResult& r, Communicator& world, Communicator& tp_gro
     std::vector<int64_t> cursor = recv_offset;
     auto source_of = [&index](int64_t sample) { return index.source[static_cast<size_t>(sample)]; };
     for (int64_t k = 0; k < k_count; ++k) {
-      append_rows((*microbatches)[static_cast<size_t>(k)], mine(k).segments, fields, local, me.dp,
+      append_rows((*microbatches)[static_cast<size_t>(k)], mine(k).segments, wire, local, me.dp,
                   source_of, peer, recv.data(), cursor);
     }
     for (size_t q = 0; q < world_size; ++q) {
@@ -243,7 +245,7 @@ void deliver_dynamic_cp(StepResult& r, Communicator& world, Communicator& tp_gro
 
 int64_t dynamic_cp_minimum_exchange_bytes(const StepResult& r, const PipelineOptions& o) {
   const Topology& t = o.topology;
-  const int64_t bytes_per_row = 8 + 8 + 4;
+  const int64_t bytes_per_row = minimum_row_bytes(r.batch, t);
   const int64_t exchanging_tp = o.reading == ReadingMode::kAllRanks ? t.tp() : 1;
   const BatchIndex index(r.batch);
   int64_t moved_rows = 0;
@@ -252,7 +254,7 @@ int64_t dynamic_cp_minimum_exchange_bytes(const StepResult& r, const PipelineOpt
       for (int64_t id : g.ids) {
         const auto p = static_cast<size_t>(index.position.at(id));
         for (int i = g.first_rank; i < g.first_rank + g.size; ++i) {
-          if (i / t.cp() != index.source[p]) moved_rows += r.batch.padded_lengths[p] / g.size;
+          if (i / t.cp() != index.source[p]) moved_rows += minimum_rows(r.batch, p) / g.size;
         }
       }
     }

@@ -24,6 +24,7 @@ struct ReaderHeader {
   int64_t failed = 0;     ///< 1: the rank could not prepare its samples (fail_global_batch_gather)
   int64_t group_ids = 0;  ///< group ids given (0: none, or as many as samples)
   uint64_t group_ids_fingerprint = 0;  ///< of the group ids part (-1 where none are given)
+  int64_t carries_targets = 0;         ///< 1: some local sample has its own labels or loss mask
 };
 
 // Every rank throws alike when some rank could not prepare its samples.
@@ -183,9 +184,15 @@ GlobalBatch detail::gather_global_batch(Communicator& world, const PipelineOptio
   }
   const auto n = static_cast<int64_t>(local.size());
   const std::span<const int64_t> parts(payload);
-  const ReaderHeader mine{n, fingerprint(parts.first(2 * local.size())), 0,
+  const bool carries_targets = std::any_of(local.begin(), local.end(), [](const SampleView& s) {
+    return !s.labels.empty() || !s.loss_mask.empty();
+  });
+  const ReaderHeader mine{n,
+                          fingerprint(parts.first(2 * local.size())),
+                          0,
                           static_cast<int64_t>(group_ids.size()),
-                          fingerprint(parts.subspan(2 * local.size()))};
+                          fingerprint(parts.subspan(2 * local.size())),
+                          carries_targets ? 1 : 0};
   const std::span<const std::byte> list = std::as_bytes(std::span<const int64_t>(payload));
   const GatheredBlocks blocks = gather_blocks(world, mine, list, sizing.width);
   const std::vector<ReaderHeader>& headers = blocks.headers;
@@ -249,6 +256,8 @@ GlobalBatch detail::gather_global_batch(Communicator& world, const PipelineOptio
   const PackOptions pack = pack_options_of(o);
   const std::string cap_name = capacity_name_of(o);
   GlobalBatch b;
+  b.samples_carry_targets = std::any_of(
+      headers.begin(), headers.end(), [](const ReaderHeader& h) { return h.carries_targets != 0; });
   std::vector<int64_t> rank_offset(static_cast<size_t>(world.size()), 0);
   int64_t at = 0;
   for (int r = 0; r < world.size(); ++r) {

@@ -111,7 +111,7 @@ PackedBatch empty_microbatch(const PackGeometry& g, const GlobalBatch& batch, St
   const auto rows = static_cast<size_t>(g.local_rows);
   m.padding_mask.resize(rows);
   if (fields.tokens) {
-    m.position_ids.resize(rows);
+    m.position_ids.reserve(rows);  // appended below, not zero-filled first
     m.tokens.reserve(rows);
   }
   if (fields.labels) {
@@ -121,7 +121,7 @@ PackedBatch empty_microbatch(const PackGeometry& g, const GlobalBatch& batch, St
   // Padding mask and positions follow from the lengths alone: per segment, its real rows then its
   // padding rows, each a run (the mask is zero-filled already).
   auto* mask = m.padding_mask.data();
-  auto* positions = m.position_ids.data();
+  auto& positions = m.position_ids;
   int64_t at = 0;
   for (const Segment& s : g.segments) {
     const bool tail = s.sample == Segment::kTailRows;
@@ -130,8 +130,11 @@ PackedBatch empty_microbatch(const PackGeometry& g, const GlobalBatch& batch, St
     std::fill(mask + at + real_rows, mask + at + s.length, uint8_t{1});
     if (fields.tokens) {
       const bool zero_pads = pack.pad_positions == PadPositions::kZero;
-      std::iota(positions + at, positions + at + (zero_pads ? real_rows : s.length), s.offset);
-      if (zero_pads) std::fill(positions + at + real_rows, positions + at + s.length, int64_t{0});
+      // Grown a segment at a time, so that the zeros are still in cache when overwritten.
+      const size_t first = positions.size();
+      positions.resize(first + static_cast<size_t>(s.length));
+      int64_t* const row = positions.data() + first;
+      std::iota(row, row + (zero_pads ? real_rows : s.length), s.offset);
     }
     at += s.length;
   }
@@ -242,6 +245,11 @@ RowTargets batch_targets(PackedBatch& batch, int64_t at, StageFields fields) {
     t.loss_mask = batch.loss_mask.data() + a;
   }
   return t;
+}
+
+const int64_t* LocalSamples::tokens_at(const Segment& seg) const {
+  const SampleView& s = samples_[static_cast<size_t>(seg.sample - first_)];
+  return s.input_ids.data() + std::min(seg.offset, static_cast<int64_t>(s.input_ids.size()));
 }
 
 void LocalSamples::write(const Segment& seg, RowTargets out) const {

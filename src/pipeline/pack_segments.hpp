@@ -112,6 +112,8 @@ class LocalSamples {
   /// (pad_id tokens, ignore_id labels, loss mask 0); labels never cross the sample. Only the
   /// non-null targets are written.
   void write(const Segment& s, RowTargets out) const;
+  /// The sample's tokens from row s.offset on (its end where the segment is padding only).
+  const int64_t* tokens_at(const Segment& s) const;
 
   const PackOptions& pack() const { return pack_; }
 
@@ -121,15 +123,6 @@ class LocalSamples {
   std::span<const int64_t> real_lengths_;
   const PackOptions& pack_;
 };
-
-/// Fills a micro-batch from empty_microbatch: appends the rows of `segments` (its
-/// geometry's, in order) to its arrays of `fields`. Tail rows are padding; rows of a sample whose
-/// `source_of` is `me` come from `local`; the others are read from `received` at `cursor[peer_of(
-/// source)]`, which advances by their wire_bytes (the wire layout of write_rows).
-template <typename SourceOf, typename PeerOf>
-void append_rows(PackedBatch& target, std::span<const Segment> segments, StageFields fields,
-                 const LocalSamples& local, int me, SourceOf source_of, PeerOf peer_of,
-                 const std::byte* received, std::vector<int64_t>& cursor);
 
 /// Writes rows [from, from + length) of `source`'s `fields` to `out` (wire_bytes bytes).
 void write_rows(const PackedBatch& source, int64_t from, int64_t length, StageFields fields,
@@ -144,25 +137,5 @@ void append_local_rows(PackedBatch& target, const Segment& s, StageFields fields
 /// Appends `length` rows in the wire layout at `in` to `target`.
 void append_received_rows(PackedBatch& target, const std::byte* in, int64_t length,
                           StageFields fields);
-
-template <typename SourceOf, typename PeerOf>
-void append_rows(PackedBatch& target, std::span<const Segment> segments, StageFields fields,
-                 const LocalSamples& local, int me, SourceOf source_of, PeerOf peer_of,
-                 const std::byte* received, std::vector<int64_t>& cursor) {
-  for (const Segment& s : segments) {
-    if (s.sample == Segment::kTailRows) {
-      append_tail_rows(target, s.length, fields, local.pack());
-      continue;
-    }
-    const int source = source_of(s.sample);
-    if (source == me) {
-      append_local_rows(target, s, fields, local);
-    } else {
-      int64_t& c = cursor[static_cast<size_t>(peer_of(source))];
-      append_received_rows(target, received + c, s.length, fields);
-      c += wire_bytes(s.length, fields);
-    }
-  }
-}
 
 }  // namespace thdpack::detail

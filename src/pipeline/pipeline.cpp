@@ -8,6 +8,7 @@
 #include "pipeline/global_batch_gather.hpp"
 #include "pipeline/pack_segments.hpp"
 #include "pipeline/sample_exchange.hpp"
+#include "pipeline/segment_wire.hpp"
 #include "thdpack/comm/process_groups.hpp"
 #include "thdpack/core/errors.hpp"
 
@@ -187,7 +188,8 @@ void Pipeline::deliver_fixed_cp(StepResult& r, std::span<const SampleView> local
   if (exchanges) {
     const detail::LocalSamples local(local_samples, geometry.first_of(s.coords.dp),
                                      r.batch.real_lengths, s.pack);
-    detail::exchange_samples(*s.dp, geometry, local, s.fields, s.buffers, *microbatches);
+    const detail::SegmentWire wire(r.batch, s.fields, s.pack);
+    detail::exchange_samples(*s.dp, geometry, local, wire, s.buffers, *microbatches);
   }
   if (s.options.reading == ReadingMode::kMegatron && has_rows) {
     detail::broadcast_rows(*s.tp, s.fields, s.buffers.send, *microbatches);
@@ -243,8 +245,7 @@ StepResult Pipeline::run_step(std::span<const SampleView> local_samples,
 int64_t minimum_exchange_bytes(const StepResult& r, const PipelineOptions& o) {
   if (r.dynamic_cp_plan) return detail::dynamic_cp_minimum_exchange_bytes(r, o);
   const Topology& t = o.topology;
-  // Tokens for the first stage, labels and loss mask for the last (one stage needs both at pp 1).
-  const int64_t bytes_per_row = 8 + 8 + 4;
+  const int64_t bytes_per_row = detail::minimum_row_bytes(r.batch, t);
   const int64_t exchanging_tp = o.reading == ReadingMode::kAllRanks ? t.tp() : 1;
   std::vector<int> source(r.batch.ids.size());
   std::unordered_map<int64_t, size_t> position;
@@ -260,7 +261,7 @@ int64_t minimum_exchange_bytes(const StepResult& r, const PipelineOptions& o) {
     for (int replica = 0; replica < t.dp(); ++replica) {
       for (int64_t id : r.plan.pack(k, replica)) {
         const size_t p = position.at(id);
-        if (source[p] != replica) moved_rows += r.batch.padded_lengths[p];
+        if (source[p] != replica) moved_rows += detail::minimum_rows(r.batch, p);
       }
     }
   }

@@ -19,7 +19,7 @@ std::span<std::byte> ScratchBuffer::get(int64_t bytes) {
 }
 
 void exchange_samples(Communicator& dp_group, const StepGeometry& geometry,
-                      const LocalSamples& local, StageFields fields, ExchangeBuffers& buffers,
+                      const LocalSamples& local, const SegmentWire& wire, ExchangeBuffers& buffers,
                       std::vector<PackedBatch>& microbatches) {
   const int me = dp_group.rank();
   const int dp = dp_group.size();
@@ -34,8 +34,8 @@ void exchange_samples(Communicator& dp_group, const StepGeometry& geometry,
         if (s.sample == Segment::kTailRows) continue;
         const int src = geometry.source_of(s.sample);
         if (src == r) continue;  // stays on its DP rank
-        if (src == me) send_counts[static_cast<size_t>(r)] += wire_bytes(s.length, fields);
-        if (r == me) recv_counts[static_cast<size_t>(src)] += wire_bytes(s.length, fields);
+        if (src == me) send_counts[static_cast<size_t>(r)] += wire.bytes(s);
+        if (r == me) recv_counts[static_cast<size_t>(src)] += wire.bytes(s);
       }
     }
   }
@@ -47,7 +47,7 @@ void exchange_samples(Communicator& dp_group, const StepGeometry& geometry,
     recv_total += recv_counts[static_cast<size_t>(r)];
   }
 
-  // Uninitialised buffers: every byte is written (by LocalSamples::write, or by the alltoallv)
+  // Uninitialised buffers: every byte is written (by SegmentWire::write, or by the alltoallv)
   // before it is read.
   const std::span<std::byte> send = buffers.send.get(send_total);
   std::byte* out = send.data();
@@ -56,8 +56,8 @@ void exchange_samples(Communicator& dp_group, const StepGeometry& geometry,
     for (int64_t k = 0; k < k_count; ++k) {
       for (const Segment& s : geometry.pack(k, r).segments) {
         if (s.sample == Segment::kTailRows || geometry.source_of(s.sample) != me) continue;
-        local.write(s, wire_targets(out, s.length, fields));
-        out += wire_bytes(s.length, fields);
+        wire.write(local, s, out);
+        out += wire.bytes(s);
       }
     }
   }
@@ -70,7 +70,7 @@ void exchange_samples(Communicator& dp_group, const StepGeometry& geometry,
   auto source_of = [&geometry](int64_t sample) { return geometry.source_of(sample); };
   auto peer_of = [](int source) { return source; };
   for (int64_t k = 0; k < k_count; ++k) {
-    append_rows(microbatches[static_cast<size_t>(k)], geometry.pack(k, me).segments, fields, local,
+    append_rows(microbatches[static_cast<size_t>(k)], geometry.pack(k, me).segments, wire, local,
                 me, source_of, peer_of, recv.data(), cursor);
   }
   for (int s = 0; s < dp; ++s) {

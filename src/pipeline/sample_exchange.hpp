@@ -9,6 +9,7 @@
 
 #include "pipeline/microbatch_pool.hpp"
 #include "pipeline/pack_segments.hpp"
+#include "pipeline/segment_wire.hpp"
 #include "thdpack/comm/communicator.hpp"
 
 namespace thdpack::detail {
@@ -37,12 +38,13 @@ struct ExchangeBuffers {
   std::shared_ptr<MicrobatchPool> microbatches = std::make_shared<MicrobatchPool>();
 };
 
-/// Fills `microbatches` (this rank's K micro-batches from empty_microbatch) with the rows of
-/// `fields`. Each row of this rank's samples is written once, straight from `local` to where it
-/// goes: the send buffer at its final offset, or this rank's micro-batch when it stays. One
-/// alltoallv over `dp_group`; received rows are copied once into the micro-batches.
+/// Fills `microbatches` (this rank's K micro-batches from empty_microbatch) with the rows of the
+/// stage's fields. Each segment of this rank's samples is written once, straight from `local` to
+/// where it goes: the send buffer at its final offset (in `wire`'s format), or this rank's
+/// micro-batch when it stays. One alltoallv over `dp_group`; received rows are read once into the
+/// micro-batches.
 void exchange_samples(Communicator& dp_group, const StepGeometry& geometry,
-                      const LocalSamples& local, StageFields fields, ExchangeBuffers& buffers,
+                      const LocalSamples& local, const SegmentWire& wire, ExchangeBuffers& buffers,
                       std::vector<PackedBatch>& microbatches);
 
 /// Rank 0 of `tp_group` sends the rows of `fields` of all its micro-batches to the others in one

@@ -1,6 +1,8 @@
 #include "pipeline_case.hpp"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 #include "thdpack/data/mock_dataset.hpp"
 #include "thdpack/pipeline/step_verification.hpp"
@@ -82,6 +84,12 @@ const Dataset& case_dataset() {
   return dataset;
 }
 
+Sample case_sample(int64_t id, int64_t step) {
+  Sample s = case_dataset().sample(id);
+  if (step % 2 == 0) s.loss_mask.clear();
+  return s;
+}
+
 std::vector<Sample> local_samples(const PipelineOptions& o, int rank, int64_t step,
                                   int64_t global_batch) {
   if (!reads_data(o.topology, o.reading, rank)) return {};
@@ -91,7 +99,7 @@ std::vector<Sample> local_samples(const PipelineOptions& o, int rank, int64_t st
   std::vector<Sample> out;
   const int64_t per = global_batch / dp;
   for (int64_t j = d * per; j < (d + 1) * per; ++j)
-    out.push_back(case_dataset().sample(ids[static_cast<size_t>(j)]));
+    out.push_back(case_sample(ids[static_cast<size_t>(j)], step));
   return out;
 }
 
@@ -104,7 +112,15 @@ CaseOutcome run_case(Communicator& world, const PipelineCase& c) {
     const auto local = local_samples(options, world.rank(), step, global_batch);
     const StepResult result = pipeline.run_step(local);
     verify_step(world, options, result, local,
-                [](int64_t id) { return case_dataset().sample(id); });
+                [step](int64_t id) { return case_sample(id, step); });
+    // The step used the wire format case_sample meant it to (see there).
+    const bool masked =
+        step % 2 == 1 && std::any_of(result.batch.ids.begin(), result.batch.ids.end(),
+                                     [](int64_t id) { return id % 5 == 0; });
+    if (result.batch.samples_carry_targets != masked) {
+      throw std::runtime_error("step " + std::to_string(step) + ": the gather says samples " +
+                               (masked ? "carry no" : "carry") + " loss masks");
+    }
     ++outcome.steps;
     outcome.microbatches = result.num_microbatches();
     outcome.collectives_max = std::max(outcome.collectives_max, result.traffic.collectives);

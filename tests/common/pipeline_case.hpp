@@ -43,10 +43,15 @@ inline void PrintTo(const PipelineCase& c, std::ostream* os) {
 
 PipelineOptions options_of(const PipelineCase& c);
 
-/// The test dataset: short lognormal samples with distinct tokens, some with loss masks.
+/// The test dataset: short lognormal samples with distinct tokens, every fifth with a loss mask.
 const Dataset& case_dataset();
 
-/// Samples `rank` reads for `step` (empty on non-readers).
+/// Sample `id` as local_samples gives it in `step`: in even steps without its loss mask (no sample
+/// carries one, so the exchange sends tokens alone), in odd steps as case_dataset() has it (some
+/// do, so the exchange sends rows). Runs of two steps or more check both wire formats.
+Sample case_sample(int64_t id, int64_t step);
+
+/// Samples `rank` reads for `step` (case_sample; empty on non-readers).
 std::vector<Sample> local_samples(const PipelineOptions& options, int rank, int64_t step,
                                   int64_t global_batch);
 

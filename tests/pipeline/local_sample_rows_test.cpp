@@ -2,14 +2,17 @@
 // micro-batch: any run of rows of any sample equals the same rows of pack_samples' one-sample pack
 // of the sample cut to its real length, for every kind of sample (plain, loss mask, labels,
 // shifted labels with a mask, ignored labels), every padding divisor and truncation, through both
-// the micro-batch and the wire layout.
+// the micro-batch and the wire layout. The same for SegmentWire in both of its formats, which
+// also sends exactly the tokens the rows need in the tokens format.
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 
 #include "pipeline/pack_segments.hpp"
+#include "pipeline/segment_wire.hpp"
 
 namespace thdpack {
 namespace {
@@ -120,6 +123,106 @@ TEST(LocalSampleRows, AnyRunOfRowsEqualsTheOneSamplePack) {
     }
   }
   EXPECT_EQ(checked, 300 * 4 * 6);
+}
+
+// A segment through SegmentWire: written to the wire and appended at the receiver, and appended
+// locally, both after rows already there; `bytes` is what write() used.
+struct WireTrip {
+  PackedBatch received;
+  PackedBatch local;
+  int64_t bytes = 0;
+};
+
+WireTrip through_wire(const detail::SegmentWire& wire, const detail::LocalSamples& local,
+                      const detail::Segment& seg) {
+  WireTrip t;
+  t.bytes = wire.bytes(seg);
+  std::vector<int64_t> buffer(static_cast<size_t>(t.bytes / 8) + 1, 0x5a5a);  // 8-byte aligned
+  wire.write(local, seg, reinterpret_cast<std::byte*>(buffer.data()));
+  EXPECT_EQ(buffer.back(), 0x5a5a) << "write() went past bytes()";
+  for (PackedBatch* b : {&t.received, &t.local}) {
+    b->tokens.assign(2, -7);
+    b->labels.assign(2, -7);
+    b->loss_mask.assign(2, -7.0f);
+  }
+  wire.append_received(t.received, seg, reinterpret_cast<const std::byte*>(buffer.data()));
+  wire.append_local(t.local, seg, local);
+  return t;
+}
+
+TEST(LocalSampleRows, SegmentWireInBothFormatsGivesTheOneSamplePackRows) {
+  int tokens_format = 0;
+  for (uint64_t seed = 0; seed < 300; ++seed) {
+    std::mt19937_64 rng(seed);
+    PackOptions pack;
+    pack.divisor = std::vector<int64_t>{1, 2, 4, 8}[seed % 4];
+    pack.pad_id = static_cast<int64_t>(seed % 3);
+    pack.ignore_id = kIgnore;
+    // Even seeds: plain samples only (the tokens format); odd seeds: every kind (the rows format).
+    const bool plain = seed % 2 == 0;
+    GlobalBatch batch;
+    batch.samples_carry_targets = !plain;
+    batch.real_lengths.assign(5, 0);
+    std::vector<Sample> samples;
+    for (int i = 0; i < 4; ++i) {
+      Sample s = random_sample(rng, 100 + i);
+      if (plain) {
+        s.labels.clear();
+        s.loss_mask.clear();
+      }
+      const auto n = static_cast<int64_t>(s.input_ids.size());
+      batch.real_lengths.push_back(seed % 3 ? std::uniform_int_distribution<int64_t>(1, n)(rng)
+                                            : n);
+      samples.push_back(std::move(s));
+    }
+    std::vector<SampleView> views;
+    for (const Sample& s : samples) views.push_back(view_of(s));
+    const detail::LocalSamples local(views, 5, batch.real_lengths, pack);
+    for (int i = 0; i < 4; ++i) {
+      const int64_t real = batch.real_lengths[static_cast<size_t>(5 + i)];
+      const PackedBatch want = expected_rows(samples[static_cast<size_t>(i)], real, pack);
+      const int64_t rows = want.num_rows();
+      for (int trial = 0; trial < 6; ++trial) {
+        const int64_t from = std::uniform_int_distribution<int64_t>(0, rows - 1)(rng);
+        const int64_t length = std::uniform_int_distribution<int64_t>(1, rows - from)(rng);
+        const detail::Segment seg{5 + i, from, length};
+        const StageFields fields{.tokens = trial % 3 != 1, .labels = trial % 3 != 2};
+        const detail::SegmentWire wire(batch, fields, pack);
+        ASSERT_EQ(wire.tokens_only(), plain);
+        const WireTrip trip = through_wire(wire, local, seg);
+        SCOPED_TRACE("seed " + std::to_string(seed) + " sample " + std::to_string(i) + " rows " +
+                     std::to_string(from) + "+" + std::to_string(length));
+        if (plain) {
+          // The real rows' tokens, and the next one where the last real row's label needs it.
+          const int64_t real_rows = std::clamp<int64_t>(real - from, 0, length);
+          const bool next = fields.labels && real_rows > 0 && from + real_rows < real;
+          ASSERT_EQ(trip.bytes, 8 * (real_rows + (next ? 1 : 0)));
+          ++tokens_format;
+        } else {
+          ASSERT_EQ(trip.bytes, detail::wire_bytes(length, fields));
+        }
+        for (const PackedBatch* got : {&trip.received, &trip.local}) {
+          ASSERT_EQ(got->tokens.size(), static_cast<size_t>(fields.tokens ? 2 + length : 2));
+          ASSERT_EQ(got->labels.size(), static_cast<size_t>(fields.labels ? 2 + length : 2));
+          ASSERT_EQ(got->loss_mask.size(), got->labels.size());
+          ASSERT_EQ(got->tokens[1], -7);  // the rows already there are kept
+          ASSERT_EQ(got->labels[1], -7);
+          for (int64_t j = 0; j < length; ++j) {
+            const auto w = static_cast<size_t>(from + j);
+            const auto g = static_cast<size_t>(2 + j);
+            if (fields.tokens) {
+              ASSERT_EQ(got->tokens[g], want.tokens[w]) << "row " << from + j;
+            }
+            if (fields.labels) {
+              ASSERT_EQ(got->labels[g], want.labels[w]) << "row " << from + j;
+              ASSERT_EQ(got->loss_mask[g], want.loss_mask[w]) << "row " << from + j;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(tokens_format, 150 * 4 * 6);
 }
 
 }  // namespace

@@ -56,7 +56,7 @@ TEST(PipelineGroupIds, PairsShareAMicroBatchAndMatchTheReference) {
         EXPECT_EQ(packs_of_pair.size(), static_cast<size_t>(kGlobalBatch / 2));
         for (const auto& [pair, packs] : packs_of_pair) EXPECT_EQ(packs.size(), 1u) << pair;
         verify_step(world, o, r, local,
-                    [](int64_t id) { return testing::case_dataset().sample(id); });
+                    [step](int64_t id) { return testing::case_sample(id, step); });
       });
     }
   }

@@ -199,7 +199,7 @@ TEST(PipelineLocalErrors, BadLossMaskLengthOnOneReaderFailsOnEveryRank) {
             const auto next = testing::local_samples(o, world.rank(), good_steps + 1, 16);
             const StepResult result = p.run_step(next);
             verify_step(world, o, result, next,
-                        [](int64_t id) { return testing::case_dataset().sample(id); });
+                        [&](int64_t id) { return testing::case_sample(id, good_steps + 1); });
           },
           LocalOptions{.timeout_seconds = 10.0});
       EXPECT_EQ(own.load(), 1);
@@ -226,8 +226,9 @@ TEST(PipelineLocal, BatchesThatGrowShrinkAndDifferBetweenRanksMatchTheReference)
       // Rank r keeps (r + 1) quarters of its share: lists of four sizes.
       local.resize(std::max<size_t>(1, local.size() * static_cast<size_t>(world.rank() + 1) / 4));
       const StepResult result = p.run_step(local);
-      verify_step(world, o, result, local,
-                  [](int64_t id) { return testing::case_dataset().sample(id); });
+      verify_step(world, o, result, local, [step](int64_t id) {
+        return testing::case_sample(id, static_cast<int64_t>(step));
+      });
       collectives.push_back(result.traffic.collectives);
     }
     EXPECT_EQ(collectives.back(), collectives.front() - 1);
@@ -240,28 +241,65 @@ TEST(PipelineLocal, TruncationMatchesTheReference) {
   c.cp = 2;
   c.dp = 2;
   c.oversize = OversizePolicy::kTruncate;
-  run_local(c.world_size(), [&](Communicator& world) {
-    const PipelineOptions o = testing::options_of(c);
-    Pipeline p(world, o);
-    auto local = testing::local_samples(o, world.rank(), 0, 16);
-    std::vector<Sample> all_long;
-    for (Sample& s : local) {
-      if (s.id % 3 == 0) s.input_ids.resize(1500, s.input_ids.back());
-      if (!s.loss_mask.empty()) s.loss_mask.resize(s.input_ids.size(), 1.0f);
-    }
-    const StepResult r = p.run_step(local);
-    EXPECT_GT(r.batch.truncated, 0);
-    // The reference sees the same long samples.
-    std::map<int64_t, Sample> by_id;
-    for (int rank = 0; rank < world.size(); ++rank) {
-      for (Sample s : testing::local_samples(o, rank, 0, 16)) {
+  // Step 0 sends tokens alone, step 1 rows (testing::case_sample).
+  for (const int64_t step : {0, 1}) {
+    run_local(c.world_size(), [&](Communicator& world) {
+      const PipelineOptions o = testing::options_of(c);
+      Pipeline p(world, o);
+      auto lengthen = [](Sample& s) {
         if (s.id % 3 == 0) s.input_ids.resize(1500, s.input_ids.back());
         if (!s.loss_mask.empty()) s.loss_mask.resize(s.input_ids.size(), 1.0f);
-        by_id[s.id] = s;
+      };
+      auto local = testing::local_samples(o, world.rank(), step, 16);
+      for (Sample& s : local) lengthen(s);
+      const StepResult r = p.run_step(local);
+      EXPECT_GT(r.batch.truncated, 0);
+      EXPECT_EQ(r.batch.samples_carry_targets, step == 1);
+      // The reference sees the same long samples.
+      std::map<int64_t, Sample> by_id;
+      for (int rank = 0; rank < world.size(); ++rank) {
+        for (Sample s : testing::local_samples(o, rank, step, 16)) {
+          lengthen(s);
+          by_id[s.id] = s;
+        }
       }
-    }
-    verify_step(world, o, r, local, [&](int64_t id) { return by_id.at(id); });
-  });
+      verify_step(world, o, r, local, [&](int64_t id) { return by_id.at(id); });
+    });
+  }
+}
+
+// One sample with labels on one DP rank is enough for every rank to exchange rows (its labels
+// cannot be derived from its tokens); without it, tokens alone travel. Both match the reference.
+TEST(PipelineLocal, OneSampleWithLabelsOnOneRankMakesEveryRankExchangeRows) {
+  PipelineCase c;
+  c.cp = 2;
+  c.dp = 4;
+  for (const bool with_labels : {false, true}) {
+    std::atomic<int64_t> exchanged{0};
+    run_local(c.world_size(), [&](Communicator& world) {
+      const PipelineOptions o = testing::options_of(c);
+      Pipeline p(world, o);
+      const int64_t labelled =
+          testing::local_samples(o, o.topology.rank_of({.dp = 1}), 2, 64).at(2).id;
+      auto sample_of = [&](int64_t id) {
+        Sample s = testing::case_sample(id, 0);
+        if (with_labels && id == labelled) {
+          s.labels = s.input_ids;
+          s.labels.front() = -100;
+        }
+        return s;
+      };
+      std::vector<Sample> local;
+      for (const Sample& s : testing::local_samples(o, world.rank(), 2, 64)) {
+        local.push_back(sample_of(s.id));
+      }
+      const StepResult r = p.run_step(local);
+      EXPECT_EQ(r.batch.samples_carry_targets, with_labels);
+      exchanged += r.traffic.exchange_bytes;
+      verify_step(world, o, r, local, sample_of);
+    });
+    EXPECT_GT(exchanged.load(), 0);
+  }
 }
 
 TEST(PipelineLocal, IteratorsExposeOnlyTheirVirtualStageFields) {
@@ -306,7 +344,7 @@ TEST(PipelineLocal, GivenGroupsGiveTheSameResult) {
     Pipeline p(world, *g.dp, *g.tp, o);
     const auto local = testing::local_samples(o, world.rank(), 0, 16);
     const StepResult r = p.run_step(local);
-    verify_step(world, o, r, local, [](int64_t id) { return testing::case_dataset().sample(id); });
+    verify_step(world, o, r, local, [](int64_t id) { return testing::case_sample(id, 0); });
   });
 }
 

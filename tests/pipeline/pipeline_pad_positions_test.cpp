@@ -31,8 +31,7 @@ TEST(PipelinePadPositions, BothPoliciesMatchTheReference) {
           if (m.position_ids[i] == 0) ++zero_pads;
         }
       }
-      verify_step(world, o, r, local,
-                  [](int64_t id) { return testing::case_dataset().sample(id); });
+      verify_step(world, o, r, local, [](int64_t id) { return testing::case_sample(id, 1); });
     });
     EXPECT_GT(pads.load(), 0);
     EXPECT_EQ(zero_pads.load() == pads.load(), policy == PadPositions::kZero);

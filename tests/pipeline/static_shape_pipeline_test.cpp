@@ -62,7 +62,7 @@ TEST_P(StaticShapePipeline, EveryRankMatchesTheReferenceAndHasTheStaticShape) {
       const auto local = testing::local_samples(options, world.rank(), step, global_batch);
       const StepResult result = pipeline.run_step(local);
       verify_step(world, options, result, local,
-                  [](int64_t id) { return testing::case_dataset().sample(id); });
+                  [step](int64_t id) { return testing::case_sample(id, step); });
       std::lock_guard<std::mutex> lock(mutex);
       for (const PackedBatch& m : *result.microbatches) {
         const int64_t rows = m.cu_seqlens_padded.back();

@@ -279,9 +279,11 @@ Plan plan_global_batch(const GlobalBatch& batch, const PipelineOptions& options)
 DynamicCpPlan plan_dynamic_cp_batch(const GlobalBatch& batch, const PipelineOptions& options);
 
 /// Bytes the sample exchange must move at least, summed over ranks: the rows of every sample whose
-/// DP replica changes, once, sliced for CP, in the fields each stage needs (tokens 8 B for the
-/// first stage; labels and loss mask 12 B for the last), for each rank that exchanges (TP rank 0
-/// in Megatron mode, every TP rank in all-ranks mode).
+/// DP replica changes, once, sliced for CP, in the fields each stage needs, for each rank that
+/// exchanges (TP rank 0 in Megatron mode, every TP rank in all-ranks mode). Where some sample of
+/// the batch carries its own labels or loss mask (GlobalBatch::samples_carry_targets), its padded
+/// rows: tokens 8 B for the first stage, labels and loss mask 12 B for the last. Where none does,
+/// its real tokens, 8 B for each of those stages (labels and loss mask follow from them).
 int64_t minimum_exchange_bytes(const StepResult& result, const PipelineOptions& options);
 
 /// The micro-batches `rank` must end with, computed in one process: the plan's packs for its DP

@@ -49,6 +49,10 @@ struct GlobalBatch {
   /// their id (>= 0); the others each get a group of their own, -(1 + position).
   std::vector<int64_t> group_ids;
   int64_t truncated = 0;  ///< samples shortened under OversizePolicy::kTruncate
+  /// Whether some sample may carry its own labels or loss mask. The pipeline's gather sets it from
+  /// the samples; where it is false, every label and loss weight follows from the tokens, and the
+  /// sample exchange moves the tokens alone.
+  bool samples_carry_targets = true;
 };
 
 /// The real length sample `id` of `length` tokens keeps: `length` when its padded length fits

@@ -1,0 +1,85 @@
+#pragma once
+// How a segment's rows travel in a step's sample exchange, and how either side puts them into a
+// micro-batch.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "pipeline/pack_segments.hpp"
+
+namespace thdpack::detail {
+
+/// The wire format of one step's sample exchange. Both sides build it from the gathered batch, so
+/// they agree on the size of every segment without sending any.
+///  - Rows, where some sample of the step carries its own labels or loss mask: a segment travels
+///    as its packed rows of the stage's fields (wire_bytes: tokens, labels, loss mask), written by
+///    LocalSamples::write.
+///  - Tokens, where none does (pretraining data): a row's label is the next token and its loss
+///    weight 1, except on the sample's last real row and on padding, so a segment travels as the
+///    sample's tokens alone: its real rows, and the token after them where a label needs it, and
+///    no padding. That is 8 bytes per real row instead of up to 20 per row. Either side lays the
+///    rows out as LocalSamples::write would.
+class SegmentWire {
+ public:
+  SegmentWire(const GlobalBatch& batch, StageFields fields, const PackOptions& pack);
+
+  bool tokens_only() const { return tokens_only_; }
+
+  /// Bytes segment `s` (not tail rows) takes on the wire.
+  int64_t bytes(const Segment& s) const;
+  /// Writes `s`, a segment of one of `local`'s samples, at `out` (bytes(s) bytes).
+  void write(const LocalSamples& local, const Segment& s, std::byte* out) const;
+  /// Appends the rows of `s` received at `in` (written by write()) to `target`.
+  void append_received(PackedBatch& target, const Segment& s, const std::byte* in) const;
+  /// Appends the rows of `s`, a segment of one of `local`'s samples, to `target`.
+  void append_local(PackedBatch& target, const Segment& s, const LocalSamples& local) const;
+  /// Appends `length` tail rows (padding no sample supplies) to `target`.
+  void append_tail(PackedBatch& target, int64_t length) const;
+
+ private:
+  // Tokens format: the sample's tokens from row s.offset on that `s` needs.
+  int64_t tokens_needed(const Segment& s) const;
+  // Tokens format: appends the rows of `s` from its sample's tokens (`tokens` is row s.offset's).
+  void append_from_tokens(PackedBatch& target, const Segment& s, const int64_t* tokens) const;
+
+  std::span<const int64_t> real_lengths_;
+  StageFields fields_;
+  const PackOptions& pack_;
+  bool tokens_only_;
+};
+
+/// What minimum_exchange_bytes counts for sample `p` of `batch` where it moves: its rows (padded in
+/// the rows format, real in the tokens format), at minimum_row_bytes each.
+int64_t minimum_rows(const GlobalBatch& batch, size_t p);
+/// Bytes per moved row over the stages that exchange: tokens (8, first stage) and labels and loss
+/// mask (12, last stage) in the rows format; in the tokens format 8 per stage that exchanges (the
+/// first and the last, one stage where pp = 1).
+int64_t minimum_row_bytes(const GlobalBatch& batch, const Topology& topology);
+
+/// Fills a micro-batch from empty_microbatch: appends the rows of `segments` (its geometry's, in
+/// order). Tail rows are padding; rows of a sample whose `source_of` is `me` come from `local`;
+/// the others are read from `received` at `cursor[peer_of(source)]`, which advances by their
+/// wire.bytes().
+template <typename SourceOf, typename PeerOf>
+void append_rows(PackedBatch& target, std::span<const Segment> segments, const SegmentWire& wire,
+                 const LocalSamples& local, int me, SourceOf source_of, PeerOf peer_of,
+                 const std::byte* received, std::vector<int64_t>& cursor) {
+  for (const Segment& s : segments) {
+    if (s.sample == Segment::kTailRows) {
+      wire.append_tail(target, s.length);
+      continue;
+    }
+    const int source = source_of(s.sample);
+    if (source == me) {
+      wire.append_local(target, s, local);
+    } else {
+      int64_t& c = cursor[static_cast<size_t>(peer_of(source))];
+      wire.append_received(target, s, received + c);
+      c += wire.bytes(s);
+    }
+  }
+}
+
+}  // namespace thdpack::detail
