@@ -215,7 +215,10 @@ void read_sample(py::handle object, int64_t ignore_id, Sample& s, py::object* bo
   } catch (const InvalidArgument& e) {
     throw InvalidArgument(who + e.what());
   }
-  for (size_t i = 0; i < s.labels.size(); ++i) {
+  // One pass that vectorises; the first bad label is looked for only when there is one.
+  bool labels_valid = true;
+  for (const int64_t label : s.labels) labels_valid &= (label >= 0) | (label == ignore_id);
+  for (size_t i = 0; !labels_valid && i < s.labels.size(); ++i) {
     if (s.labels[i] < 0 && s.labels[i] != ignore_id) {
       throw InvalidArgument(who + "labels[" + std::to_string(i) + "] = " +
                             std::to_string(s.labels[i]) +

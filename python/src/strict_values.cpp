@@ -64,6 +64,24 @@ py::array array_of(py::handle values, const std::string& name) {
 
 std::string dtype_name(const py::array& a) { return py::str(a.dtype()); }
 
+// `values` as floats, each checked to be 0 or 1. The check is one pass without an early exit, which
+// vectorises; the first bad value is looked for only when there is one.
+template <typename T>
+std::vector<float> zero_one_values(const T* values, size_t n, const std::string& name) {
+  bool all = true;
+  for (size_t i = 0; i < n; ++i) all &= (values[i] == T{0}) | (values[i] == T{1});
+  if (!all) {
+    for (size_t i = 0; i < n; ++i) {
+      const auto v = static_cast<double>(values[i]);
+      if (v != 0.0 && v != 1.0) {
+        fail(at(name, i) + " must be 0 or 1, got " +
+             (std::isnan(v) ? std::string("nan") : std::string(py::str(py::float_(v)))));
+      }
+    }
+  }
+  return std::vector<float>(values, values + n);
+}
+
 }  // namespace
 
 std::vector<int64_t> int64_values(py::handle values, const std::string& name) {
@@ -125,18 +143,14 @@ std::vector<float> mask_values(py::handle values, const std::string& name) {
   if (kind != 'b' && kind != 'i' && kind != 'u' && kind != 'f') {
     fail(name + " must hold 0/1 values, got an array of dtype " + dtype_name(a));
   }
-  // Integers past 2^53 round to large doubles, never to 0 or 1, so the check stays exact.
-  const auto d = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(a);
-  out.reserve(static_cast<size_t>(d.size()));
-  for (py::ssize_t i = 0; i < d.size(); ++i) {
-    const double v = d.data()[i];
-    if (v != 0.0 && v != 1.0) {
-      fail(at(name, static_cast<size_t>(i)) + " must be 0 or 1, got " +
-           (std::isnan(v) ? std::string("nan") : std::string(py::str(py::float_(v)))));
-    }
-    out.push_back(static_cast<float>(v));
+  // float32 (what the mask becomes) is read in place; any other dtype through float64, where
+  // integers past 2^53 round to large doubles, never to 0 or 1, so the check stays exact.
+  if (kind == 'f' && a.itemsize() == sizeof(float)) {
+    const auto f = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(a);
+    return zero_one_values(f.data(), static_cast<size_t>(f.size()), name);
   }
-  return out;
+  const auto d = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(a);
+  return zero_one_values(d.data(), static_cast<size_t>(d.size()), name);
 }
 
 int64_t int64_value(py::handle value, const std::string& name) {
