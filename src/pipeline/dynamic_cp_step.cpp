@@ -238,7 +238,9 @@ void deliver_dynamic_cp(StepResult& r, Communicator& world, Communicator& tp_gro
     }
   }
   if (options.reading == ReadingMode::kMegatron && (fields.tokens || fields.labels)) {
-    broadcast_rows(tp_group, fields, buffers.send, *microbatches);
+    std::vector<std::span<const Segment>> segments;
+    for (int64_t k = 0; k < k_count; ++k) segments.emplace_back(mine(k).segments);
+    broadcast_rows(tp_group, wire, fields, segments, buffers.send, *microbatches);
   }
   r.microbatches = std::move(microbatches);
 }

@@ -185,14 +185,17 @@ void Pipeline::deliver_fixed_cp(StepResult& r, std::span<const SampleView> local
         geometry.pack(k, s.coords.dp), r.batch, s.fields, s.pack, t.cp(), s.coords.cp,
         s.options.cp_mode, pool.take()));
   }
+  const detail::SegmentWire wire(r.batch, s.fields, s.pack);
   if (exchanges) {
     const detail::LocalSamples local(local_samples, geometry.first_of(s.coords.dp),
                                      r.batch.real_lengths, s.pack);
-    const detail::SegmentWire wire(r.batch, s.fields, s.pack);
     detail::exchange_samples(*s.dp, geometry, local, wire, s.buffers, *microbatches);
   }
   if (s.options.reading == ReadingMode::kMegatron && has_rows) {
-    detail::broadcast_rows(*s.tp, s.fields, s.buffers.send, *microbatches);
+    std::vector<std::span<const detail::Segment>> segments;
+    for (int64_t k = 0; k < r.plan.num_microbatches(); ++k)
+      segments.emplace_back(geometry.pack(k, s.coords.dp).segments);
+    detail::broadcast_rows(*s.tp, wire, s.fields, segments, s.buffers.send, *microbatches);
   }
   r.microbatches = std::move(microbatches);
 }

@@ -83,28 +83,68 @@ void exchange_samples(Communicator& dp_group, const StepGeometry& geometry,
   }
 }
 
-void broadcast_rows(Communicator& tp_group, StageFields fields, ScratchBuffer& scratch,
+void broadcast_rows(Communicator& tp_group, const SegmentWire& wire, StageFields fields,
+                    std::span<const std::span<const Segment>> segments, ScratchBuffer& scratch,
                     std::vector<PackedBatch>& microbatches) {
   if (tp_group.size() == 1 || (!fields.tokens && !fields.labels)) return;
-  int64_t total = 0;
-  for (const PackedBatch& m : microbatches) total += wire_bytes(m.num_rows(), fields);
-  const std::span<std::byte> buffer = scratch.get(total);
   const bool root = tp_group.rank() == 0;
+  if (!wire.tokens_only()) {
+    // Rows: every micro-batch's rows of `fields`, padding included, in one run each.
+    int64_t total = 0;
+    for (const PackedBatch& m : microbatches) total += wire_bytes(m.num_rows(), fields);
+    const std::span<std::byte> buffer = scratch.get(total);
+    if (root) {
+      std::byte* out = buffer.data();
+      for (const PackedBatch& m : microbatches) {
+        const int64_t rows = m.num_rows();
+        write_rows(m, 0, rows, fields, out);
+        out += wire_bytes(rows, fields);
+      }
+    }
+    tp_group.broadcast(buffer, 0);
+    if (!root) {
+      const std::byte* in = buffer.data();
+      for (PackedBatch& m : microbatches) {
+        const int64_t rows = m.num_rows();
+        append_received_rows(m, in, rows, fields);
+        in += wire_bytes(rows, fields);
+      }
+    }
+    return;
+  }
+  // Tokens: segment by segment, as the exchange sends them (no padding, no tail rows).
+  int64_t total = 0;
+  for (const std::span<const Segment> pack : segments) {
+    for (const Segment& s : pack) {
+      if (s.sample != Segment::kTailRows) total += wire.bytes(s);
+    }
+  }
+  const std::span<std::byte> buffer = scratch.get(total);
   if (root) {
     std::byte* out = buffer.data();
-    for (const PackedBatch& m : microbatches) {
-      const int64_t rows = m.num_rows();
-      write_rows(m, 0, rows, fields, out);
-      out += wire_bytes(rows, fields);
+    for (size_t k = 0; k < microbatches.size(); ++k) {
+      int64_t at = 0;
+      for (const Segment& s : segments[k]) {
+        if (s.sample != Segment::kTailRows) {
+          wire.write_from_rows(microbatches[k], at, s, out);
+          out += wire.bytes(s);
+        }
+        at += s.length;
+      }
     }
   }
   tp_group.broadcast(buffer, 0);
   if (!root) {
     const std::byte* in = buffer.data();
-    for (PackedBatch& m : microbatches) {
-      const int64_t rows = m.num_rows();
-      append_received_rows(m, in, rows, fields);
-      in += wire_bytes(rows, fields);
+    for (size_t k = 0; k < microbatches.size(); ++k) {
+      for (const Segment& s : segments[k]) {
+        if (s.sample == Segment::kTailRows) {
+          wire.append_tail(microbatches[k], s.length);
+        } else {
+          wire.append_received(microbatches[k], s, in);
+          in += wire.bytes(s);
+        }
+      }
     }
   }
 }

@@ -11,16 +11,30 @@ SegmentWire::SegmentWire(const GlobalBatch& batch, StageFields fields, const Pac
       pack_(pack),
       tokens_only_(!batch.samples_carry_targets) {}
 
-int64_t SegmentWire::tokens_needed(const Segment& s) const {
+SegmentWire::RealRows SegmentWire::real_rows(const Segment& s) const {
+  // As LocalSamples::write: rows from the sample's real length on are padding, and its last real
+  // row (real - 1) has no next token.
   const int64_t real = real_lengths_[static_cast<size_t>(s.sample)];
-  const int64_t real_end = std::clamp(real, s.offset, s.offset + s.length);
-  if (real_end == s.offset) return 0;  // padding only
-  // A label is the next token, which for the segment's last real row may lie past it.
-  return (fields_.labels ? std::min(real_end + 1, real) : real_end) - s.offset;
+  RealRows r;
+  r.real_end = std::clamp(real, s.offset, s.offset + s.length);
+  r.own = r.real_end - s.offset;
+  r.labelled = std::max<int64_t>(0, std::min(r.real_end, real - 1) - s.offset);
+  return r;
+}
+
+SegmentWire::Window SegmentWire::window(const Segment& s) const {
+  const RealRows r = real_rows(s);
+  if (fields_.tokens && fields_.labels) {
+    // The real rows' tokens, and the one after them where the last one's label needs it.
+    return {0, r.labelled == r.own ? r.own + (r.own > 0 ? 1 : 0) : r.own};
+  }
+  if (fields_.tokens) return {0, r.own};
+  if (fields_.labels) return {1, r.labelled};
+  return {};
 }
 
 int64_t SegmentWire::bytes(const Segment& s) const {
-  return tokens_only_ ? 8 * tokens_needed(s) : wire_bytes(s.length, fields_);
+  return tokens_only_ ? 8 * window(s).count : wire_bytes(s.length, fields_);
 }
 
 void SegmentWire::write(const LocalSamples& local, const Segment& s, std::byte* out) const {
@@ -28,8 +42,27 @@ void SegmentWire::write(const LocalSamples& local, const Segment& s, std::byte* 
     local.write(s, wire_targets(out, s.length, fields_));
     return;
   }
-  const auto n = static_cast<size_t>(tokens_needed(s));
-  if (n > 0) std::memcpy(out, local.tokens_at(s), n * sizeof(int64_t));
+  const Window w = window(s);
+  if (w.count > 0) {
+    std::memcpy(out, local.tokens_at(s) + w.first, static_cast<size_t>(w.count) * 8);
+  }
+}
+
+void SegmentWire::write_from_rows(const PackedBatch& batch, int64_t at, const Segment& s,
+                                  std::byte* out) const {
+  const Window w = window(s);
+  if (w.count == 0) return;
+  const auto a = static_cast<size_t>(at);
+  auto* tokens = reinterpret_cast<int64_t*>(out);
+  if (!fields_.tokens) {
+    // The successors of the labelled rows are their labels.
+    std::memcpy(tokens, batch.labels.data() + a, static_cast<size_t>(w.count) * 8);
+    return;
+  }
+  const RealRows r = real_rows(s);
+  std::memcpy(tokens, batch.tokens.data() + a, static_cast<size_t>(r.own) * 8);
+  // The token after the real rows, which this stage holds as the last real row's label.
+  if (w.count > r.own) tokens[r.own] = batch.labels[a + static_cast<size_t>(r.own) - 1];
 }
 
 void SegmentWire::append_received(PackedBatch& target, const Segment& s,
@@ -38,15 +71,17 @@ void SegmentWire::append_received(PackedBatch& target, const Segment& s,
     append_received_rows(target, in, s.length, fields_);
     return;
   }
-  // The wire holds whole int64 values from an 8-byte aligned start (every segment's bytes are a
-  // multiple of 8), so they are read in place.
-  append_from_tokens(target, s, reinterpret_cast<const int64_t*>(in));
+  // Whole int64 values from an 8-byte aligned start (every segment's bytes are a multiple of 8),
+  // read in place.
+  const auto* window = reinterpret_cast<const int64_t*>(in);
+  append_from_tokens(target, s, window, fields_.tokens ? window + 1 : window);
 }
 
 void SegmentWire::append_local(PackedBatch& target, const Segment& s,
                                const LocalSamples& local) const {
   if (tokens_only_) {
-    append_from_tokens(target, s, local.tokens_at(s));
+    const int64_t* tokens = local.tokens_at(s);
+    append_from_tokens(target, s, tokens, tokens + 1);
   } else {
     append_local_rows(target, s, fields_, local);
   }
@@ -56,23 +91,21 @@ void SegmentWire::append_tail(PackedBatch& target, int64_t length) const {
   append_tail_rows(target, length, fields_, pack_);
 }
 
-void SegmentWire::append_from_tokens(PackedBatch& target, const Segment& s,
-                                     const int64_t* tokens) const {
-  // LocalSamples::write for a sample without labels or loss mask: rows [offset, real_end) are
-  // real, the rest padding; row j's label is token j + 1 with weight 1, except on the last real
-  // row (real - 1), which has no next token.
-  const int64_t real = real_lengths_[static_cast<size_t>(s.sample)];
-  const int64_t real_end = std::clamp(real, s.offset, s.offset + s.length);
+void SegmentWire::append_from_tokens(PackedBatch& target, const Segment& s, const int64_t* tokens,
+                                     const int64_t* next) const {
+  // LocalSamples::write for a sample without labels or loss mask: the real rows' tokens, then
+  // padding; each labelled row's label is its next token, with weight 1, the other rows' the
+  // ignore id with weight 0.
+  const RealRows r = real_rows(s);
   const auto rows = static_cast<size_t>(s.length);
   if (fields_.tokens) {
-    const auto own = static_cast<size_t>(real_end - s.offset);
+    const auto own = static_cast<size_t>(r.own);
     target.tokens.insert(target.tokens.end(), tokens, tokens + own);
     target.tokens.insert(target.tokens.end(), rows - own, pack_.pad_id);
   }
   if (fields_.labels) {
-    const auto labelled =
-        static_cast<size_t>(std::max<int64_t>(0, std::min(real_end, real - 1) - s.offset));
-    if (labelled > 0) target.labels.insert(target.labels.end(), tokens + 1, tokens + 1 + labelled);
+    const auto labelled = static_cast<size_t>(r.labelled);
+    if (labelled > 0) target.labels.insert(target.labels.end(), next, next + labelled);
     target.labels.insert(target.labels.end(), rows - labelled, pack_.ignore_id);
     target.loss_mask.insert(target.loss_mask.end(), labelled, 1.0f);
     target.loss_mask.insert(target.loss_mask.end(), rows - labelled, 0.0f);

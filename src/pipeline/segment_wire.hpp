@@ -1,6 +1,6 @@
 #pragma once
-// How a segment's rows travel in a step's sample exchange, and how either side puts them into a
-// micro-batch.
+// How a segment's rows travel in a step's sample exchange and TP broadcast, and how either side
+// puts them into a micro-batch.
 
 #include <cstddef>
 #include <cstdint>
@@ -11,16 +11,18 @@
 
 namespace thdpack::detail {
 
-/// The wire format of one step's sample exchange. Both sides build it from the gathered batch, so
-/// they agree on the size of every segment without sending any.
+/// The wire format of one step's sample exchange and TP broadcast. Every rank builds it from the
+/// gathered batch, so senders and receivers agree on the size of every segment without sending
+/// any.
 ///  - Rows, where some sample of the step carries its own labels or loss mask: a segment travels
 ///    as its packed rows of the stage's fields (wire_bytes: tokens, labels, loss mask), written by
 ///    LocalSamples::write.
 ///  - Tokens, where none does (pretraining data): a row's label is the next token and its loss
-///    weight 1, except on the sample's last real row and on padding, so a segment travels as the
-///    sample's tokens alone: its real rows, and the token after them where a label needs it, and
-///    no padding. That is 8 bytes per real row instead of up to 20 per row. Either side lays the
-///    rows out as LocalSamples::write would.
+///    weight 1, except on the sample's last real row and on padding. So a segment travels as a
+///    window of the sample's tokens, and no padding: its real rows' tokens where the stage holds
+///    tokens, and the tokens its labels are where it holds labels (the real rows' successors; with
+///    both, one window covers the two). That is 8 bytes per real row instead of up to 20 per row.
+///    Either side lays the rows out as LocalSamples::write would.
 class SegmentWire {
  public:
   SegmentWire(const GlobalBatch& batch, StageFields fields, const PackOptions& pack);
@@ -31,7 +33,11 @@ class SegmentWire {
   int64_t bytes(const Segment& s) const;
   /// Writes `s`, a segment of one of `local`'s samples, at `out` (bytes(s) bytes).
   void write(const LocalSamples& local, const Segment& s, std::byte* out) const;
-  /// Appends the rows of `s` received at `in` (written by write()) to `target`.
+  /// Tokens format: writes `s`, whose rows are `batch`'s from row `at` on (a micro-batch this
+  /// stage filled), at `out` (bytes(s) bytes).
+  void write_from_rows(const PackedBatch& batch, int64_t at, const Segment& s,
+                       std::byte* out) const;
+  /// Appends the rows of `s` received at `in` (written by either write) to `target`.
   void append_received(PackedBatch& target, const Segment& s, const std::byte* in) const;
   /// Appends the rows of `s`, a segment of one of `local`'s samples, to `target`.
   void append_local(PackedBatch& target, const Segment& s, const LocalSamples& local) const;
@@ -39,10 +45,24 @@ class SegmentWire {
   void append_tail(PackedBatch& target, int64_t length) const;
 
  private:
-  // Tokens format: the sample's tokens from row s.offset on that `s` needs.
-  int64_t tokens_needed(const Segment& s) const;
-  // Tokens format: appends the rows of `s` from its sample's tokens (`tokens` is row s.offset's).
-  void append_from_tokens(PackedBatch& target, const Segment& s, const int64_t* tokens) const;
+  // Tokens format: the window of s's sample's tokens that s travels as, from token s.offset +
+  // first on.
+  struct Window {
+    int64_t first = 0;
+    int64_t count = 0;
+  };
+  // Rows of s: real ones [s.offset, real_end), of which `labelled` have a next token.
+  struct RealRows {
+    int64_t real_end = 0;
+    int64_t own = 0;
+    int64_t labelled = 0;
+  };
+  RealRows real_rows(const Segment& s) const;
+  Window window(const Segment& s) const;
+  // Tokens format: appends the rows of `s` given its real rows' tokens (`tokens`, read where the
+  // stage holds tokens) and their successors (`next`, read where it holds labels).
+  void append_from_tokens(PackedBatch& target, const Segment& s, const int64_t* tokens,
+                          const int64_t* next) const;
 
   std::span<const int64_t> real_lengths_;
   StageFields fields_;

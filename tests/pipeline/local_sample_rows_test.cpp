@@ -3,7 +3,8 @@
 // of the sample cut to its real length, for every kind of sample (plain, loss mask, labels,
 // shifted labels with a mask, ignored labels), every padding divisor and truncation, through both
 // the micro-batch and the wire layout. The same for SegmentWire in both of its formats, which
-// also sends exactly the tokens the rows need in the tokens format.
+// also sends exactly the tokens the rows need in the tokens format, and the same bytes from a
+// TP root's rows as from the sample.
 
 #include <gtest/gtest.h>
 
@@ -134,7 +135,7 @@ struct WireTrip {
 };
 
 WireTrip through_wire(const detail::SegmentWire& wire, const detail::LocalSamples& local,
-                      const detail::Segment& seg) {
+                      const detail::Segment& seg, const PackedBatch& rows) {
   WireTrip t;
   t.bytes = wire.bytes(seg);
   std::vector<int64_t> buffer(static_cast<size_t>(t.bytes / 8) + 1, 0x5a5a);  // 8-byte aligned
@@ -147,6 +148,12 @@ WireTrip through_wire(const detail::SegmentWire& wire, const detail::LocalSample
   }
   wire.append_received(t.received, seg, reinterpret_cast<const std::byte*>(buffer.data()));
   wire.append_local(t.local, seg, local);
+  if (wire.tokens_only()) {
+    // A TP root sends the same from the rows it holds (`rows`, the sample's whole pack).
+    std::vector<int64_t> again(buffer.size(), 0x5a5a);
+    wire.write_from_rows(rows, seg.offset, seg, reinterpret_cast<std::byte*>(again.data()));
+    EXPECT_EQ(again, buffer) << "write_from_rows differs from write";
+  }
   return t;
 }
 
@@ -189,14 +196,21 @@ TEST(LocalSampleRows, SegmentWireInBothFormatsGivesTheOneSamplePackRows) {
         const StageFields fields{.tokens = trial % 3 != 1, .labels = trial % 3 != 2};
         const detail::SegmentWire wire(batch, fields, pack);
         ASSERT_EQ(wire.tokens_only(), plain);
-        const WireTrip trip = through_wire(wire, local, seg);
+        const WireTrip trip = through_wire(wire, local, seg, want);
         SCOPED_TRACE("seed " + std::to_string(seed) + " sample " + std::to_string(i) + " rows " +
                      std::to_string(from) + "+" + std::to_string(length));
         if (plain) {
-          // The real rows' tokens, and the next one where the last real row's label needs it.
+          // The real rows' tokens for tokens, their successors for labels (all but the sample's
+          // last row have one); with both, the real rows' tokens and the next one where the last
+          // real row's label needs it.
           const int64_t real_rows = std::clamp<int64_t>(real - from, 0, length);
-          const bool next = fields.labels && real_rows > 0 && from + real_rows < real;
-          ASSERT_EQ(trip.bytes, 8 * (real_rows + (next ? 1 : 0)));
+          const int64_t labelled =
+              std::max<int64_t>(0, std::min(from + real_rows, real - 1) - from);
+          const bool next = real_rows > 0 && from + real_rows < real;
+          const int64_t tokens = fields.tokens && fields.labels ? real_rows + (next ? 1 : 0)
+                                 : fields.tokens                ? real_rows
+                                                                : labelled;
+          ASSERT_EQ(trip.bytes, 8 * tokens);
           ++tokens_format;
         } else {
           ASSERT_EQ(trip.bytes, detail::wire_bytes(length, fields));
