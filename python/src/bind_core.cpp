@@ -433,6 +433,9 @@ void bind_core(py::module_& m) {
           [](py::object self) { return view_of(self.cast<const GlobalBatch&>().group_ids, self); },
           "Empty, or each sample's group (samples without one: -(1 + position)).")
       .def_readonly("truncated", &GlobalBatch::truncated)
+      .def_readonly("samples_carry_targets", &GlobalBatch::samples_carry_targets,
+                    "Whether some sample may carry its own labels or loss mask; where not, the "
+                    "exchange moves tokens alone.")
       .def("__len__", [](const GlobalBatch& b) { return b.ids.size(); });
   m.def(
       "global_batch_indices",

@@ -88,6 +88,7 @@ class GlobalBatch:
     samples_per_rank: npt.NDArray[np.int64]
     group_ids: npt.NDArray[np.int64]
     truncated: int
+    samples_carry_targets: bool
     def __len__(self) -> int: ...
 
 def global_batch_indices(step: int, global_batch: int, dataset_size: int, *, dp: int = 0,

@@ -23,6 +23,17 @@ FIELDS = ("tokens", "labels", "loss_mask", "position_ids", "padding_mask", "cu_s
           "cu_seqlens_padded", "sample_ids")
 
 
+def _case_sample(dataset, index, masked):
+    """Sample `index`; with `masked`, every third carries a loss mask (its first third 0), so that
+    the step's exchange sends rows instead of tokens alone."""
+    sample = dataset.sample(int(index))
+    if masked and int(index) % 3 == 0:
+        mask = np.ones(len(sample["input_ids"]), dtype=np.float32)
+        mask[: len(mask) // 3] = 0
+        sample["loss_mask"] = mask
+    return sample
+
+
 def _worker(rank, world, tp, cp, dp, reading, out_dir):
     topology = thdpack.Topology(tp=tp, cp=cp, dp=dp)
     groups = megatron_groups(topology, ("tp", "cp", "dp"))
@@ -32,13 +43,20 @@ def _worker(rank, world, tp, cp, dp, reading, out_dir):
     dataset = thdpack.mock_dataset(CONFIG)
     per_replica = 12
     checked = 0
+    # Step 0: no sample carries a loss mask (tokens alone on the wire); step 1: some do (rows).
     for step_index in range(2):
+        masked = step_index == 1
+
+        def sample_of(index):
+            return _case_sample(dataset, index, masked)
+
         ids = thdpack.global_batch_indices(step_index, per_replica * dp, dataset.size)
         d = packer.coordinates["dp"]
-        mine = [dataset.sample(int(i)) for i in ids[d * per_replica:(d + 1) * per_replica]]
+        mine = [sample_of(i) for i in ids[d * per_replica:(d + 1) * per_replica]]
         step = packer.step(mine if packer.reads_data else [])
+        assert step.result.batch.samples_carry_targets == masked
         reference = thdpack.reference_microbatches(step.result.batch, step.result.plan,
-                                                   dataset.sample, packer.options, rank)
+                                                   sample_of, packer.options, rank)
         assert step.num_microbatches == len(reference)
         for got, want in zip(step.microbatches, reference):
             for field in FIELDS:
@@ -50,7 +68,7 @@ def _worker(rank, world, tp, cp, dp, reading, out_dir):
         assert step.flops["seqlen_sum"] == step.result.sums["s1_real"]
         assert step.flops["model_tflops"] > 0
         thdpack.verify_step(packer.world, packer.options, step.result,
-                            mine if packer.reads_data else [], dataset.sample)
+                            mine if packer.reads_data else [], sample_of)
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
         json.dump({"rank": rank, "checked": checked, "coordinates": packer.coordinates}, f)
 
