@@ -45,33 +45,66 @@ PackedBatch expected_rows(const Sample& s, int64_t real, const PackOptions& pack
   return pack_samples(std::span(&view, 1), pack);
 }
 
+// Padding divisor 1, 2, 4 or 8 and pad id 0, 1 or 2 by seed.
+PackOptions seeded_pack(uint64_t seed) {
+  PackOptions pack;
+  pack.divisor = std::vector<int64_t>{1, 2, 4, 8}[seed % 4];
+  pack.pad_id = static_cast<int64_t>(seed % 3);
+  pack.ignore_id = kIgnore;
+  return pack;
+}
+
+// Four random samples at batch positions 5.. (a DP rank whose samples do not start at 0), as
+// LocalSamples reads them, with their real lengths by batch position (shorter than the sample
+// where `truncate`); `plain`: without labels or loss masks.
+struct SeededSamples {
+  std::vector<Sample> samples;
+  std::vector<int64_t> real = std::vector<int64_t>(5, 0);
+  std::vector<SampleView> views;
+
+  SeededSamples(std::mt19937_64& rng, bool truncate, bool plain) {
+    for (int i = 0; i < 4; ++i) {
+      Sample s = random_sample(rng, 100 + i);
+      if (plain) {
+        s.labels.clear();
+        s.loss_mask.clear();
+      }
+      const auto n = static_cast<int64_t>(s.input_ids.size());
+      real.push_back(truncate ? std::uniform_int_distribution<int64_t>(1, n)(rng) : n);
+      samples.push_back(std::move(s));
+    }
+    for (const Sample& s : samples) views.push_back(view_of(s));
+  }
+};
+
+// A random run of `rows` rows of the sample at batch position 5 + i.
+detail::Segment random_segment(std::mt19937_64& rng, int i, int64_t rows) {
+  const int64_t from = std::uniform_int_distribution<int64_t>(0, rows - 1)(rng);
+  const int64_t length = std::uniform_int_distribution<int64_t>(1, rows - from)(rng);
+  return {5 + i, from, length};
+}
+
+// Trial t's stage: tokens and labels, labels only, tokens only.
+StageFields fields_of_trial(int trial) {
+  return {.tokens = trial % 3 != 1, .labels = trial % 3 != 2};
+}
+
 TEST(LocalSampleRows, AnyRunOfRowsEqualsTheOneSamplePack) {
   int checked = 0;
   for (uint64_t seed = 0; seed < 300; ++seed) {
     std::mt19937_64 rng(seed);
-    PackOptions pack;
-    pack.divisor = std::vector<int64_t>{1, 2, 4, 8}[seed % 4];
-    pack.pad_id = static_cast<int64_t>(seed % 3);
-    pack.ignore_id = kIgnore;
-    // Samples at batch positions 5.. (a DP rank whose samples do not start at 0).
-    std::vector<Sample> samples;
-    std::vector<int64_t> real(5, 0);
+    const PackOptions pack = seeded_pack(seed);
+    const SeededSamples given(rng, seed % 2 == 1, false);
+    const detail::LocalSamples local(given.views, 5, given.real, pack);
     for (int i = 0; i < 4; ++i) {
-      samples.push_back(random_sample(rng, 100 + i));
-      const auto n = static_cast<int64_t>(samples.back().input_ids.size());
-      real.push_back(seed % 2 ? std::uniform_int_distribution<int64_t>(1, n)(rng) : n);
-    }
-    std::vector<SampleView> views;
-    for (const Sample& s : samples) views.push_back(view_of(s));
-    const detail::LocalSamples local(views, 5, real, pack);
-    for (int i = 0; i < 4; ++i) {
-      const PackedBatch want = expected_rows(samples[static_cast<size_t>(i)], real[5 + i], pack);
+      const PackedBatch want =
+          expected_rows(given.samples[static_cast<size_t>(i)], given.real[5 + i], pack);
       const int64_t rows = want.num_rows();
       for (int trial = 0; trial < 6; ++trial) {
-        const int64_t from = std::uniform_int_distribution<int64_t>(0, rows - 1)(rng);
-        const int64_t length = std::uniform_int_distribution<int64_t>(1, rows - from)(rng);
-        const detail::Segment seg{5 + i, from, length};
-        const StageFields fields{.tokens = trial % 3 != 1, .labels = trial % 3 != 2};
+        const detail::Segment seg = random_segment(rng, i, rows);
+        const int64_t from = seg.offset;
+        const int64_t length = seg.length;
+        const StageFields fields = fields_of_trial(trial);
 
         // Into a micro-batch at row 3, and into a wire buffer.
         PackedBatch batch;
@@ -161,39 +194,23 @@ TEST(LocalSampleRows, SegmentWireInBothFormatsGivesTheOneSamplePackRows) {
   int tokens_format = 0;
   for (uint64_t seed = 0; seed < 300; ++seed) {
     std::mt19937_64 rng(seed);
-    PackOptions pack;
-    pack.divisor = std::vector<int64_t>{1, 2, 4, 8}[seed % 4];
-    pack.pad_id = static_cast<int64_t>(seed % 3);
-    pack.ignore_id = kIgnore;
+    const PackOptions pack = seeded_pack(seed);
     // Even seeds: plain samples only (the tokens format); odd seeds: every kind (the rows format).
     const bool plain = seed % 2 == 0;
+    const SeededSamples given(rng, seed % 3 != 0, plain);
     GlobalBatch batch;
     batch.samples_carry_targets = !plain;
-    batch.real_lengths.assign(5, 0);
-    std::vector<Sample> samples;
-    for (int i = 0; i < 4; ++i) {
-      Sample s = random_sample(rng, 100 + i);
-      if (plain) {
-        s.labels.clear();
-        s.loss_mask.clear();
-      }
-      const auto n = static_cast<int64_t>(s.input_ids.size());
-      batch.real_lengths.push_back(seed % 3 ? std::uniform_int_distribution<int64_t>(1, n)(rng)
-                                            : n);
-      samples.push_back(std::move(s));
-    }
-    std::vector<SampleView> views;
-    for (const Sample& s : samples) views.push_back(view_of(s));
-    const detail::LocalSamples local(views, 5, batch.real_lengths, pack);
+    batch.real_lengths = given.real;
+    const detail::LocalSamples local(given.views, 5, batch.real_lengths, pack);
     for (int i = 0; i < 4; ++i) {
       const int64_t real = batch.real_lengths[static_cast<size_t>(5 + i)];
-      const PackedBatch want = expected_rows(samples[static_cast<size_t>(i)], real, pack);
+      const PackedBatch want = expected_rows(given.samples[static_cast<size_t>(i)], real, pack);
       const int64_t rows = want.num_rows();
       for (int trial = 0; trial < 6; ++trial) {
-        const int64_t from = std::uniform_int_distribution<int64_t>(0, rows - 1)(rng);
-        const int64_t length = std::uniform_int_distribution<int64_t>(1, rows - from)(rng);
-        const detail::Segment seg{5 + i, from, length};
-        const StageFields fields{.tokens = trial % 3 != 1, .labels = trial % 3 != 2};
+        const detail::Segment seg = random_segment(rng, i, rows);
+        const int64_t from = seg.offset;
+        const int64_t length = seg.length;
+        const StageFields fields = fields_of_trial(trial);
         const detail::SegmentWire wire(batch, fields, pack);
         ASSERT_EQ(wire.tokens_only(), plain);
         const WireTrip trip = through_wire(wire, local, seg, want);
