@@ -3,9 +3,11 @@
 // the full CP cost model, on the long-context workloads at dp·cp = 32 and 256. Medians over seeds;
 // every plan is checked against the dynamic-CP contracts.
 // Then planning time: both dynamic-CP schedulers timed on every one of many seeded inputs from
-// four length distributions at dp·cp = 32 and 256 (p50 / p90 / max), and on batches of 16,384,
-// 131,072 and 1,048,576 samples of each distribution on 256 ranks (--large-samples; two inputs
-// each), with the worst modeled step over bound of the plans timed.
+// four length distributions at dp·cp = 32 and 256 (p50 / p90 / max), and on batches of 4,095,
+// 16,384, 131,072 and 1,048,576 samples of each distribution on 256 ranks (--large-samples; two
+// inputs each), with the worst modeled step over bound of the plans timed. 4,095 is the largest
+// batch balanced_dynamic_cp plans whole on 256 ranks (from 4,096 it plans a template of 2,048),
+// the slowest size below a million.
 //
 //   thdpack_dynamic_cp_bench [--seeds N] [--timing-seeds N] [--large-samples N[,N...]]
 //                            [--samples-per-rank N[,N...]] [--quick] [--out FILE.json]
@@ -202,7 +204,7 @@ nlohmann::json timing_rows(int seeds, const std::vector<int64_t>& large_samples,
 int run(int argc, char** argv) {
   int seeds = 9;
   int timing_seeds = 50;
-  std::vector<int64_t> large_samples = {16384, 131072, 1 << 20};
+  std::vector<int64_t> large_samples = {4095, 16384, 131072, 1 << 20};
   std::vector<int64_t> samples_per_rank = {8};
   auto read_list = [](const char* text) {
     std::vector<int64_t> values;
