@@ -148,8 +148,8 @@ struct PackContext {
   const SizeTable& table;
   std::vector<SizeIndex>& by_size;  ///< one per SizeTable slot
   /// When set, the height search starts from the last micro-batch's height over its bound (kept
-  /// here) instead of from the bound: on a plan of thousands of alike micro-batches that saves
-  /// most of the heights probed.
+  /// here, across micro-batches, dealings and K) instead of from the bound: micro-batches dealt
+  /// alike land at alike heights over their bounds, so that saves most of the heights probed.
   double* last_height_over_bound = nullptr;
   /// Whether plan_with deals again by the rank-times a packing gave (see plan_with).
   bool deal_again = true;
@@ -625,8 +625,9 @@ DynamicCpPlan plan_by_packing(std::span<const int64_t> ids, std::span<const int6
   const auto n = static_cast<int64_t>(items.size());
   const int64_t multiple = options.microbatch_multiple;
   std::vector<SizeIndex> by_size(table.slots());
+  double height_over_bound = 0;  // where the next height search starts (0: at the bound)
   // Dealing again is for batches of at most kSampledKSearchAbove samples (step 3).
-  const PackContext ctx{options, table, by_size, nullptr, n <= kSampledKSearchAbove};
+  const PackContext ctx{options, table, by_size, &height_over_bound, n <= kSampledKSearchAbove};
 
   std::optional<std::vector<Level>> best;
   if (n > kSampledKSearchAbove) {
@@ -646,12 +647,10 @@ DynamicCpPlan plan_by_packing(std::span<const int64_t> ids, std::span<const int6
           static_cast<int64_t>(std::ceil(static_cast<double>(sampled->k) * static_cast<double>(n) /
                                          static_cast<double>(sample.size())));
       const int64_t first = round_up(scaled, multiple);
-      double height_over_bound = 0;
-      PackContext warm = ctx;
-      warm.last_height_over_bound = &height_over_bound;
+      height_over_bound = 0;  // the sample's micro-batches were smaller
       for (int64_t k = first; k <= n && k < first + kSampledKTries * multiple && !best;
            k += multiple) {
-        best = plan_with(k, items, shortest, std::numeric_limits<double>::infinity(), warm);
+        best = plan_with(k, items, shortest, std::numeric_limits<double>::infinity(), ctx);
       }
     }
   }
