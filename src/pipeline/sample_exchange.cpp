@@ -83,36 +83,40 @@ void exchange_samples(Communicator& dp_group, const StepGeometry& geometry,
   }
 }
 
-void broadcast_rows(Communicator& tp_group, const SegmentWire& wire, StageFields fields,
-                    std::span<const std::span<const Segment>> segments, ScratchBuffer& scratch,
-                    std::vector<PackedBatch>& microbatches) {
-  if (tp_group.size() == 1 || (!fields.tokens && !fields.labels)) return;
+namespace {
+
+// Rows format: every micro-batch's rows of `fields`, padding included, in one run each.
+void broadcast_packed_rows(Communicator& tp_group, StageFields fields, ScratchBuffer& scratch,
+                           std::vector<PackedBatch>& microbatches) {
   const bool root = tp_group.rank() == 0;
-  if (!wire.tokens_only()) {
-    // Rows: every micro-batch's rows of `fields`, padding included, in one run each.
-    int64_t total = 0;
-    for (const PackedBatch& m : microbatches) total += wire_bytes(m.num_rows(), fields);
-    const std::span<std::byte> buffer = scratch.get(total);
-    if (root) {
-      std::byte* out = buffer.data();
-      for (const PackedBatch& m : microbatches) {
-        const int64_t rows = m.num_rows();
-        write_rows(m, 0, rows, fields, out);
-        out += wire_bytes(rows, fields);
-      }
+  int64_t total = 0;
+  for (const PackedBatch& m : microbatches) total += wire_bytes(m.num_rows(), fields);
+  const std::span<std::byte> buffer = scratch.get(total);
+  if (root) {
+    std::byte* out = buffer.data();
+    for (const PackedBatch& m : microbatches) {
+      const int64_t rows = m.num_rows();
+      write_rows(m, 0, rows, fields, out);
+      out += wire_bytes(rows, fields);
     }
-    tp_group.broadcast(buffer, 0);
-    if (!root) {
-      const std::byte* in = buffer.data();
-      for (PackedBatch& m : microbatches) {
-        const int64_t rows = m.num_rows();
-        append_received_rows(m, in, rows, fields);
-        in += wire_bytes(rows, fields);
-      }
-    }
-    return;
   }
-  // Tokens: segment by segment, as the exchange sends them (no padding, no tail rows).
+  tp_group.broadcast(buffer, 0);
+  if (!root) {
+    const std::byte* in = buffer.data();
+    for (PackedBatch& m : microbatches) {
+      const int64_t rows = m.num_rows();
+      append_received_rows(m, in, rows, fields);
+      in += wire_bytes(rows, fields);
+    }
+  }
+}
+
+// Tokens format: segment by segment, as the exchange sends them (no padding, no tail rows); the
+// root rebuilds each window from the rows it holds.
+void broadcast_token_windows(Communicator& tp_group, const SegmentWire& wire,
+                             std::span<const std::span<const Segment>> segments,
+                             ScratchBuffer& scratch, std::vector<PackedBatch>& microbatches) {
+  const bool root = tp_group.rank() == 0;
   int64_t total = 0;
   for (const std::span<const Segment> pack : segments) {
     for (const Segment& s : pack) {
@@ -146,6 +150,19 @@ void broadcast_rows(Communicator& tp_group, const SegmentWire& wire, StageFields
         }
       }
     }
+  }
+}
+
+}  // namespace
+
+void broadcast_rows(Communicator& tp_group, const SegmentWire& wire, StageFields fields,
+                    std::span<const std::span<const Segment>> segments, ScratchBuffer& scratch,
+                    std::vector<PackedBatch>& microbatches) {
+  if (tp_group.size() == 1 || (!fields.tokens && !fields.labels)) return;
+  if (wire.tokens_only()) {
+    broadcast_token_windows(tp_group, wire, segments, scratch, microbatches);
+  } else {
+    broadcast_packed_rows(tp_group, fields, scratch, microbatches);
   }
 }
 
