@@ -237,31 +237,33 @@ void deliver_dynamic_cp(StepResult& r, Communicator& world, Communicator& tp_gro
       }
     }
   }
-  if (options.reading == ReadingMode::kMegatron && (fields.tokens || fields.labels)) {
+  if (options.reading == ReadingMode::kMegatron && (fields.tokens || fields.labels) &&
+      tp_group.size() > 1) {
     std::vector<std::span<const Segment>> segments;
     for (int64_t k = 0; k < k_count; ++k) segments.emplace_back(mine(k).segments);
-    broadcast_rows(tp_group, wire, fields, segments, buffers.send, *microbatches);
+    broadcast_rows(tp_group, wire, segments, buffers.send, *microbatches);
   }
   r.microbatches = std::move(microbatches);
 }
 
 int64_t dynamic_cp_minimum_exchange_bytes(const StepResult& r, const PipelineOptions& o) {
   const Topology& t = o.topology;
-  const int64_t bytes_per_row = minimum_row_bytes(r.batch, t);
   const int64_t exchanging_tp = o.reading == ReadingMode::kAllRanks ? t.tp() : 1;
   const BatchIndex index(r.batch);
-  int64_t moved_rows = 0;
+  int64_t moved_bytes = 0;
   for (const DynamicCpMicrobatch& mb : r.dynamic_cp_plan->microbatches) {
     for (const CpGroup& g : mb.groups) {
       for (int64_t id : g.ids) {
         const auto p = static_cast<size_t>(index.position.at(id));
         for (int i = g.first_rank; i < g.first_rank + g.size; ++i) {
-          if (i / t.cp() != index.source[p]) moved_rows += minimum_rows(r.batch, p) / g.size;
+          if (i / t.cp() != index.source[p]) {
+            moved_bytes += minimum_moved_bytes(r.batch, p, t) / g.size;
+          }
         }
       }
     }
   }
-  return moved_rows * bytes_per_row * exchanging_tp;
+  return moved_bytes * exchanging_tp;
 }
 
 }  // namespace detail

@@ -177,16 +177,15 @@ GlobalBatch detail::gather_global_batch(Communicator& world, const PipelineOptio
   // that every rank raises the same error.
   const bool with_groups = group_ids.size() == local.size();
   std::vector<int64_t> payload(3 * local.size(), -1);
+  bool carries_targets = false;  // some sample has its own labels or loss mask
   for (size_t i = 0; i < local.size(); ++i) {
     payload[i] = local[i].id;
     payload[local.size() + i] = static_cast<int64_t>(local[i].input_ids.size());
     if (with_groups) payload[2 * local.size() + i] = group_ids[i];
+    carries_targets = carries_targets || !local[i].labels.empty() || !local[i].loss_mask.empty();
   }
   const auto n = static_cast<int64_t>(local.size());
   const std::span<const int64_t> parts(payload);
-  const bool carries_targets = std::any_of(local.begin(), local.end(), [](const SampleView& s) {
-    return !s.labels.empty() || !s.loss_mask.empty();
-  });
   const ReaderHeader mine{n,
                           fingerprint(parts.first(2 * local.size())),
                           0,

@@ -12,8 +12,9 @@ namespace thdpack::detail {
 /// What a pipeline's gathers learned about their size. Where every world rank is a reader of its
 /// own DP index (tp = cp = pp = 1), a gather whose lists all fit `width` bytes moves headers and
 /// lists in one allgather of equal blocks instead of two collectives; after every gather `width`
-/// is set to that gather's largest list plus a quarter (it shrinks after a large step). It changes only with gathered data, so every rank that
-/// runs the same gathers holds the same value, as the one-allgather form needs.
+/// is set to that gather's largest list plus a quarter (not a high-water mark: it shrinks when a
+/// gather's lists are smaller than the last's). It changes only with gathered data, so every rank
+/// that runs the same gathers holds the same value, as the one-allgather form needs.
 struct GatherSizing {
   /// Bytes of list per block; 0 (also wherever some rank is not the reader of its DP index): two
   /// collectives, the headers and then the lists.

@@ -112,10 +112,9 @@ class LocalSamples {
   /// (pad_id tokens, ignore_id labels, loss mask 0); labels never cross the sample. Only the
   /// non-null targets are written.
   void write(const Segment& s, RowTargets out) const;
-  /// The sample's tokens from row s.offset on (its end where the segment is padding only).
+  /// The sample's tokens from row s.offset on (the offset clamped to the sample's end, which a
+  /// segment of padding only may start past).
   const int64_t* tokens_at(const Segment& s) const;
-
-  const PackOptions& pack() const { return pack_; }
 
  private:
   std::span<const SampleView> samples_;

@@ -191,11 +191,11 @@ void Pipeline::deliver_fixed_cp(StepResult& r, std::span<const SampleView> local
                                      r.batch.real_lengths, s.pack);
     detail::exchange_samples(*s.dp, geometry, local, wire, s.buffers, *microbatches);
   }
-  if (s.options.reading == ReadingMode::kMegatron && has_rows) {
+  if (s.options.reading == ReadingMode::kMegatron && has_rows && s.tp->size() > 1) {
     std::vector<std::span<const detail::Segment>> segments;
     for (int64_t k = 0; k < r.plan.num_microbatches(); ++k)
       segments.emplace_back(geometry.pack(k, s.coords.dp).segments);
-    detail::broadcast_rows(*s.tp, wire, s.fields, segments, s.buffers.send, *microbatches);
+    detail::broadcast_rows(*s.tp, wire, segments, s.buffers.send, *microbatches);
   }
   r.microbatches = std::move(microbatches);
 }
@@ -248,7 +248,6 @@ StepResult Pipeline::run_step(std::span<const SampleView> local_samples,
 int64_t minimum_exchange_bytes(const StepResult& r, const PipelineOptions& o) {
   if (r.dynamic_cp_plan) return detail::dynamic_cp_minimum_exchange_bytes(r, o);
   const Topology& t = o.topology;
-  const int64_t bytes_per_row = detail::minimum_row_bytes(r.batch, t);
   const int64_t exchanging_tp = o.reading == ReadingMode::kAllRanks ? t.tp() : 1;
   std::vector<int> source(r.batch.ids.size());
   std::unordered_map<int64_t, size_t> position;
@@ -259,16 +258,16 @@ int64_t minimum_exchange_bytes(const StepResult& r, const PipelineOptions& o) {
       position.emplace(r.batch.ids[at], at);
     }
   }
-  int64_t moved_rows = 0;
+  int64_t moved_bytes = 0;
   for (int64_t k = 0; k < r.plan.num_microbatches(); ++k) {
     for (int replica = 0; replica < t.dp(); ++replica) {
       for (int64_t id : r.plan.pack(k, replica)) {
         const size_t p = position.at(id);
-        if (source[p] != replica) moved_rows += detail::minimum_rows(r.batch, p);
+        if (source[p] != replica) moved_bytes += detail::minimum_moved_bytes(r.batch, p, t);
       }
     }
   }
-  return moved_rows * bytes_per_row * exchanging_tp;
+  return moved_bytes * exchanging_tp;
 }
 
 }  // namespace thdpack

@@ -155,9 +155,10 @@ void broadcast_token_windows(Communicator& tp_group, const SegmentWire& wire,
 
 }  // namespace
 
-void broadcast_rows(Communicator& tp_group, const SegmentWire& wire, StageFields fields,
+void broadcast_rows(Communicator& tp_group, const SegmentWire& wire,
                     std::span<const std::span<const Segment>> segments, ScratchBuffer& scratch,
                     std::vector<PackedBatch>& microbatches) {
+  const StageFields fields = wire.fields();
   if (tp_group.size() == 1 || (!fields.tokens && !fields.labels)) return;
   if (wire.tokens_only()) {
     broadcast_token_windows(tp_group, wire, segments, scratch, microbatches);

@@ -47,11 +47,11 @@ void exchange_samples(Communicator& dp_group, const StepGeometry& geometry,
                       const LocalSamples& local, const SegmentWire& wire, ExchangeBuffers& buffers,
                       std::vector<PackedBatch>& microbatches);
 
-/// Rank 0 of `tp_group` sends the rows of `fields` of all its micro-batches to the others in one
-/// broadcast, in `wire`'s format (in the tokens format segment by segment, `segments[k]` being
-/// micro-batch k's); the others' row arrays of `fields` must be empty (as empty_microbatch leaves
-/// them): the rows are appended.
-void broadcast_rows(Communicator& tp_group, const SegmentWire& wire, StageFields fields,
+/// Rank 0 of `tp_group` sends the rows of the stage's fields (`wire.fields()`) of all its
+/// micro-batches to the others in one broadcast, in `wire`'s format (in the tokens format segment
+/// by segment, `segments[k]` being micro-batch k's); the others' row arrays of those fields must
+/// be empty (as empty_microbatch leaves them): the rows are appended.
+void broadcast_rows(Communicator& tp_group, const SegmentWire& wire,
                     std::span<const std::span<const Segment>> segments, ScratchBuffer& buffer,
                     std::vector<PackedBatch>& microbatches);
 

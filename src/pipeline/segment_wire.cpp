@@ -15,18 +15,16 @@ SegmentWire::RealRows SegmentWire::real_rows(const Segment& s) const {
   // As LocalSamples::write: rows from the sample's real length on are padding, and its last real
   // row (real - 1) has no next token.
   const int64_t real = real_lengths_[static_cast<size_t>(s.sample)];
-  RealRows r;
-  r.real_end = std::clamp(real, s.offset, s.offset + s.length);
-  r.own = r.real_end - s.offset;
-  r.labelled = std::max<int64_t>(0, std::min(r.real_end, real - 1) - s.offset);
-  return r;
+  const int64_t real_end = std::clamp(real, s.offset, s.offset + s.length);
+  return {real_end - s.offset, std::max<int64_t>(0, std::min(real_end, real - 1) - s.offset)};
 }
 
 SegmentWire::Window SegmentWire::window(const Segment& s) const {
   const RealRows r = real_rows(s);
   if (fields_.tokens && fields_.labels) {
-    // The real rows' tokens, and the one after them where the last one's label needs it.
-    return {0, r.labelled == r.own ? r.own + (r.own > 0 ? 1 : 0) : r.own};
+    // The real rows' tokens and the one after the last labelled row (the real rows' own tokens
+    // where the last real row is the sample's, one more where it is not).
+    return {0, r.own > 0 ? r.labelled + 1 : 0};
   }
   if (fields_.tokens) return {0, r.own};
   if (fields_.labels) return {1, r.labelled};
@@ -72,16 +70,14 @@ void SegmentWire::append_received(PackedBatch& target, const Segment& s,
     return;
   }
   // Whole int64 values from an 8-byte aligned start (every segment's bytes are a multiple of 8),
-  // read in place.
-  const auto* window = reinterpret_cast<const int64_t*>(in);
-  append_from_tokens(target, s, window, fields_.tokens ? window + 1 : window);
+  // read in place; a labels-only stage's window starts at the first successor.
+  append_from_tokens(target, s, reinterpret_cast<const int64_t*>(in), fields_.tokens ? 1 : 0);
 }
 
 void SegmentWire::append_local(PackedBatch& target, const Segment& s,
                                const LocalSamples& local) const {
   if (tokens_only_) {
-    const int64_t* tokens = local.tokens_at(s);
-    append_from_tokens(target, s, tokens, tokens + 1);
+    append_from_tokens(target, s, local.tokens_at(s), 1);
   } else {
     append_local_rows(target, s, fields_, local);
   }
@@ -92,7 +88,7 @@ void SegmentWire::append_tail(PackedBatch& target, int64_t length) const {
 }
 
 void SegmentWire::append_from_tokens(PackedBatch& target, const Segment& s, const int64_t* tokens,
-                                     const int64_t* next) const {
+                                     int64_t next_at) const {
   // LocalSamples::write for a sample without labels or loss mask: the real rows' tokens, then
   // padding; each labelled row's label is its next token, with weight 1, the other rows' the
   // ignore id with weight 0.
@@ -105,20 +101,20 @@ void SegmentWire::append_from_tokens(PackedBatch& target, const Segment& s, cons
   }
   if (fields_.labels) {
     const auto labelled = static_cast<size_t>(r.labelled);
-    if (labelled > 0) target.labels.insert(target.labels.end(), next, next + labelled);
+    if (labelled > 0) {
+      const int64_t* next = tokens + next_at;  // formed only where it points into the window
+      target.labels.insert(target.labels.end(), next, next + labelled);
+    }
     target.labels.insert(target.labels.end(), rows - labelled, pack_.ignore_id);
     target.loss_mask.insert(target.loss_mask.end(), labelled, 1.0f);
     target.loss_mask.insert(target.loss_mask.end(), rows - labelled, 0.0f);
   }
 }
 
-int64_t minimum_rows(const GlobalBatch& batch, size_t p) {
-  return batch.samples_carry_targets ? batch.padded_lengths[p] : batch.real_lengths[p];
-}
-
-int64_t minimum_row_bytes(const GlobalBatch& batch, const Topology& topology) {
-  if (batch.samples_carry_targets) return 8 + 8 + 4;
-  return topology.pp() > 1 ? 2 * 8 : 8;
+int64_t minimum_moved_bytes(const GlobalBatch& batch, size_t p, const Topology& topology) {
+  if (batch.samples_carry_targets) return (8 + 8 + 4) * batch.padded_lengths[p];
+  const int64_t real = batch.real_lengths[p];
+  return topology.pp() > 1 ? 8 * real + 8 * (real - 1) : 8 * real;
 }
 
 }  // namespace thdpack::detail

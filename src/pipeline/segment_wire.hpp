@@ -28,6 +28,7 @@ class SegmentWire {
   SegmentWire(const GlobalBatch& batch, StageFields fields, const PackOptions& pack);
 
   bool tokens_only() const { return tokens_only_; }
+  StageFields fields() const { return fields_; }
 
   /// Bytes segment `s` (not tail rows) takes on the wire.
   int64_t bytes(const Segment& s) const;
@@ -51,18 +52,18 @@ class SegmentWire {
     int64_t first = 0;
     int64_t count = 0;
   };
-  // Rows of s: real ones [s.offset, real_end), of which `labelled` have a next token.
+  // Rows of s: `own` real ones from s.offset on, of which the first `labelled` have a next token.
   struct RealRows {
-    int64_t real_end = 0;
     int64_t own = 0;
     int64_t labelled = 0;
   };
   RealRows real_rows(const Segment& s) const;
   Window window(const Segment& s) const;
   // Tokens format: appends the rows of `s` given its real rows' tokens (`tokens`, read where the
-  // stage holds tokens) and their successors (`next`, read where it holds labels).
+  // stage holds tokens) and their successors (from tokens + next_at on, read where it holds
+  // labels).
   void append_from_tokens(PackedBatch& target, const Segment& s, const int64_t* tokens,
-                          const int64_t* next) const;
+                          int64_t next_at) const;
 
   std::span<const int64_t> real_lengths_;
   StageFields fields_;
@@ -70,13 +71,11 @@ class SegmentWire {
   bool tokens_only_;
 };
 
-/// What minimum_exchange_bytes counts for sample `p` of `batch` where it moves: its rows (padded in
-/// the rows format, real in the tokens format), at minimum_row_bytes each.
-int64_t minimum_rows(const GlobalBatch& batch, size_t p);
-/// Bytes per moved row over the stages that exchange: tokens (8, first stage) and labels and loss
-/// mask (12, last stage) in the rows format; in the tokens format 8 per stage that exchanges (the
-/// first and the last, one stage where pp = 1).
-int64_t minimum_row_bytes(const GlobalBatch& batch, const Topology& topology);
+/// What minimum_exchange_bytes counts for sample `p` of `batch` where it moves, over the stages
+/// that exchange. Rows format: its padded rows' tokens (8 B each, first stage) and labels and loss
+/// mask (12 B each, last stage). Tokens format: its real tokens (8 B each) for the first stage,
+/// and the real - 1 tokens that are its labels for the last (one stage holding both at pp = 1).
+int64_t minimum_moved_bytes(const GlobalBatch& batch, size_t p, const Topology& topology);
 
 /// Fills a micro-batch from empty_microbatch: appends the rows of `segments` (its geometry's, in
 /// order). Tail rows are padding; rows of a sample whose `source_of` is `me` come from `local`;

@@ -14,9 +14,11 @@
 //      it straight to the DP replica the plan gives it, already sliced for CP (CP rank c receives
 //      only its rows), with only the fields its PP stage needs (first stage: tokens; last stage:
 //      labels and loss mask), all fields of a sample in one buffer with sizes known from the plan.
-//      Samples that stay on their DP rank never touch the wire.
+//      Where no sample of the step carries its own labels or loss mask, a sample's slice travels
+//      as its tokens alone and labels and loss mask are derived on arrival. Samples that stay on
+//      their DP rank never touch the wire.
 //   4. Megatron mode: TP-rank 0 broadcasts all its micro-batches' rows to its TP peers in one
-//      broadcast. All-ranks mode: nothing is broadcast.
+//      broadcast, in the same format as step 3. All-ranks mode: nothing is broadcast.
 // Intermediate PP stages (and every TP rank of them) get the same metadata from step 1 without any
 // transfer of rows. Collectives per step: at most 4 on any rank, whatever the number of fields or
 // micro-batches.
@@ -283,7 +285,8 @@ DynamicCpPlan plan_dynamic_cp_batch(const GlobalBatch& batch, const PipelineOpti
 /// exchanges (TP rank 0 in Megatron mode, every TP rank in all-ranks mode). Where some sample of
 /// the batch carries its own labels or loss mask (GlobalBatch::samples_carry_targets), its padded
 /// rows: tokens 8 B for the first stage, labels and loss mask 12 B for the last. Where none does,
-/// its real tokens, 8 B for each of those stages (labels and loss mask follow from them).
+/// 8 B per token: its real tokens for the first stage, and for the last the real - 1 that are its
+/// labels (labels and loss mask follow from them; one stage needs all real tokens at pp = 1).
 int64_t minimum_exchange_bytes(const StepResult& result, const PipelineOptions& options);
 
 /// The micro-batches `rank` must end with, computed in one process: the plan's packs for its DP
