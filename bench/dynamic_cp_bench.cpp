@@ -249,8 +249,8 @@ int run(int argc, char** argv) {
 
   nlohmann::json rows = nlohmann::json::array();
   std::printf("%-13s %5s %8s %13s %19s %20s %9s %12s %9s\n", "workload", "dp*cp", "cost",
-              "dp_balanced", "default_dynamic_cp", "balanced_dynamic_cp", "speedup", "plan ms (ours)",
-              "max ms");
+              "dp_balanced", "default_dynamic_cp", "balanced_dynamic_cp", "speedup",
+              "plan ms (ours)", "max ms");
   for (const int64_t per_rank : seeds > 0 ? samples_per_rank : std::vector<int64_t>{})
     for (const Case& c : cases) {  // --seeds 0: timing only
       const Workload w = workload(c.workload);

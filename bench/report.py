@@ -242,7 +242,8 @@ def render(speed, quality, pipeline=None, pack=None, moe=None, reorder=None, pla
            dynamic_cp=None):
     cpu = platform.processor() or platform.machine()
     return "\n\n".join([
-        f"Measured by `bash scripts/bench.sh` ({cpu}, single thread; medians over repetitions; "
+        f"Measured by `bash scripts/bench.sh` ({cpu}, single thread except where a row says not; "
+        f"medians over repetitions; "
         f"quality figures over {quality['steps']} seeded steps per workload).",
         "**Modeled step time / lower bound** (BENCHMARKS.md figure 1; Llama-3-8B-like cost; lower bound "
         "max(total/dp, largest sample)/cp; mean over steps):\n\n" + step_table(quality),

@@ -689,26 +689,24 @@ DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
                                            std::span<const int64_t> padded_lengths,
                                            const DynamicCpOptions& options) {
   validate_dynamic_cp_input(ids, padded_lengths, options);
-  // A plan's step where its scheduler did not report it (steps 1-4, a VPP split).
-  auto step_of = [&](const DynamicCpPlan& plan) {
-    return detail::modeled_step(plan, detail::LengthById(ids, padded_lengths), options.cost);
+  // A plan's modeled step: as its scheduler reported it, else (steps 1-4, a VPP split) summed.
+  auto step_of = [&](const detail::ScoredPlan& scored) {
+    return scored.step ? *scored.step
+                       : detail::modeled_step(scored.plan, detail::LengthById(ids, padded_lengths),
+                                              options.cost);
   };
   // The samples grouped by length, once for both planners (a pass over a large batch).
   const detail::LengthGroups by_length = detail::group_by_length(ids, padded_lengths);
-  // Step 5's plan and its modeled step; nothing for a batch Megatron cannot plan (its VPP split).
-  using MegatronPlan = std::optional<std::pair<DynamicCpPlan, double>>;
-  auto megatron = [&]() -> MegatronPlan {
+  // Step 5's plan; nothing for a batch Megatron cannot plan (its VPP split).
+  auto megatron = [&]() -> std::optional<detail::ScoredPlan> {
     try {
-      detail::ScoredPlan plan =
-          detail::default_dynamic_cp_scored(by_length, options, &options.cost);
-      const double step = plan.step ? *plan.step : step_of(plan.plan);
-      return std::make_pair(std::move(plan.plan), step);
+      return detail::default_dynamic_cp_scored(by_length, options, &options.cost);
     } catch (const InvalidArgument&) {
       return std::nullopt;
     }
   };
   // On a large batch Megatron's plan is made beside ours, on a second thread.
-  std::future<MegatronPlan> megatron_beside;
+  std::future<std::optional<detail::ScoredPlan>> megatron_beside;
   if (static_cast<int64_t>(ids.size()) >= kGuardBesideFrom) {
     try {
       megatron_beside = std::async(std::launch::async, megatron);
@@ -726,10 +724,11 @@ DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
     // plan all of them.
   }
   if (!ours) ours = detail::ScoredPlan{plan_by_packing(ids, padded_lengths, options), {}};
-  const double mine = ours->step ? *ours->step : step_of(ours->plan);
   // Step 5: never slower than Megatron's plan under the same cost.
-  MegatronPlan theirs = megatron_beside.valid() ? megatron_beside.get() : megatron();
-  return theirs && theirs->second < mine ? std::move(theirs->first) : std::move(ours->plan);
+  std::optional<detail::ScoredPlan> theirs =
+      megatron_beside.valid() ? megatron_beside.get() : megatron();
+  return theirs && step_of(*theirs) < step_of(*ours) ? std::move(theirs->plan)
+                                                     : std::move(ours->plan);
 }
 
 }  // namespace thdpack

@@ -14,8 +14,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
-#include <numeric>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,7 +22,6 @@
 #include "schedule/group_fit_tree.hpp"
 #include "schedule/time_cache.hpp"
 #include "schedule/waiting_samples.hpp"
-#include "thdpack/core/checked_arithmetic.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
 #include "thdpack/schedule/scheduler.hpp"
@@ -143,7 +140,7 @@ DynamicCpMicrobatch fill_whole_group(detail::WaitingSamples& waiting, int ranks,
   int64_t room = m * ranks;
   height = 0;
   for (size_t c = waiting.open_from(0); c < waiting.size();
-       c = waiting.open_from(waiting.first_at_most(c + 1, waiting.size(), room))) {
+       c = waiting.open_from(waiting.first_at_most(c + 1, room))) {
     detail::LengthClass& cls = waiting[c];
     const size_t take = std::min(static_cast<size_t>(room / cls.length), cls.waiting());
     if (take == 0) continue;
@@ -259,7 +256,7 @@ DynamicCpMicrobatch next_microbatch(detail::WaitingSamples& waiting, const Dynam
     for (const SizeIndex& x : by_size) {
       if (x.groups.empty() || x.tree.most_room() < 1) continue;
       const size_t sized = waiting.first_cp_at_most(from, x.size);
-      next = std::min(next, waiting.first_at_most(sized, waiting.size(), x.tree.most_room()));
+      next = std::min(next, waiting.first_at_most(sized, x.tree.most_room()));
     }
     return waiting.open_from(next);
   };

@@ -32,8 +32,7 @@ struct ScoredPlan {
 /// schedule_default_dynamic_cp's plan of validated input, given as its samples grouped by length
 /// (group_by_length, made once where two planners need it); with `cost`, also its modeled step
 /// under it, summed as the rounds lay the micro-batches out (lengths at hand, no lookup by id),
-/// unless a VPP split regrouped them. `by_length` is group_by_length of the input (made once where
-/// two planners need it). Throws as schedule_default_dynamic_cp does.
+/// unless a VPP split regrouped them. Throws as schedule_default_dynamic_cp does.
 ScoredPlan default_dynamic_cp_scored(const LengthGroups& by_length, const DynamicCpOptions& options,
                                      const CpCostModel* cost);
 

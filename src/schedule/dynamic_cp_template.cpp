@@ -1,8 +1,8 @@
 #include "schedule/dynamic_cp_template.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <limits>
-#include <numeric>
 
 #include "schedule/dynamic_cp_sizes.hpp"
 #include "schedule/length_by_id.hpp"
@@ -12,10 +12,6 @@
 namespace thdpack::detail {
 
 namespace {
-
-bool is_power_of_two(int64_t v) {
-  return v > 0 && (v & (v - 1)) == 0;
-}
 
 /// Where each sample past the last full block goes: leftover k joins copy k of template group
 /// `group` of micro-batch `microbatch`.
@@ -86,7 +82,8 @@ std::optional<ScoredPlan> plan_by_template(const LengthGroups& by_length,
                                            int64_t template_samples,
                                            const DynamicCpPlanner& plan_template) {
   const auto n = static_cast<int64_t>(by_length.ids.size());
-  if (template_samples < 1 || n < 2 * template_samples || !is_power_of_two(options.min_cp)) {
+  if (template_samples < 1 || n < 2 * template_samples ||
+      !std::has_single_bit(static_cast<unsigned>(options.min_cp))) {
     return std::nullopt;
   }
   // Ids and lengths by length, longest first: a block's samples lie together.

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "schedule/dense_id_range.hpp"
 #include "thdpack/core/checked_arithmetic.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/schedule/scheduler.hpp"
@@ -17,15 +18,10 @@ namespace {
 // Ids are usually a dense range (dataset indices of one global batch): a bitmap over the range
 // checks them in O(n); sparse ids fall back to sorting a copy.
 void check_unique_ids(std::span<const int64_t> ids) {
-  if (ids.empty()) return;
-  const auto [lo, hi] = std::minmax_element(ids.begin(), ids.end());
-  const auto n = static_cast<uint64_t>(ids.size());
-  // hi - lo, not hi - lo + 1: ids spanning all of int64 would wrap that to 0.
-  const auto span = static_cast<uint64_t>(*hi) - static_cast<uint64_t>(*lo);
-  if (span < 8 * n) {
-    std::vector<uint8_t> seen(span + 1, 0);
+  if (const auto range = detail::dense_id_range(ids)) {
+    std::vector<uint8_t> seen(range->slots, 0);
     for (int64_t id : ids) {
-      uint8_t& slot = seen[static_cast<uint64_t>(id) - static_cast<uint64_t>(*lo)];
+      uint8_t& slot = seen[range->offset(id)];
       if (slot) duplicate_id(id);
       slot = 1;
     }

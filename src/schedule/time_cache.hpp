@@ -33,9 +33,10 @@ class TimeCache {
     int64_t length;
     double time;
   };
-  static constexpr size_t kEntries = 4096;
+  static constexpr int kBits = 12;
+  static constexpr size_t kEntries = size_t{1} << kBits;
   static constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ULL;
-  static constexpr int kShift = 64 - 12;
+  static constexpr int kShift = 64 - kBits;
   const CpCostModel& cost_;
   std::map<int, std::vector<Entry>> tables_;
   int size_ = 0;

@@ -46,7 +46,6 @@ class WaitingSamples {
   const std::vector<int64_t>& ids() const { return groups_.ids; }
   size_t size() const { return classes_.size(); }
   LengthClass& operator[](size_t c) { return classes_[c]; }
-  const LengthClass& operator[](size_t c) const { return classes_[c]; }
 
   /// The first class at or after `from` that is not closed; size() when none is.
   size_t open_from(size_t from) {
@@ -59,12 +58,11 @@ class WaitingSamples {
   void close_if_empty(size_t c) {
     if (classes_[c].empty()) open_[c] = c + 1;
   }
-  /// The first class in [from, to) whose length is <= `length`, or `to`.
-  size_t first_at_most(size_t from, size_t to, int64_t length) const {
+  /// The first class at or after `from` whose length is <= `length`, or size().
+  size_t first_at_most(size_t from, int64_t length) const {
     const auto begin = classes_.begin();
     return static_cast<size_t>(
-        std::partition_point(begin + static_cast<std::ptrdiff_t>(from),
-                             begin + static_cast<std::ptrdiff_t>(to),
+        std::partition_point(begin + static_cast<std::ptrdiff_t>(from), classes_.end(),
                              [&](const LengthClass& c) { return c.length > length; }) -
         begin);
   }

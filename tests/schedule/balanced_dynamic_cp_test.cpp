@@ -210,8 +210,26 @@ TEST(BalancedDynamicCp, LargeBatchesPlannedBesideMegatronsPlanAreDeterministicAn
 // L²/c (K tried only up to 6 past it); Megatron's greedy is near the bound there. Per seed, under
 // both costs, ours is never slower than default_dynamic_cp, and under L²/c it is within 1% of the
 // bound (so its own plan, not Megatron's kept by step 5, is the one returned).
-// 20,000 samples (625 per rank) are planned from the plan of a stride sample of 2,048 (step 6):
-// the same guarantees.
+// 20,000 samples (625 per rank) are planned from a template of one sample per block of 9 (2,222
+// samples, step 6): the same guarantees.
+// Where the template does not apply (min_cp not a power of two), a batch of more than 16,384
+// samples searches K on a stride sample and plans all samples once at the K found: the plan keeps
+// the contracts and is never slower than default_dynamic_cp's.
+TEST(BalancedDynamicCp, ABatchPastTheSampledSearchThresholdWithoutATemplateKeepsTheContracts) {
+  const std::vector<int64_t> lengths = long_tail_lengths(7, 20000);
+  std::vector<int64_t> ids(lengths.size());
+  std::iota(ids.begin(), ids.end(), 0);
+  DynamicCpOptions o = dp8_cp4_options(full_cost());
+  o.dp = 6;  // G = 24: groups of 3, 6, 12 and 24
+  o.min_cp = 3;
+  const DynamicCpPlan plan = schedule_balanced_dynamic_cp(ids, lengths, o);
+  ASSERT_NO_THROW(check_dynamic_cp_plan(plan, ids, lengths, o));
+  EXPECT_LE(evaluate_dynamic_cp_plan(plan, ids, lengths, o, o.cost).step,
+            evaluate_dynamic_cp_plan(schedule_default_dynamic_cp(ids, lengths, o), ids, lengths, o,
+                                     o.cost)
+                .step);
+}
+
 TEST(BalancedDynamicCp, NeverSlowerThanDefaultDynamicCpOnBatchesOfManySamplesPerRank) {
   const CpCostModel megatron_workload_cost = CpCostModel::megatron_workload();
   const CpCostModel full = full_cost();

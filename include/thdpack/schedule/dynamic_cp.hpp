@@ -74,10 +74,12 @@ int cp_min_for_length(int64_t length, int64_t max_seqlen_per_dp_cp_rank, int min
 
 /// Megatron-LM's default_dynamic_cp scheduler (dev, packing-aware), reproduced exactly; the
 /// rules, ties and orders are in docs/schedulers.md. Its time grows with about (samples +
-/// micro-batches) × log(groups), not with samples × micro-batches as Megatron's does. `ids` and `padded_lengths` have the same size
-/// (ids unique, lengths >= 1, usually padded to 2·dp·cp). Throws InvalidArgument on bad input,
-/// when the longest sample needs more than G ranks, and in the cases where Megatron itself fails
-/// (doubling that cannot cover G during the VPP split, no micro-batch left to split).
+/// micro-batches) × log(groups) (a tree of the groups per size), plus a search among the length
+/// classes per class visited, not with samples × micro-batches as Megatron's does. `ids` and
+/// `padded_lengths` have the same size (ids unique, lengths >= 1, usually padded to 2·dp·cp).
+/// Throws InvalidArgument on bad input, when the longest sample needs more than G ranks, and in the
+/// cases where Megatron itself fails (doubling that cannot cover G during the VPP split, no
+/// micro-batch left to split).
 DynamicCpPlan schedule_default_dynamic_cp(std::span<const int64_t> ids,
                                           std::span<const int64_t> padded_lengths,
                                           const DynamicCpOptions& options);
