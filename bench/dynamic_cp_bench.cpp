@@ -5,7 +5,8 @@
 // Then planning time: both dynamic-CP schedulers timed on every one of many seeded inputs from
 // four length distributions at dp·cp = 32 and 256 (p50 / p90 / max), and on batches of 4,095,
 // 16,384, 131,072 and 1,048,576 samples of each distribution on 256 ranks (--large-samples; two
-// inputs each), with the worst modeled step over bound of the plans timed. 4,095 is the largest
+// inputs each, under each cost model: the search's work depends on it), with the worst modeled
+// step over bound of the plans timed. 4,095 is the largest
 // batch balanced_dynamic_cp plans whole on 256 ranks (from 4,096 it plans a template of 2,048),
 // the slowest size below a million.
 //
@@ -132,29 +133,32 @@ PlanTimes plan_times(const std::string& scheduler, const std::vector<std::vector
 }
 
 /// Planning time of both dynamic-CP schedulers: many seeded inputs per distribution and size
-/// (8 samples per rank), then kLargeSeeds inputs of each size in `large_samples` of each
-/// distribution on 256 ranks.
+/// (8 samples per rank) under the last of `costs`, then kLargeSeeds inputs of each size in
+/// `large_samples` of each distribution on 256 ranks under each of `costs`.
 nlohmann::json timing_rows(int seeds, const std::vector<int64_t>& large_samples,
-                           const CpCostModel& cost) {
+                           const std::vector<std::pair<std::string, CpCostModel>>& costs) {
   const std::vector<TimingCase> cases = {
       {"longctx-128k", 16384}, {"rl-64k", 16384}, {"longtail-32k", 8192}, {"bimodal-16k", 4096}};
   const std::vector<std::string> schedulers = {"default_dynamic_cp", "balanced_dynamic_cp"};
   nlohmann::json rows = nlohmann::json::array();
-  std::printf("\n%-13s %5s %8s %8s %21s %11s %11s %11s %11s %11s %10s\n", "workload", "dp*cp", "M",
-              "samples", "scheduler", "p50 ms", "p90 ms", "max ms", "cpu p50", "cpu max",
-              "step/bnd");
+  std::printf("\n%-13s %5s %8s %8s %7s %21s %11s %11s %11s %11s %11s %10s\n", "workload", "dp*cp",
+              "M", "samples", "cost", "scheduler", "p50 ms", "p90 ms", "max ms", "cpu p50",
+              "cpu max", "step/bnd");
   auto add_row = [&](const std::string& name, int ranks, int64_t m, int64_t n,
-                     const std::string& scheduler, const PlanTimes& t) {
+                     const std::string& cost_name, const std::string& scheduler,
+                     const PlanTimes& t) {
     const auto& ms = t.wall_ms;
     const double p50 = quantile(ms, 0.5), p90 = quantile(ms, 0.9), max = quantile(ms, 1.0);
     const double cpu50 = quantile(t.cpu_ms, 0.5), cpu_max = quantile(t.cpu_ms, 1.0);
-    std::printf("%-13s %5d %8lld %8lld %21s %11.3f %11.3f %11.3f %11.3f %11.3f %10.4f\n",
+    std::printf("%-13s %5d %8lld %8lld %7s %21s %11.3f %11.3f %11.3f %11.3f %11.3f %10.4f\n",
                 name.c_str(), ranks, static_cast<long long>(m), static_cast<long long>(n),
-                scheduler.c_str(), p50, p90, max, cpu50, cpu_max, t.worst_step_over_bound);
+                cost_name.c_str(), scheduler.c_str(), p50, p90, max, cpu50, cpu_max,
+                t.worst_step_over_bound);
     rows.push_back({{"workload", name},
                     {"ranks", ranks},
                     {"max_seqlen_per_dp_cp_rank", m},
                     {"samples", n},
+                    {"cost", cost_name},
                     {"scheduler", scheduler},
                     {"inputs", ms.size()},
                     {"p50_ms", p50},
@@ -164,13 +168,14 @@ nlohmann::json timing_rows(int seeds, const std::vector<int64_t>& large_samples,
                     {"cpu_max_ms", cpu_max},
                     {"worst_step_over_bound", t.worst_step_over_bound}});
   };
-  auto options = [&](int ranks, int64_t m) {
+  auto options = [&](int ranks, int64_t m, const CpCostModel& cost) {
     DynamicCpOptions o;
     o.dp = ranks;
     o.max_seqlen_per_dp_cp_rank = m;
     o.cost = cost;
     return o;
   };
+  const auto& [main_cost_name, main_cost] = costs.back();
   for (const int ranks : {32, 256}) {
     for (const TimingCase& c : seeds > 0 ? cases : std::vector<TimingCase>{}) {  // 0: large only
       const int64_t n = 8LL * ranks;
@@ -180,8 +185,9 @@ nlohmann::json timing_rows(int seeds, const std::vector<int64_t>& large_samples,
             raw_lengths(workload(c.workload), n, 5000 + static_cast<uint64_t>(s)), 2LL * ranks));
       }
       for (const auto& scheduler : schedulers) {
-        add_row(c.workload, ranks, c.max_seqlen_per_dp_cp_rank, n, scheduler,
-                plan_times(scheduler, inputs, options(ranks, c.max_seqlen_per_dp_cp_rank)));
+        add_row(
+            c.workload, ranks, c.max_seqlen_per_dp_cp_rank, n, main_cost_name, scheduler,
+            plan_times(scheduler, inputs, options(ranks, c.max_seqlen_per_dp_cp_rank, main_cost)));
       }
     }
   }
@@ -192,9 +198,11 @@ nlohmann::json timing_rows(int seeds, const std::vector<int64_t>& large_samples,
       for (uint64_t s = 0; s < kLargeSeeds; ++s) {
         inputs.push_back(padded(raw_lengths(workload(c.workload), n, 77 + s), 512));
       }
-      for (const auto& scheduler : schedulers) {
-        add_row(c.workload, 256, c.max_seqlen_per_dp_cp_rank, n, scheduler,
-                plan_times(scheduler, inputs, options(256, c.max_seqlen_per_dp_cp_rank)));
+      for (const auto& [cost_name, cost] : costs) {
+        for (const auto& scheduler : schedulers) {
+          add_row(c.workload, 256, c.max_seqlen_per_dp_cp_rank, n, cost_name, scheduler,
+                  plan_times(scheduler, inputs, options(256, c.max_seqlen_per_dp_cp_rank, cost)));
+        }
       }
     }
   }
@@ -304,7 +312,7 @@ int run(int argc, char** argv) {
                         {"seeds", seeds}});
       }
     }
-  const nlohmann::json timing = timing_rows(timing_seeds, large_samples, costs[1].second);
+  const nlohmann::json timing = timing_rows(timing_seeds, large_samples, costs);
   if (!out_path.empty()) {
     std::ofstream(out_path) << nlohmann::json{{"dynamic_cp", rows}, {"timing", timing}}.dump(2)
                             << "\n";

@@ -171,12 +171,12 @@ def dynamic_cp_table(dynamic_cp):
 
 
 def dynamic_cp_timing_table(dynamic_cp):
-    lines = ["| workload | dp·cp | M | samples | scheduler | inputs | wall p50 / p90 / max ms | CPU p50 / max ms | step / bound, worst |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| workload | dp·cp | M | samples | cost | scheduler | inputs | wall p50 / p90 / max ms | CPU p50 / max ms | step / bound, worst |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in dynamic_cp.get("timing", []):
         quality = f"{r['worst_step_over_bound']:.4f}" if "worst_step_over_bound" in r else "-"
         lines.append(f"| {r['workload']} | {r['ranks']} | {r['max_seqlen_per_dp_cp_rank']} | {r['samples']:,} | "
-                     f"{r['scheduler']} | {r['inputs']} | {r['p50_ms']:.2f} / {r['p90_ms']:.2f} / {r['max_ms']:.2f} | "
+                     f"{r.get('cost', 'full')} | {r['scheduler']} | {r['inputs']} | {r['p50_ms']:.2f} / {r['p90_ms']:.2f} / {r['max_ms']:.2f} | "
                      f"{r['cpu_p50_ms']:.2f} / {r['cpu_max_ms']:.2f} | {quality} |")
     return "\n".join(lines)
 
@@ -270,7 +270,7 @@ def render(speed, quality, pipeline=None, pack=None, moe=None, reorder=None, pla
         "every one of many seeded inputs per row, 8 samples per rank, with the full CP cost model; "
         "four length distributions at their own M, then two inputs each of 4,095 (the most "
         "balanced_dynamic_cp plans whole on 256 ranks), 16,384, 131,072 and "
-        "1,048,576 samples on 256 ranks; wall time on a 2-core machine shared with other jobs, so the "
+        "1,048,576 samples on 256 ranks under both cost models; wall time on a 2-core machine shared with other jobs, so the "
         "process's CPU time is shown too (balanced_dynamic_cp makes default_dynamic_cp's plan on a "
         "second thread from 65,536 samples on); the last column is the worst modeled step over the "
         "lower bound of the plans timed):\n\n" + dynamic_cp_timing_table(dynamic_cp)
