@@ -725,20 +725,23 @@ DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
     }
   }
   // Step 6 (declines batches under twice the template), else steps 1-4.
-  std::optional<detail::ScoredPlan> ours;
+  std::optional<detail::TemplatePlan> by_template;
   try {
-    ours = detail::plan_by_template(by_length, options, template_samples(options),
-                                    schedule_balanced_dynamic_cp);
+    by_template = detail::plan_by_template(by_length, options, template_samples(options),
+                                           schedule_balanced_dynamic_cp);
   } catch (const InvalidArgument&) {
     // The template's samples could not be planned (too few micro-batches for the VPP group):
     // plan all of them.
   }
-  if (!ours) ours = detail::ScoredPlan{plan_by_packing(ids, padded_lengths, options), {}};
-  // Step 5: never slower than Megatron's plan under the same cost.
+  std::optional<detail::ScoredPlan> ours;
+  if (!by_template) ours = detail::ScoredPlan{plan_by_packing(ids, padded_lengths, options), {}};
+  // Step 5: never slower than Megatron's plan under the same cost. A template plan is built only
+  // where it is kept.
   std::optional<detail::ScoredPlan> theirs =
       megatron_beside.valid() ? megatron_beside.get() : megatron();
-  return theirs && step_of(*theirs) < step_of(*ours) ? std::move(theirs->plan)
-                                                     : std::move(ours->plan);
+  const double our_step = by_template ? by_template->step() : step_of(*ours);
+  if (theirs && step_of(*theirs) < our_step) return std::move(theirs->plan);
+  return by_template ? by_template->build(by_length) : std::move(ours->plan);
 }
 
 }  // namespace thdpack

@@ -13,13 +13,6 @@ namespace thdpack::detail {
 
 namespace {
 
-/// Where each sample past the last full block goes: leftover k joins copy k of template group
-/// `group` of micro-batch `microbatch`.
-struct LeftoverPlace {
-  size_t microbatch;
-  size_t group;
-};
-
 /// For each of `leftovers` (their lengths, in order), the template group with the most time to
 /// spare for it (its micro-batch's height minus the group's time and its own), among those of a
 /// size it may use with token room for it; the first such group on ties; nothing where no group
@@ -77,24 +70,26 @@ std::vector<std::optional<LeftoverPlace>> place_leftovers(const DynamicCpPlan& t
 
 }  // namespace
 
-std::optional<ScoredPlan> plan_by_template(const LengthGroups& by_length,
-                                           const DynamicCpOptions& options,
-                                           int64_t template_samples,
-                                           const DynamicCpPlanner& plan_template) {
+std::optional<TemplatePlan> plan_by_template(const LengthGroups& by_length,
+                                             const DynamicCpOptions& options,
+                                             int64_t template_samples,
+                                             const DynamicCpPlanner& plan_template) {
   const auto n = static_cast<int64_t>(by_length.ids.size());
   if (template_samples < 1 || n < 2 * template_samples ||
       !std::has_single_bit(static_cast<unsigned>(options.min_cp))) {
     return std::nullopt;
   }
   // Ids and lengths by length, longest first: a block's samples lie together.
-  const std::vector<int64_t>& sorted_ids = by_length.ids;
   std::vector<int64_t> sorted_lengths(by_length.ids.size());
   for (size_t g = 0; g < by_length.lengths.size(); ++g) {
     std::fill(sorted_lengths.begin() + static_cast<std::ptrdiff_t>(by_length.starts[g]),
               sorted_lengths.begin() + static_cast<std::ptrdiff_t>(by_length.starts[g + 1]),
               by_length.lengths[g]);
   }
+  const std::vector<int64_t>& sorted_ids = by_length.ids;
+  TemplatePlan out;
   const auto stride = static_cast<size_t>(n / template_samples);
+  out.stride_ = stride;
   const size_t blocks = static_cast<size_t>(n) / stride;
   std::vector<int64_t> template_ids(blocks);
   std::vector<int64_t> template_lengths(blocks);
@@ -102,41 +97,26 @@ std::optional<ScoredPlan> plan_by_template(const LengthGroups& by_length,
     template_ids[b] = static_cast<int64_t>(b);
     template_lengths[b] = sorted_lengths[b * stride];
   }
-  const DynamicCpPlan tmpl = plan_template(template_ids, template_lengths, options);
+  out.template_ = plan_template(template_ids, template_lengths, options);
+  const DynamicCpPlan& tmpl = out.template_;
   const size_t past_blocks = blocks * stride;
   const auto leftovers = std::span<const int64_t>(sorted_lengths).subspan(past_blocks);
-  const auto places = place_leftovers(tmpl, template_lengths, leftovers, options);
+  out.places_ = place_leftovers(tmpl, template_lengths, leftovers, options);
 
-  // Copy `copy` of template micro-batch t is micro-batch copy·K + t. Each template group's blocks
-  // are walked once, writing their samples into all copies; each copy's group times are summed in
-  // member order, as modeled_step sums them.
+  // The height of copy `copy` of template micro-batch t (micro-batch copy·K + t): each template
+  // group's blocks are walked once for all copies; each copy's group times are summed in member
+  // order, as modeled_step sums them.
   const size_t k = tmpl.microbatches.size();
   TimeCache time(options.cost);
-  ScoredPlan scored;
-  DynamicCpPlan& plan = scored.plan;
-  plan.ranks = tmpl.ranks;
-  plan.microbatches.resize(k * stride);
   std::vector<double> heights(k * stride, 0.0);
-  std::vector<std::vector<int64_t>*> targets(stride);
   std::vector<double> group_time(stride);
   for (size_t t = 0; t < k; ++t) {
-    const auto& groups = tmpl.microbatches[t].groups;
-    for (size_t copy = 0; copy < stride; ++copy) {
-      auto& out = plan.microbatches[copy * k + t].groups;
-      out.reserve(groups.size());
-      for (const CpGroup& g : groups) out.push_back(CpGroup{g.first_rank, g.size, {}});
-    }
-    for (size_t g = 0; g < groups.size(); ++g) {
-      for (size_t copy = 0; copy < stride; ++copy) {
-        targets[copy] = &plan.microbatches[copy * k + t].groups[g].ids;
-        targets[copy]->reserve(groups[g].ids.size() + 1);
-      }
+    for (const CpGroup& g : tmpl.microbatches[t].groups) {
       std::fill(group_time.begin(), group_time.end(), 0.0);
-      for (const int64_t block : groups[g].ids) {
+      for (const int64_t block : g.ids) {
         const size_t first = static_cast<size_t>(block) * stride;
         for (size_t copy = 0; copy < stride; ++copy) {
-          targets[copy]->push_back(sorted_ids[first + copy]);
-          group_time[copy] += time(sorted_lengths[first + copy], groups[g].size);
+          group_time[copy] += time(sorted_lengths[first + copy], g.size);
         }
       }
       for (size_t copy = 0; copy < stride; ++copy) {
@@ -147,23 +127,21 @@ std::optional<ScoredPlan> plan_by_template(const LengthGroups& by_length,
   std::vector<int64_t> unplaced_ids;
   std::vector<int64_t> unplaced_lengths;
   for (size_t copy = 0; copy < leftovers.size(); ++copy) {
-    if (!places[copy]) {
+    if (!out.places_[copy]) {
       unplaced_ids.push_back(sorted_ids[past_blocks + copy]);
       unplaced_lengths.push_back(leftovers[copy]);
       continue;
     }
     // Leftover `copy` joins its group last; that micro-batch's height is summed again.
-    const LeftoverPlace& place = *places[copy];
-    DynamicCpMicrobatch& mb = plan.microbatches[copy * k + place.microbatch];
-    mb.groups[place.group].ids.push_back(sorted_ids[past_blocks + copy]);
-    const auto& template_groups = tmpl.microbatches[place.microbatch].groups;
+    const LeftoverPlace& place = *out.places_[copy];
+    const auto& groups = tmpl.microbatches[place.microbatch].groups;
     double height = 0;
-    for (size_t g = 0; g < template_groups.size(); ++g) {
+    for (size_t g = 0; g < groups.size(); ++g) {
       double t = 0;
-      for (const int64_t block : template_groups[g].ids) {
-        t += time(sorted_lengths[static_cast<size_t>(block) * stride + copy], mb.groups[g].size);
+      for (const int64_t block : groups[g].ids) {
+        t += time(sorted_lengths[static_cast<size_t>(block) * stride + copy], groups[g].size);
       }
-      if (g == place.group) t += time(leftovers[copy], mb.groups[g].size);
+      if (g == place.group) t += time(leftovers[copy], groups[g].size);
       height = std::max(height, t);
     }
     heights[copy * k + place.microbatch] = height;
@@ -171,16 +149,54 @@ std::optional<ScoredPlan> plan_by_template(const LengthGroups& by_length,
   if (!unplaced_ids.empty()) {
     // No group had room for these: they get micro-batches of their own (a VPP multiple of them,
     // planned as a batch of their own), after the copies.
-    const DynamicCpPlan extra = plan_template(unplaced_ids, unplaced_lengths, options);
+    out.extra_ = plan_template(unplaced_ids, unplaced_lengths, options);
     const LengthById length_of(unplaced_ids, unplaced_lengths);
-    for (const DynamicCpMicrobatch& mb : extra.microbatches) {
+    for (const DynamicCpMicrobatch& mb : out.extra_.microbatches) {
       heights.push_back(microbatch_height(mb, length_of, time));
-      plan.microbatches.push_back(mb);
     }
   }
-  scored.step = 0.0;
-  for (const double h : heights) *scored.step += h;
-  return scored;
+  for (const double h : heights) out.step_ += h;
+  return out;
+}
+
+DynamicCpPlan TemplatePlan::build(const LengthGroups& by_length) const {
+  const std::vector<int64_t>& sorted_ids = by_length.ids;
+  const size_t k = template_.microbatches.size();
+  const size_t stride = stride_;
+  DynamicCpPlan plan;
+  plan.ranks = template_.ranks;
+  plan.microbatches.resize(k * stride);
+  std::vector<std::vector<int64_t>*> targets(stride);
+  for (size_t t = 0; t < k; ++t) {
+    const auto& groups = template_.microbatches[t].groups;
+    for (size_t copy = 0; copy < stride; ++copy) {
+      auto& out = plan.microbatches[copy * k + t].groups;
+      out.reserve(groups.size());
+      for (const CpGroup& g : groups) out.push_back(CpGroup{g.first_rank, g.size, {}});
+    }
+    for (size_t g = 0; g < groups.size(); ++g) {
+      for (size_t copy = 0; copy < stride; ++copy) {
+        targets[copy] = &plan.microbatches[copy * k + t].groups[g].ids;
+        targets[copy]->reserve(groups[g].ids.size() + 1);
+      }
+      for (const int64_t block : groups[g].ids) {
+        const size_t first = static_cast<size_t>(block) * stride;
+        for (size_t copy = 0; copy < stride; ++copy) {
+          targets[copy]->push_back(sorted_ids[first + copy]);
+        }
+      }
+    }
+  }
+  const size_t past_blocks = sorted_ids.size() / stride * stride;
+  for (size_t copy = 0; copy < places_.size(); ++copy) {
+    if (const auto& place = places_[copy]) {
+      plan.microbatches[copy * k + place->microbatch].groups[place->group].ids.push_back(
+          sorted_ids[past_blocks + copy]);
+    }
+  }
+  plan.microbatches.insert(plan.microbatches.end(), extra_.microbatches.begin(),
+                           extra_.microbatches.end());
+  return plan;
 }
 
 }  // namespace thdpack::detail

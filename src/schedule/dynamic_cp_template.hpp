@@ -29,14 +29,39 @@ using DynamicCpPlanner = std::function<DynamicCpPlan(std::span<const int64_t> id
                                                      std::span<const int64_t> padded_lengths,
                                                      const DynamicCpOptions& options)>;
 
+/// Where a sample past the last full block goes: leftover j joins copy j of template group
+/// `group` of micro-batch `microbatch`.
+struct LeftoverPlace {
+  size_t microbatch;
+  size_t group;
+};
+
+/// A batch's plan by template (see above) and its modeled step, built on demand: a planner that
+/// keeps the faster of two plans of a million samples builds (and frees) only the one it keeps.
+class TemplatePlan {
+ public:
+  /// The plan's modeled step under options.cost, bit-identical to modeled_step of build().
+  double step() const { return step_; }
+  /// The plan; `by_length` is the one given to plan_by_template.
+  DynamicCpPlan build(const LengthGroups& by_length) const;
+
+ private:
+  friend std::optional<TemplatePlan> plan_by_template(const LengthGroups&, const DynamicCpOptions&,
+                                                      int64_t, const DynamicCpPlanner&);
+  DynamicCpPlan template_;
+  size_t stride_ = 0;                                 ///< samples per block, and copies
+  std::vector<std::optional<LeftoverPlace>> places_;  ///< one per sample past the blocks
+  DynamicCpPlan extra_;  ///< the leftovers no group had room for, planned alone
+  double step_ = 0;
+};
+
 /// The plan of the whole batch from `plan_template`'s plan of a sample of about
-/// `template_samples` samples (see above), with its modeled step under options.cost. Empty when
-/// the batch is under twice that or min_cp is not a power of two. `by_length` is
-/// group_by_length of the input. Throws what `plan_template` throws. Input must have passed
-/// validate_dynamic_cp_input.
-std::optional<ScoredPlan> plan_by_template(const LengthGroups& by_length,
-                                           const DynamicCpOptions& options,
-                                           int64_t template_samples,
-                                           const DynamicCpPlanner& plan_template);
+/// `template_samples` samples (see above). Empty when the batch is under twice that or min_cp is
+/// not a power of two. `by_length` is group_by_length of the input. Throws what `plan_template`
+/// throws. Input must have passed validate_dynamic_cp_input.
+std::optional<TemplatePlan> plan_by_template(const LengthGroups& by_length,
+                                             const DynamicCpOptions& options,
+                                             int64_t template_samples,
+                                             const DynamicCpPlanner& plan_template);
 
 }  // namespace thdpack::detail

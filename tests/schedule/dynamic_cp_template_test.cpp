@@ -85,20 +85,21 @@ TEST(PlanByTemplate, CopiesKeepTheContractsAndNoMicrobatchTakesLongerThanTheTemp
     };
     SCOPED_TRACE("seed " + std::to_string(seed) + " n " + std::to_string(n) + " G " +
                  std::to_string(o.ranks()));
-    std::optional<ScoredPlan> scored;
+    const LengthGroups grouped = group_by_length(ids, lengths);
+    std::optional<TemplatePlan> scored;
     try {
-      scored = plan_by_template(group_by_length(ids, lengths), o, template_samples, planner);
+      scored = plan_by_template(grouped, o, template_samples, planner);
     } catch (const InvalidArgument&) {
       continue;  // the template's own planner refused (a VPP split Megatron cannot make)
     }
     // n >= 2 x template_samples and min_cp a power of two: the template is used.
     ASSERT_TRUE(scored.has_value());
     ++planned;
-    const DynamicCpPlan* plan = &scored->plan;
+    const DynamicCpPlan built = scored->build(grouped);
+    const DynamicCpPlan* plan = &built;
     ASSERT_NO_THROW(check_dynamic_cp_plan(*plan, ids, lengths, o));
     // The step it reports is the plan's, summed in the same order.
-    ASSERT_TRUE(scored->step.has_value());
-    EXPECT_EQ(*scored->step, modeled_step(*plan, LengthById(ids, lengths), o.cost));
+    EXPECT_EQ(scored->step(), modeled_step(*plan, LengthById(ids, lengths), o.cost));
     const size_t stride = n / static_cast<size_t>(template_samples);
     const size_t k = tmpl.microbatches.size();
     ASSERT_EQ(plan->microbatches.size(), k * stride);
@@ -152,11 +153,13 @@ TEST(PlanByTemplate, DeclinesWhatItCannotCarryAndGivesSamplesNoGroupHasRoomForTh
   lengths.assign(401, 64);
   ids.resize(401);
   std::iota(ids.begin(), ids.end(), int64_t{0});
-  const auto scored = plan_by_template(group_by_length(ids, lengths), o, 100, planner);
+  const LengthGroups grouped = group_by_length(ids, lengths);
+  const auto scored = plan_by_template(grouped, o, 100, planner);
   ASSERT_TRUE(scored);
-  EXPECT_NO_THROW(check_dynamic_cp_plan(scored->plan, ids, lengths, o));
-  EXPECT_EQ(scored->plan.num_microbatches(), 100 + 1);  // 4 copies of 25, and 1
-  EXPECT_EQ(*scored->step, modeled_step(scored->plan, LengthById(ids, lengths), o.cost));
+  const DynamicCpPlan built = scored->build(grouped);
+  EXPECT_NO_THROW(check_dynamic_cp_plan(built, ids, lengths, o));
+  EXPECT_EQ(built.num_microbatches(), 100 + 1);  // 4 copies of 25, and 1
+  EXPECT_EQ(scored->step(), modeled_step(built, LengthById(ids, lengths), o.cost));
   // ... and so does balanced_dynamic_cp with a VPP group: the extra micro-batches are a multiple.
   DynamicCpOptions vpp = o;
   vpp.microbatch_multiple = 2;
