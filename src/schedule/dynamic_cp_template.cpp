@@ -8,6 +8,7 @@
 #include "schedule/length_by_id.hpp"
 #include "schedule/length_order.hpp"
 #include "schedule/time_cache.hpp"
+#include "thdpack/core/errors.hpp"
 
 namespace thdpack::detail {
 
@@ -146,10 +147,23 @@ std::optional<TemplatePlan> plan_by_template(const LengthGroups& by_length,
     }
     heights[copy * k + place.microbatch] = height;
   }
+  out.copies_ = stride;
   if (!unplaced_ids.empty()) {
     // No group had room for these: they get micro-batches of their own (a VPP multiple of them,
     // planned as a batch of their own), after the copies.
-    out.extra_ = plan_template(unplaced_ids, unplaced_lengths, options);
+    try {
+      out.extra_ = plan_template(unplaced_ids, unplaced_lengths, options);
+    } catch (const InvalidArgument&) {
+      // Too few for a VPP multiple of micro-batches: they are planned with the last copy's
+      // samples (a batch like the template's), whose micro-batches that plan replaces.
+      for (size_t b = 0; b < blocks; ++b) {
+        unplaced_ids.push_back(sorted_ids[b * stride + stride - 1]);
+        unplaced_lengths.push_back(sorted_lengths[b * stride + stride - 1]);
+      }
+      out.extra_ = plan_template(unplaced_ids, unplaced_lengths, options);
+      out.copies_ = stride - 1;
+      heights.resize(out.copies_ * k);
+    }
     const LengthById length_of(unplaced_ids, unplaced_lengths);
     for (const DynamicCpMicrobatch& mb : out.extra_.microbatches) {
       heights.push_back(microbatch_height(mb, length_of, time));
@@ -165,23 +179,23 @@ DynamicCpPlan TemplatePlan::build(const LengthGroups& by_length) const {
   const size_t stride = stride_;
   DynamicCpPlan plan;
   plan.ranks = template_.ranks;
-  plan.microbatches.resize(k * stride);
-  std::vector<std::vector<int64_t>*> targets(stride);
+  plan.microbatches.resize(k * copies_);
+  std::vector<std::vector<int64_t>*> targets(copies_);
   for (size_t t = 0; t < k; ++t) {
     const auto& groups = template_.microbatches[t].groups;
-    for (size_t copy = 0; copy < stride; ++copy) {
+    for (size_t copy = 0; copy < copies_; ++copy) {
       auto& out = plan.microbatches[copy * k + t].groups;
       out.reserve(groups.size());
       for (const CpGroup& g : groups) out.push_back(CpGroup{g.first_rank, g.size, {}});
     }
     for (size_t g = 0; g < groups.size(); ++g) {
-      for (size_t copy = 0; copy < stride; ++copy) {
+      for (size_t copy = 0; copy < copies_; ++copy) {
         targets[copy] = &plan.microbatches[copy * k + t].groups[g].ids;
         targets[copy]->reserve(groups[g].ids.size() + 1);
       }
       for (const int64_t block : groups[g].ids) {
         const size_t first = static_cast<size_t>(block) * stride;
-        for (size_t copy = 0; copy < stride; ++copy) {
+        for (size_t copy = 0; copy < copies_; ++copy) {
           targets[copy]->push_back(sorted_ids[first + copy]);
         }
       }

@@ -11,7 +11,9 @@
 // contract of a dynamic-CP plan thus carries over, with s·K micro-batches (a VPP multiple when K
 // is). The fewer than s samples past the last full block are the shortest; each goes to its own
 // copy, into the template group with the most time to spare for it; those no group has token
-// room for (every group full) are planned as a batch of their own, whose micro-batches follow.
+// room for (every group full) are planned as a batch of their own, whose micro-batches follow;
+// where they are too few for a VPP multiple of micro-batches, that batch also takes the last
+// copy's samples, and its plan replaces the last copy.
 
 #include <cstdint>
 #include <functional>
@@ -49,9 +51,12 @@ class TemplatePlan {
   friend std::optional<TemplatePlan> plan_by_template(const LengthGroups&, const DynamicCpOptions&,
                                                       int64_t, const DynamicCpPlanner&);
   DynamicCpPlan template_;
-  size_t stride_ = 0;                                 ///< samples per block, and copies
+  size_t stride_ = 0;  ///< samples per block
+  size_t copies_ = 0;  ///< copies of the template: stride_, or stride_ - 1 (see extra_)
   std::vector<std::optional<LeftoverPlace>> places_;  ///< one per sample past the blocks
-  DynamicCpPlan extra_;  ///< the leftovers no group had room for, planned alone
+  /// The plan of the leftovers no group had room for: alone, or where they are too few for a VPP
+  /// multiple of micro-batches, with the last copy's samples (then not a copy).
+  DynamicCpPlan extra_;
   double step_ = 0;
 };
 

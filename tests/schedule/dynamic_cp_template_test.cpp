@@ -170,5 +170,34 @@ TEST(PlanByTemplate, DeclinesWhatItCannotCarryAndGivesSamplesNoGroupHasRoomForTh
   EXPECT_NO_THROW(check_dynamic_cp_plan(plan, ids, lengths, vpp));
 }
 
+TEST(PlanByTemplate, LeftoversTooFewForAVppMultipleArePlannedWithTheLastCopy) {
+  // Every sample fills a rank, so the one past the last block finds no room; alone it cannot
+  // make a multiple of 2 micro-batches (balanced_dynamic_cp refuses such a batch). Planning it
+  // with the last copy's 96 samples replaces that copy (this threw, and balanced_dynamic_cp
+  // then planned the whole batch without the template: 858 ms for a million such samples).
+  DynamicCpOptions o;
+  o.dp = 4;
+  o.max_seqlen_per_dp_cp_rank = 64;
+  o.microbatch_multiple = 2;
+  std::vector<int64_t> lengths(4 * 96 + 1, 64);  // 96 blocks of 4 (24 full micro-batches), 1 more
+  std::vector<int64_t> ids(lengths.size());
+  std::iota(ids.begin(), ids.end(), int64_t{0});
+  std::vector<size_t> planned_sizes;
+  auto planner = [&](std::span<const int64_t> p_ids, std::span<const int64_t> p_lengths,
+                     const DynamicCpOptions& p_o) {
+    planned_sizes.push_back(p_ids.size());
+    return schedule_balanced_dynamic_cp(p_ids, p_lengths, p_o);
+  };
+  const LengthGroups grouped = group_by_length(ids, lengths);
+  const auto scored = plan_by_template(grouped, o, 96, planner);
+  ASSERT_TRUE(scored);
+  // The template, the leftover alone (refused), then the leftover with the last copy.
+  EXPECT_EQ(planned_sizes, (std::vector<size_t>{96, 1, 97}));
+  const DynamicCpPlan built = scored->build(grouped);
+  EXPECT_NO_THROW(check_dynamic_cp_plan(built, ids, lengths, o));
+  EXPECT_EQ(built.num_microbatches() % 2, 0U);
+  EXPECT_EQ(scored->step(), modeled_step(built, LengthById(ids, lengths), o.cost));
+}
+
 }  // namespace
 }  // namespace thdpack::detail
