@@ -5,8 +5,8 @@
 // Then planning time: both dynamic-CP schedulers timed on every one of many seeded inputs from
 // four length distributions at dp·cp = 32 and 256 (p50 / p90 / max), and on batches of 4,095,
 // 16,384, 131,072 and 1,048,576 samples of each distribution on 256 ranks (--large-samples; two
-// inputs each, under each cost model: the search's work depends on it), with the worst modeled
-// step over bound of the plans timed. 4,095 is the largest
+// inputs each, under each cost model: the search's work depends on it) and of samples that all
+// have M tokens, with the worst modeled step over bound of the plans timed. 4,095 is the largest
 // batch balanced_dynamic_cp plans whole on 256 ranks (from 4,096 it plans a template of 2,048),
 // the slowest size below a million.
 //
@@ -92,6 +92,9 @@ double quantile(std::vector<double> v, double q) {
 constexpr uint64_t kLargeSeeds = 2;
 
 /// A length distribution for the timing runs, at its own M.
+/// The name of the timing input whose samples all have M tokens.
+const std::string kFixedLength = "fixed-M";
+
 struct TimingCase {
   std::string workload;
   int64_t max_seqlen_per_dp_cp_rank;
@@ -191,11 +194,18 @@ nlohmann::json timing_rows(int seeds, const std::vector<int64_t>& large_samples,
       }
     }
   }
-  // The large batch: kLargeSeeds inputs of each distribution (the time depends on the input).
+  // The large batch: kLargeSeeds inputs of each distribution (the time depends on the input),
+  // and one of samples that each fill a rank (a fixed sequence length of M: one group per sample,
+  // the most groups a batch of n samples makes).
+  std::vector<TimingCase> large_cases = cases;
+  large_cases.push_back({kFixedLength, 16384});
   for (const int64_t n : large_samples) {
-    for (const TimingCase& c : cases) {
+    for (const TimingCase& c : large_cases) {
       std::vector<std::vector<int64_t>> inputs;
-      for (uint64_t s = 0; s < kLargeSeeds; ++s) {
+      if (c.workload == kFixedLength) {
+        inputs.emplace_back(static_cast<size_t>(n), c.max_seqlen_per_dp_cp_rank);
+      }
+      for (uint64_t s = 0; s < kLargeSeeds && c.workload != kFixedLength; ++s) {
         inputs.push_back(padded(raw_lengths(workload(c.workload), n, 77 + s), 512));
       }
       for (const auto& [cost_name, cost] : costs) {
