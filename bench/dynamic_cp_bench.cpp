@@ -101,7 +101,7 @@ struct TimingCase {
 };
 
 /// This process's CPU time in milliseconds (unlike wall time, not inflated by other processes on
-/// a shared machine; it counts the second thread balanced_dynamic_cp plans large batches with).
+/// a shared machine; it would count any thread a scheduler started).
 double process_cpu_ms() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);

@@ -272,8 +272,7 @@ def render(speed, quality, pipeline=None, pack=None, moe=None, reorder=None, pla
         "balanced_dynamic_cp plans whole on 256 ranks), 16,384, 131,072 and "
         "1,048,576 samples on 256 ranks under both cost models, and one batch of each size whose "
         "samples all have M = 16,384 tokens (fixed-M: a group per sample); wall time on a 2-core machine shared with other jobs, so the "
-        "process's CPU time is shown too (balanced_dynamic_cp makes default_dynamic_cp's plan on a "
-        "second thread from 65,536 samples on); the last column is the worst modeled step over the "
+        "process's CPU time is shown too; the last column is the worst modeled step over the "
         "lower bound of the plans timed):\n\n" + dynamic_cp_timing_table(dynamic_cp)
     ] if dynamic_cp and dynamic_cp.get("timing") else []) + [
         "**Offline packing fill** (figure 3):\n\n" + fill_table(quality),

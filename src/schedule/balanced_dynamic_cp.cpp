@@ -11,13 +11,13 @@
 //    growth that raises it least; when none fits, the micro-batch runs as one group of all ranks.
 //    Up to 2^14 samples, the samples are then dealt again by the rank-time their packing gave
 //    them (up to three times, while the step falls).
-// 4. The first K that packs and more are tried, growing by 4% while the step falls; the smallest
-//    modeled step wins. Above 2^14 samples (where step 6 declines the batch) the K is searched on
-//    a stride sample and scaled.
-// 5. default_dynamic_cp's plan is made too and kept where its modeled step is not larger (on
-// batches
-//    of many samples per rank Megatron's greedy is near the bound, and under the full cost model
-//    it can beat the packing), so the plan is never slower than Megatron's.
+// 4. The first K that packs and more are tried, growing by 4% (then faster) while the step falls
+//    by enough; the smallest modeled step wins. Above 2^14 samples (where step 6 declines the
+//    batch) the K is searched on a stride sample and scaled.
+// 5. default_dynamic_cp's plan is made first, and returned as it is when its modeled step is
+//    within kNearBound of the lower bound; otherwise it is kept where its step is not larger than
+//    ours (on batches of many samples per rank Megatron's greedy is near the bound, and under the
+//    full cost model it can beat the packing), so the plan is never slower than Megatron's.
 // 6. A batch of at least twice max(2^11, 8·G) samples is planned by replicating the plan (steps
 //    1-5) of a stride sample of its samples by length (dynamic_cp_template.hpp): steps 1-4 took
 //    up to 1.8 s on 16,384 samples on 256 ranks, the template costs about what 2,048 samples do,
@@ -25,13 +25,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <future>
 #include <limits>
 #include <optional>
 #include <set>
 #include <span>
 #include <string>
-#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -113,9 +111,11 @@ constexpr int kRedeals = 3;
 constexpr int64_t kTemplateSamples = int64_t{1} << 11;
 constexpr int64_t kTemplateSamplesPerRank = 8;
 
-// From this many samples, default_dynamic_cp's plan (step 5) is made on a second thread while
-// ours is made (each costs tens of milliseconds there).
-constexpr int64_t kGuardBesideFrom = int64_t{1} << 16;
+// Megatron's plan (step 5) is kept without making ours when its modeled step is within this
+// fraction of the lower bound: ours could be faster by no more. On a million samples its plans
+// land within 0.03-0.26% of the bound, where ours (the template's) was never faster, and making
+// ours cost 20-45 ms of the 75-115.
+constexpr double kNearBound = 0.0025;
 // The height search stops within this fraction of the best height found.
 constexpr double kHeightTolerance = 0.004;
 
@@ -708,22 +708,17 @@ DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
   };
   // The samples grouped by length, once for both planners (a pass over a large batch).
   const detail::LengthGroups by_length = detail::group_by_length(ids, padded_lengths);
-  // Step 5's plan; nothing for a batch Megatron cannot plan (its VPP split).
-  auto megatron = [&]() -> std::optional<detail::ScoredPlan> {
-    try {
-      return detail::default_dynamic_cp_scored(by_length, options, &options.cost);
-    } catch (const InvalidArgument&) {
-      return std::nullopt;
-    }
-  };
-  // On a large batch Megatron's plan is made beside ours, on a second thread.
-  std::future<std::optional<detail::ScoredPlan>> megatron_beside;
-  if (static_cast<int64_t>(ids.size()) >= kGuardBesideFrom) {
-    try {
-      megatron_beside = std::async(std::launch::async, megatron);
-    } catch (const std::system_error&) {
-      // No thread to be had: it is made after ours, on this one.
-    }
+  // Step 5 first: Megatron's plan (nothing for a batch Megatron cannot plan, a VPP split). Within
+  // kNearBound of the lower bound no plan is faster by more, so it is kept without ours.
+  std::optional<detail::ScoredPlan> theirs;
+  try {
+    theirs = detail::default_dynamic_cp_scored(by_length, options, &options.cost);
+  } catch (const InvalidArgument&) {
+    // Megatron's VPP split failed: ours alone.
+  }
+  if (theirs && step_of(*theirs) <=
+                    (1 + kNearBound) * detail::lower_bound(by_length, options, options.cost)) {
+    return std::move(theirs->plan);
   }
   // Step 6 (declines batches under twice the template), else steps 1-4.
   std::optional<detail::TemplatePlan> by_template;
@@ -736,11 +731,9 @@ DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
   }
   std::optional<detail::ScoredPlan> ours;
   if (!by_template) ours = detail::ScoredPlan{plan_by_packing(ids, padded_lengths, options), {}};
-  // Step 5: never slower than Megatron's plan under the same cost; on a tie, Megatron's plan, made
+  // Never slower than Megatron's plan under the same cost; on a tie, Megatron's plan, made
   // already (a template plan is built only where it is faster: a million samples that each fill
   // their group make a million groups, whose building and freeing took 120 ms).
-  std::optional<detail::ScoredPlan> theirs =
-      megatron_beside.valid() ? megatron_beside.get() : megatron();
   const double our_step = by_template ? by_template->step() : step_of(*ours);
   if (theirs && step_of(*theirs) <= our_step) return std::move(theirs->plan);
   return by_template ? by_template->build(by_length) : std::move(ours->plan);

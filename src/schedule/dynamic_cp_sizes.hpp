@@ -1,6 +1,7 @@
 #pragma once
 // The CP group sizes a sample may run on under dynamic CP.
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -42,6 +43,19 @@ inline int least_area_cp_size(int64_t length, const std::vector<int>& sizes,
     }
   }
   return best;
+}
+
+/// A sample's share of DynamicCpStats::lower_bound: its least rank-time over its allowed
+/// `sizes` (non-empty), and its least time.
+struct SampleBound {
+  double area;
+  double time;
+};
+inline SampleBound sample_bound(int64_t length, const std::vector<int>& sizes,
+                                const CpCostModel& cost) {
+  double best_time = cost.time(length, sizes.front());
+  for (const int c : sizes) best_time = std::min(best_time, cost.time(length, c));
+  return {cost.area(length, least_area_cp_size(length, sizes, cost)), best_time};
 }
 
 }  // namespace thdpack::detail

@@ -40,6 +40,21 @@ double modeled_step(const DynamicCpPlan& plan, const LengthById& length_of,
   return step;
 }
 
+double lower_bound(const LengthGroups& by_length, const DynamicCpOptions& options,
+                   const CpCostModel& cost) {
+  double area = 0;
+  double longest = 0;
+  std::vector<int> sizes;
+  for (size_t g = 0; g < by_length.lengths.size(); ++g) {
+    candidate_cp_sizes(by_length.lengths[g], options, sizes);
+    if (sizes.empty()) continue;  // refused by the planners
+    const SampleBound bound = sample_bound(by_length.lengths[g], sizes, cost);
+    area += static_cast<double>(by_length.starts[g + 1] - by_length.starts[g]) * bound.area;
+    longest = std::max(longest, bound.time);
+  }
+  return std::max(area / options.ranks(), longest);
+}
+
 }  // namespace detail
 
 DynamicCpStats evaluate_dynamic_cp_plan(const DynamicCpPlan& plan, std::span<const int64_t> ids,
@@ -53,11 +68,9 @@ DynamicCpStats evaluate_dynamic_cp_plan(const DynamicCpPlan& plan, std::span<con
     if (sizes.empty()) {
       throw InvalidArgument("sample " + std::to_string(ids[i]) + " needs more than dp*cp ranks");
     }
-    double best_time = cost.time(padded_lengths[i], sizes.front());
-    for (const int c : sizes) best_time = std::min(best_time, cost.time(padded_lengths[i], c));
-    const int c = detail::least_area_cp_size(padded_lengths[i], sizes, cost);
-    area += cost.area(padded_lengths[i], c);
-    longest = std::max(longest, best_time);
+    const detail::SampleBound bound = detail::sample_bound(padded_lengths[i], sizes, cost);
+    area += bound.area;
+    longest = std::max(longest, bound.time);
   }
   DynamicCpStats stats;
   stats.lower_bound = std::max(area / options.ranks(), longest);

@@ -23,6 +23,11 @@ double microbatch_height(const DynamicCpMicrobatch& mb, const LengthById& length
 double modeled_step(const DynamicCpPlan& plan, const LengthById& length_of,
                     const CpCostModel& cost);
 
+/// DynamicCpStats::lower_bound of samples grouped by length (group_by_length), up to rounding:
+/// no plan's modeled step under `cost` is below it.
+double lower_bound(const LengthGroups& by_length, const DynamicCpOptions& options,
+                   const CpCostModel& cost);
+
 /// A plan and, where known, its modeled step (bit-identical to modeled_step's).
 struct ScoredPlan {
   DynamicCpPlan plan;

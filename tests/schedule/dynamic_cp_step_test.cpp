@@ -1,7 +1,8 @@
 // The modeled step a scheduler reports beside its plan (src/schedule/dynamic_cp_step.hpp):
 // default_dynamic_cp_scored gives schedule_default_dynamic_cp's plan, and its step equals
 // modeled_step's bit for bit (rounds summed as they are laid out, the whole-group fallback
-// included), or no step where a VPP split regrouped the micro-batches.
+// included), or no step where a VPP split regrouped the micro-batches; lower_bound of samples
+// grouped by length is evaluate_dynamic_cp_plan's.
 
 #include "schedule/dynamic_cp_step.hpp"
 
@@ -64,6 +65,32 @@ TEST(DefaultDynamicCpScored, StepIsThePlansModeledStepExactly) {
   }
   EXPECT_GT(with_step, 150);
   EXPECT_GT(without_step, 5);
+}
+
+TEST(LowerBound, OfSamplesGroupedByLengthIsEvaluateDynamicCpPlansToRounding) {
+  const CpCostModel full = CpCostModel::from_model(model_preset("llama3-8b"), kDefaultGpuTflops, 2,
+                                                   kDefaultCpLinkGBps, kDefaultCpStepOverheadUs);
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    std::mt19937_64 rng(seed);
+    DynamicCpOptions o;
+    o.dp = std::vector<int>{1, 2, 3, 5, 8, 64}[rng() % 6];
+    o.cp = std::vector<int>{1, 2, 4}[rng() % 3];
+    o.min_cp = seed % 5 == 0 ? 2 : 1;
+    o.max_seqlen_per_dp_cp_rank = 256;
+    const CpCostModel cost = seed % 2 ? full : CpCostModel::megatron_workload();
+    const size_t n = 1 + rng() % 300;
+    std::lognormal_distribution<double> dist(std::log(100.0), 1.3);
+    std::vector<int64_t> lengths(n);
+    for (auto& len : lengths) {
+      len = std::clamp<int64_t>(static_cast<int64_t>(dist(rng)), 1, 256 * o.ranks());
+    }
+    std::vector<int64_t> ids(n);
+    std::iota(ids.begin(), ids.end(), 0);
+    const double expected =
+        evaluate_dynamic_cp_plan(DynamicCpPlan{o.ranks(), {}}, ids, lengths, o, cost).lower_bound;
+    EXPECT_NEAR(lower_bound(group_by_length(ids, lengths), o, cost), expected, 1e-12 * expected)
+        << "seed " << seed;
+  }
 }
 
 }  // namespace
