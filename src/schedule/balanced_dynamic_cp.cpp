@@ -106,6 +106,10 @@ constexpr int64_t kSampledKSearchAbove = int64_t{1} << 14;
 constexpr int64_t kSampledKTries = 8;
 // A plan is dealt again by the rank-times its packing gave the samples at most this many times.
 constexpr int kRedeals = 3;
+// Up to this many samples every K tried is dealt again; above, only the K the search finds (each
+// dealing costs a try: 4,095 samples on 256 ranks took 60-70 ms under L²/c, 16,383 on 1,024
+// ranks 330 ms, mostly on the first Ks, where the step is still far from its best).
+constexpr int64_t kRedealEveryKUpTo = 2048;
 // A batch of at least twice as many samples as this, and as this many per rank, is planned from
 // the plan of a stride sample of that many (step 6).
 constexpr int64_t kTemplateSamples = int64_t{1} << 11;
@@ -666,7 +670,18 @@ DynamicCpPlan plan_by_packing(std::span<const int64_t> ids, std::span<const int6
     }
   }
   if (!best) {
-    if (auto searched = search_k(items, shortest, ctx)) best = std::move(searched->levels);
+    // Above kRedealEveryKUpTo samples, K is searched without dealing again and the K found is
+    // dealt again once.
+    PackContext searching = ctx;
+    searching.deal_again = ctx.deal_again && n <= kRedealEveryKUpTo;
+    if (auto searched = search_k(items, shortest, searching)) {
+      best = std::move(searched->levels);
+      if (ctx.deal_again && !searching.deal_again) {
+        if (auto again = plan_with(searched->k, items, shortest, total_height(*best), ctx)) {
+          if (total_height(*again) < total_height(*best)) best = std::move(again);
+        }
+      }
+    }
   }
   if (!best) {
     throw InvalidArgument("balanced_dynamic_cp: " + std::to_string(n) +
