@@ -5,8 +5,9 @@
 // Then planning time: both dynamic-CP schedulers timed on every one of many seeded inputs from
 // four length distributions at dp·cp = 32 and 256 (p50 / p90 / max), and on batches of 4,095,
 // 16,384, 131,072 and 1,048,576 samples of each distribution on 256 ranks (--large-samples; two
-// inputs each, under each cost model: the search's work depends on it) and of samples that all
-// have M tokens, with the worst modeled step over bound of the plans timed. 4,095 is the largest
+// inputs each, under each cost model: the search's work depends on it) and of 16,383 samples on
+// 1,024 ranks (the most planned whole there), and of samples that all have M tokens, with the
+// worst modeled step over bound of the plans timed. 4,095 is the largest
 // batch balanced_dynamic_cp plans whole on 256 ranks (from 4,096 it plans a template of 2,048),
 // the slowest size below a million.
 //
@@ -196,22 +197,26 @@ nlohmann::json timing_rows(int seeds, const std::vector<int64_t>& large_samples,
   }
   // The large batch: kLargeSeeds inputs of each distribution (the time depends on the input),
   // and one of samples that each fill a rank (a fixed sequence length of M: one group per sample,
-  // the most groups a batch of n samples makes).
+  // the most groups a batch of n samples makes); on 256 ranks, and the largest batch planned
+  // whole on 1,024 ranks (below twice the template's 8·1,024 samples).
   std::vector<TimingCase> large_cases = cases;
   large_cases.push_back({kFixedLength, 16384});
-  for (const int64_t n : large_samples) {
+  std::vector<std::pair<int64_t, int>> large_runs;
+  for (const int64_t n : large_samples) large_runs.emplace_back(n, 256);
+  if (!large_samples.empty()) large_runs.emplace_back(2 * 8 * 1024 - 1, 1024);
+  for (const auto& [n, ranks] : large_runs) {
     for (const TimingCase& c : large_cases) {
       std::vector<std::vector<int64_t>> inputs;
       if (c.workload == kFixedLength) {
         inputs.emplace_back(static_cast<size_t>(n), c.max_seqlen_per_dp_cp_rank);
       }
       for (uint64_t s = 0; s < kLargeSeeds && c.workload != kFixedLength; ++s) {
-        inputs.push_back(padded(raw_lengths(workload(c.workload), n, 77 + s), 512));
+        inputs.push_back(padded(raw_lengths(workload(c.workload), n, 77 + s), 2LL * ranks));
       }
       for (const auto& [cost_name, cost] : costs) {
         for (const auto& scheduler : schedulers) {
-          add_row(c.workload, 256, c.max_seqlen_per_dp_cp_rank, n, cost_name, scheduler,
-                  plan_times(scheduler, inputs, options(256, c.max_seqlen_per_dp_cp_rank, cost)));
+          add_row(c.workload, ranks, c.max_seqlen_per_dp_cp_rank, n, cost_name, scheduler,
+                  plan_times(scheduler, inputs, options(ranks, c.max_seqlen_per_dp_cp_rank, cost)));
         }
       }
     }

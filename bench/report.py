@@ -270,7 +270,8 @@ def render(speed, quality, pipeline=None, pack=None, moe=None, reorder=None, pla
         "every one of many seeded inputs per row, 8 samples per rank, with the full CP cost model; "
         "four length distributions at their own M, then two inputs each of 4,095 (the most "
         "balanced_dynamic_cp plans whole on 256 ranks), 16,384, 131,072 and "
-        "1,048,576 samples on 256 ranks under both cost models, and one batch of each size whose "
+        "1,048,576 samples on 256 ranks and 16,383 on 1,024 ranks (the most planned whole there) "
+        "under both cost models, and one batch of each size whose "
         "samples all have M = 16,384 tokens (fixed-M: a group per sample); wall time on a 2-core machine shared with other jobs, so the "
         "process's CPU time is shown too; the last column is the worst modeled step over the "
         "lower bound of the plans timed):\n\n" + dynamic_cp_timing_table(dynamic_cp)

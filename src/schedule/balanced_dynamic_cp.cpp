@@ -9,11 +9,12 @@
 //    smallest allowed size that finishes by H, so long samples spread until they do.
 // 3. Free ranks: the slowest group grows while that lowers the height; ranks still free go to the
 //    growth that raises it least; when none fits, the micro-batch runs as one group of all ranks.
-//    Up to 2^14 samples, the samples are then dealt again by the rank-time their packing gave
-//    them (up to three times, while the step falls).
+//    Up to 2^12 samples, the samples are then dealt again by the rank-time their packing gave
+//    them (up to three times, while the step falls): at every K tried up to 2^11 samples, at the
+//    K found above.
 // 4. The first K that packs and more are tried, growing by 4% (then faster) while the step falls
-//    by enough; the smallest modeled step wins. Above 2^14 samples (where step 6 declines the
-//    batch) the K is searched on a stride sample and scaled.
+//    by enough; the smallest modeled step wins. Above 2^12 samples (from 512 ranks, or where step
+//    6 declines the batch) the K is searched on a stride sample and scaled.
 // 5. default_dynamic_cp's plan is made first, and returned as it is when its modeled step is
 //    within kNearBound of the lower bound; otherwise it is kept where its step is not larger than
 //    ours (on batches of many samples per rank Megatron's greedy is near the bound, and under the
@@ -101,14 +102,16 @@ constexpr double kKMinGain = 0.001;
 constexpr double kMostKGrowth = 16;  // K never grows past 17 times the last tried, in range
 // Above this many samples, K is searched on every stride-th sample (as many as this) and the
 // K found, scaled to all samples, is planned once (or the next of kSampledKTries multiples that
-// packs): each K tried costs a whole plan, and the search tries about ten.
-constexpr int64_t kSampledKSearchAbove = int64_t{1} << 14;
+// packs): each K tried costs a whole plan, and the search tries about ten. (At 2^14, 16,383
+// samples on 1,024 ranks took 95-155 ms, now 19-65 ms; their plans moved by -1.8% to +1.6% of
+// the bound, and no plan of the benchmark's quality table changed.)
+constexpr int64_t kSampledKSearchAbove = int64_t{1} << 12;
 constexpr int64_t kSampledKTries = 8;
 // A plan is dealt again by the rank-times its packing gave the samples at most this many times.
 constexpr int kRedeals = 3;
-// Up to this many samples every K tried is dealt again; above, only the K the search finds (each
-// dealing costs a try: 4,095 samples on 256 ranks took 60-70 ms under L²/c, 16,383 on 1,024
-// ranks 330 ms, mostly on the first Ks, where the step is still far from its best).
+// Up to this many samples every K tried is dealt again; above (to kSampledKSearchAbove), only the
+// K the search finds (each dealing costs a try: 4,095 samples on 256 ranks took 60-70 ms under
+// L²/c, now 26-28, mostly on the first Ks, where the step is still far from its best).
 constexpr int64_t kRedealEveryKUpTo = 2048;
 // A batch of at least twice as many samples as this, and as this many per rank, is planned from
 // the plan of a stride sample of that many (step 6).

@@ -261,7 +261,7 @@ TEST(BalancedDynamicCp, KeepsMegatronsPlanWhenItIsWithinAQuarterPercentOfTheBoun
 // bound (so its own plan, not Megatron's kept by step 5, is the one returned).
 // 20,000 samples (625 per rank) are planned from a template of one sample per block of 9 (2,222
 // samples, step 6): the same guarantees.
-// Where the template does not apply (min_cp not a power of two), a batch of more than 16,384
+// Where the template does not apply (min_cp not a power of two), a batch of more than 4,096
 // samples searches K on a stride sample and plans all samples once at the K found: the plan keeps
 // the contracts and is never slower than default_dynamic_cp's.
 TEST(BalancedDynamicCp, ABatchPastTheSampledSearchThresholdWithoutATemplateKeepsTheContracts) {
