@@ -92,10 +92,10 @@ double quantile(std::vector<double> v, double q) {
 /// Seeded inputs per distribution at the large batch size.
 constexpr uint64_t kLargeSeeds = 2;
 
-/// A length distribution for the timing runs, at its own M.
 /// The name of the timing input whose samples all have M tokens.
 const std::string kFixedLength = "fixed-M";
 
+/// A length distribution for the timing runs, at its own M.
 struct TimingCase {
   std::string workload;
   int64_t max_seqlen_per_dp_cp_rank;

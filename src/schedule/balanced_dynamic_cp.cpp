@@ -95,7 +95,7 @@ constexpr int64_t kKMisses = 2;
 // A K improves on the best only when its step is lower by kKMinGain per doubling of the best K's
 // micro-batches (log2 of their ratio): the cost models price no micro-batch, so under L²/c the
 // step falls towards one sample per micro-batch on all ranks, by ever less (2,048 samples on 256
-// ranks: K 58 was within 0.1% of K 1,267, which the search reached before; a million samples
+// ranks: K 58 was within 0.12% of K 1,267, which the search reached before; a million samples
 // then took 650,000 micro-batches). Under the full cost model no plan of the benchmark's table
 // changed.
 constexpr double kKMinGain = 0.001;
@@ -812,13 +812,15 @@ DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
   // Step 5 first: Megatron's plan (nothing for a batch Megatron cannot plan, a VPP split). Within
   // kNearBound of the lower bound no plan is faster by more, so it is kept without ours.
   std::optional<detail::ScoredPlan> theirs;
+  double their_step = 0;
   try {
     theirs = detail::default_dynamic_cp_scored(by_length, options, &options.cost);
+    their_step = step_of(*theirs);
   } catch (const InvalidArgument&) {
     // Megatron's VPP split failed: ours alone.
   }
-  if (theirs && step_of(*theirs) <=
-                    (1 + kNearBound) * detail::lower_bound(by_length, options, options.cost)) {
+  if (theirs &&
+      their_step <= (1 + kNearBound) * detail::lower_bound(by_length, options, options.cost)) {
     return std::move(theirs->plan);
   }
   // Step 6 (declines batches under twice the template), else steps 1-4.
@@ -831,12 +833,20 @@ DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
     // plan all of them.
   }
   std::optional<detail::ScoredPlan> ours;
-  if (!by_template) ours = detail::ScoredPlan{plan_by_packing(ids, padded_lengths, options), {}};
+  if (!by_template) {
+    try {
+      ours = detail::ScoredPlan{plan_by_packing(ids, padded_lengths, options), {}};
+    } catch (const InvalidArgument&) {
+      // No micro-batch count in a VPP multiple packs: Megatron's plan, where its split made one.
+      if (!theirs) throw;
+      return std::move(theirs->plan);
+    }
+  }
   // Never slower than Megatron's plan under the same cost; on a tie, Megatron's plan, made
   // already (a template plan is built only where it is faster: a million samples that each fill
   // their group make a million groups, whose building and freeing took 120 ms).
   const double our_step = by_template ? by_template->step() : step_of(*ours);
-  if (theirs && step_of(*theirs) <= our_step) return std::move(theirs->plan);
+  if (theirs && their_step <= our_step) return std::move(theirs->plan);
   return by_template ? by_template->build(by_length) : std::move(ours->plan);
 }
 

@@ -101,6 +101,8 @@ std::optional<TemplatePlan> plan_by_template(const LengthGroups& by_length,
   out.template_ = plan_template(template_ids, template_lengths, options);
   const DynamicCpPlan& tmpl = out.template_;
   const size_t past_blocks = blocks * stride;
+  // Fewer than `stride` samples: leftover j joins copy j <= stride - 2, so a plan that replaces
+  // the last copy (below) never holds one.
   const auto leftovers = std::span<const int64_t>(sorted_lengths).subspan(past_blocks);
   out.places_ = place_leftovers(tmpl, template_lengths, leftovers, options);
 
