@@ -617,30 +617,35 @@ double total_height(const std::vector<Level>& levels) {
   return sum;
 }
 
-/// deal_and_pack for K micro-batches, then (up to kRedeals times, where ctx.deal_again) dealt again
-/// by the rank-time each sample took in the best packing so far, while that lowers the step: the
-/// first dealing guesses each sample's size from one height for all micro-batches, the packing
-/// knows it.
-std::optional<std::vector<Level>> plan_with(int64_t k, const std::vector<Item>& items,
-                                            int64_t shortest, double give_up_at,
-                                            const PackContext& ctx) {
-  auto best = deal_and_pack(k, items, shortest, give_up_at, ctx, nullptr);
-  if (!best || !ctx.deal_again) return best;
+/// `best`, K micro-batches of `items`, dealt again (up to kRedeals times) by the rank-time each
+/// sample took in the best packing so far, while that lowers the step: the first dealing guesses
+/// each sample's size from one height for all micro-batches, the packing knows it.
+std::vector<Level> deal_again(std::vector<Level> best, int64_t k, const std::vector<Item>& items,
+                              int64_t shortest, double give_up_at, const PackContext& ctx) {
   std::vector<double> taken(items.size());
   for (int round = 0; round < kRedeals; ++round) {
-    for (const Level& level : *best) {
+    for (const Level& level : best) {
       for (const Group& g : level.groups) {
         for (const Item* item : g.members) {
           taken[static_cast<size_t>(item - items.data())] = g.size * item->times[g.slot];
         }
       }
     }
-    const double to_beat = std::min(give_up_at, total_height(*best));
+    const double to_beat = std::min(give_up_at, total_height(best));
     auto again = deal_and_pack(k, items, shortest, to_beat, ctx, &taken);
-    if (!again || total_height(*again) >= total_height(*best)) break;
-    best = std::move(again);
+    if (!again || total_height(*again) >= total_height(best)) break;
+    best = std::move(*again);
   }
   return best;
+}
+
+/// deal_and_pack for K micro-batches, then deal_again where ctx.deal_again.
+std::optional<std::vector<Level>> plan_with(int64_t k, const std::vector<Item>& items,
+                                            int64_t shortest, double give_up_at,
+                                            const PackContext& ctx) {
+  auto best = deal_and_pack(k, items, shortest, give_up_at, ctx, nullptr);
+  if (!best || !ctx.deal_again) return best;
+  return deal_again(std::move(*best), k, items, shortest, give_up_at, ctx);
 }
 
 struct KSearchResult {
@@ -761,12 +766,10 @@ DynamicCpPlan plan_by_packing(std::span<const int64_t> ids, std::span<const int6
     PackContext searching = ctx;
     searching.deal_again = ctx.deal_again && n <= kRedealEveryKUpTo;
     if (auto searched = search_k(items, shortest, searching)) {
-      best = std::move(searched->levels);
-      if (ctx.deal_again && !searching.deal_again) {
-        if (auto again = plan_with(searched->k, items, shortest, total_height(*best), ctx)) {
-          if (total_height(*again) < total_height(*best)) best = std::move(again);
-        }
-      }
+      best = ctx.deal_again && !searching.deal_again
+                 ? deal_again(std::move(searched->levels), searched->k, items, shortest,
+                              std::numeric_limits<double>::infinity(), ctx)
+                 : std::move(searched->levels);
     }
   }
   if (!best) {
