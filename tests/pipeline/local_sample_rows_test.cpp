@@ -89,6 +89,20 @@ StageFields fields_of_trial(int trial) {
   return {.tokens = trial % 3 != 1, .labels = trial % 3 != 2};
 }
 
+// For each of the four samples (real lengths `real`, as batch positions 5..8) and six trials:
+// check(i, its one-sample pack, a random run of its rows, the trial's stage fields).
+template <typename Check>
+void for_each_random_run(std::mt19937_64& rng, const SeededSamples& given,
+                         std::span<const int64_t> real, const PackOptions& pack, Check check) {
+  for (int i = 0; i < 4; ++i) {
+    const PackedBatch want = expected_rows(given.samples[static_cast<size_t>(i)],
+                                           real[static_cast<size_t>(5 + i)], pack);
+    for (int trial = 0; trial < 6; ++trial) {
+      check(i, want, random_segment(rng, i, want.num_rows()), fields_of_trial(trial));
+    }
+  }
+}
+
 TEST(LocalSampleRows, AnyRunOfRowsEqualsTheOneSamplePack) {
   int checked = 0;
   for (uint64_t seed = 0; seed < 300; ++seed) {
@@ -96,65 +110,60 @@ TEST(LocalSampleRows, AnyRunOfRowsEqualsTheOneSamplePack) {
     const PackOptions pack = seeded_pack(seed);
     const SeededSamples given(rng, seed % 2 == 1, false);
     const detail::LocalSamples local(given.views, 5, given.real, pack);
-    for (int i = 0; i < 4; ++i) {
-      const PackedBatch want =
-          expected_rows(given.samples[static_cast<size_t>(i)], given.real[5 + i], pack);
-      const int64_t rows = want.num_rows();
-      for (int trial = 0; trial < 6; ++trial) {
-        const detail::Segment seg = random_segment(rng, i, rows);
-        const int64_t from = seg.offset;
-        const int64_t length = seg.length;
-        const StageFields fields = fields_of_trial(trial);
+    for_each_random_run(
+        rng, given, given.real, pack,
+        [&](int i, const PackedBatch& want, const detail::Segment& seg, StageFields fields) {
+          const int64_t from = seg.offset;
+          const int64_t length = seg.length;
 
-        // Into a micro-batch at row 3, and into a wire buffer.
-        PackedBatch batch;
-        batch.tokens.assign(static_cast<size_t>(length + 3), -7);
-        batch.labels.assign(static_cast<size_t>(length + 3), -7);
-        batch.loss_mask.assign(static_cast<size_t>(length + 3), -7.0f);
-        local.write(seg, detail::batch_targets(batch, 3, fields));
-        std::vector<std::byte> wire(static_cast<size_t>(detail::wire_bytes(length, fields)),
-                                    std::byte{0x5a});
-        local.write(seg, detail::wire_targets(wire.data(), length, fields));
-        PackedBatch read;
-        detail::append_received_rows(read, wire.data(), length, fields);
+          // Into a micro-batch at row 3, and into a wire buffer.
+          PackedBatch batch;
+          batch.tokens.assign(static_cast<size_t>(length + 3), -7);
+          batch.labels.assign(static_cast<size_t>(length + 3), -7);
+          batch.loss_mask.assign(static_cast<size_t>(length + 3), -7.0f);
+          local.write(seg, detail::batch_targets(batch, 3, fields));
+          std::vector<std::byte> wire(static_cast<size_t>(detail::wire_bytes(length, fields)),
+                                      std::byte{0x5a});
+          local.write(seg, detail::wire_targets(wire.data(), length, fields));
+          PackedBatch read;
+          detail::append_received_rows(read, wire.data(), length, fields);
 
-        for (int64_t j = 0; j < length; ++j) {
-          const auto w = static_cast<size_t>(from + j);
-          const auto b = static_cast<size_t>(3 + j);
-          const auto r = static_cast<size_t>(j);
-          SCOPED_TRACE("seed " + std::to_string(seed) + " sample " + std::to_string(i) + " row " +
-                       std::to_string(from + j));
-          if (fields.tokens) {
-            ASSERT_EQ(batch.tokens[b], want.tokens[w]);
-            ASSERT_EQ(read.tokens[r], want.tokens[w]);
+          for (int64_t j = 0; j < length; ++j) {
+            const auto w = static_cast<size_t>(from + j);
+            const auto b = static_cast<size_t>(3 + j);
+            const auto r = static_cast<size_t>(j);
+            SCOPED_TRACE("seed " + std::to_string(seed) + " sample " + std::to_string(i) + " row " +
+                         std::to_string(from + j));
+            if (fields.tokens) {
+              ASSERT_EQ(batch.tokens[b], want.tokens[w]);
+              ASSERT_EQ(read.tokens[r], want.tokens[w]);
+            }
+            if (fields.labels) {
+              ASSERT_EQ(batch.labels[b], want.labels[w]);
+              ASSERT_EQ(batch.loss_mask[b], want.loss_mask[w]);
+              ASSERT_EQ(read.labels[r], want.labels[w]);
+              ASSERT_EQ(read.loss_mask[r], want.loss_mask[w]);
+            }
           }
-          if (fields.labels) {
-            ASSERT_EQ(batch.labels[b], want.labels[w]);
-            ASSERT_EQ(batch.loss_mask[b], want.loss_mask[w]);
-            ASSERT_EQ(read.labels[r], want.labels[w]);
-            ASSERT_EQ(read.loss_mask[r], want.loss_mask[w]);
+          // Nothing outside the run, and no field not asked for, is written.
+          for (size_t b = 0; b < 3; ++b) {
+            ASSERT_EQ(batch.tokens[b], -7);
+            ASSERT_EQ(batch.labels[b], -7);
           }
-        }
-        // Nothing outside the run, and no field not asked for, is written.
-        for (size_t b = 0; b < 3; ++b) {
-          ASSERT_EQ(batch.tokens[b], -7);
-          ASSERT_EQ(batch.labels[b], -7);
-        }
-        if (!fields.tokens) {
-          ASSERT_EQ(batch.tokens[3], -7);
-        }
-        if (!fields.labels) {
-          ASSERT_EQ(batch.labels[3], -7);
-        }
-        // The wire bytes are all defined (alignment padding included).
-        if (fields.labels && length % 2 == 1) {
-          int32_t pad = -1;
-          std::memcpy(&pad, wire.data() + wire.size() - 4, 4);
-          ASSERT_EQ(pad, 0);
-        }
-        ++checked;
-      }
-    }
+          if (!fields.tokens) {
+            ASSERT_EQ(batch.tokens[3], -7);
+          }
+          if (!fields.labels) {
+            ASSERT_EQ(batch.labels[3], -7);
+          }
+          // The wire bytes are all defined (alignment padding included).
+          if (fields.labels && length % 2 == 1) {
+            int32_t pad = -1;
+            std::memcpy(&pad, wire.data() + wire.size() - 4, 4);
+            ASSERT_EQ(pad, 0);
+          }
+          ++checked;
+        });
   }
   EXPECT_EQ(checked, 300 * 4 * 6);
 }
@@ -202,56 +211,52 @@ TEST(LocalSampleRows, SegmentWireInBothFormatsGivesTheOneSamplePackRows) {
     batch.samples_carry_targets = !plain;
     batch.real_lengths = given.real;
     const detail::LocalSamples local(given.views, 5, batch.real_lengths, pack);
-    for (int i = 0; i < 4; ++i) {
-      const int64_t real = batch.real_lengths[static_cast<size_t>(5 + i)];
-      const PackedBatch want = expected_rows(given.samples[static_cast<size_t>(i)], real, pack);
-      const int64_t rows = want.num_rows();
-      for (int trial = 0; trial < 6; ++trial) {
-        const detail::Segment seg = random_segment(rng, i, rows);
-        const int64_t from = seg.offset;
-        const int64_t length = seg.length;
-        const StageFields fields = fields_of_trial(trial);
-        const detail::SegmentWire wire(batch, fields, pack);
-        ASSERT_EQ(wire.tokens_only(), plain);
-        const WireTrip trip = through_wire(wire, local, seg, want);
-        SCOPED_TRACE("seed " + std::to_string(seed) + " sample " + std::to_string(i) + " rows " +
-                     std::to_string(from) + "+" + std::to_string(length));
-        if (plain) {
-          // The real rows' tokens for tokens, their successors for labels (all but the sample's
-          // last row have one); with both, the real rows' tokens and the next one where the last
-          // real row's label needs it.
-          const int64_t real_rows = std::clamp<int64_t>(real - from, 0, length);
-          const int64_t labelled =
-              std::max<int64_t>(0, std::min(from + real_rows, real - 1) - from);
-          const bool next = real_rows > 0 && from + real_rows < real;
-          const int64_t tokens = fields.tokens && fields.labels ? real_rows + (next ? 1 : 0)
-                                 : fields.tokens                ? real_rows
-                                                                : labelled;
-          ASSERT_EQ(trip.bytes, 8 * tokens);
-          ++tokens_format;
-        } else {
-          ASSERT_EQ(trip.bytes, detail::wire_bytes(length, fields));
-        }
-        for (const PackedBatch* got : {&trip.received, &trip.local}) {
-          ASSERT_EQ(got->tokens.size(), static_cast<size_t>(fields.tokens ? 2 + length : 2));
-          ASSERT_EQ(got->labels.size(), static_cast<size_t>(fields.labels ? 2 + length : 2));
-          ASSERT_EQ(got->loss_mask.size(), got->labels.size());
-          ASSERT_EQ(got->tokens[1], -7);  // the rows already there are kept
-          ASSERT_EQ(got->labels[1], -7);
-          for (int64_t j = 0; j < length; ++j) {
-            const auto w = static_cast<size_t>(from + j);
-            const auto g = static_cast<size_t>(2 + j);
-            if (fields.tokens) {
-              ASSERT_EQ(got->tokens[g], want.tokens[w]) << "row " << from + j;
-            }
-            if (fields.labels) {
-              ASSERT_EQ(got->labels[g], want.labels[w]) << "row " << from + j;
-              ASSERT_EQ(got->loss_mask[g], want.loss_mask[w]) << "row " << from + j;
+    for_each_random_run(
+        rng, given, batch.real_lengths, pack,
+        [&](int i, const PackedBatch& want, const detail::Segment& seg, StageFields fields) {
+          const int64_t real = batch.real_lengths[static_cast<size_t>(5 + i)];
+          const int64_t from = seg.offset;
+          const int64_t length = seg.length;
+          const detail::SegmentWire wire(batch, fields, pack);
+          ASSERT_EQ(wire.tokens_only(), plain);
+          const WireTrip trip = through_wire(wire, local, seg, want);
+          SCOPED_TRACE("seed " + std::to_string(seed) + " sample " + std::to_string(i) + " rows " +
+                       std::to_string(from) + "+" + std::to_string(length));
+          if (plain) {
+            // The real rows' tokens for tokens, their successors for labels (all but the sample's
+            // last row have one); with both, the real rows' tokens and the next one where the last
+            // real row's label needs it.
+            const int64_t real_rows = std::clamp<int64_t>(real - from, 0, length);
+            const int64_t labelled =
+                std::max<int64_t>(0, std::min(from + real_rows, real - 1) - from);
+            const bool next = real_rows > 0 && from + real_rows < real;
+            const int64_t tokens = fields.tokens && fields.labels ? real_rows + (next ? 1 : 0)
+                                   : fields.tokens                ? real_rows
+                                                                  : labelled;
+            ASSERT_EQ(trip.bytes, 8 * tokens);
+            ++tokens_format;
+          } else {
+            ASSERT_EQ(trip.bytes, detail::wire_bytes(length, fields));
+          }
+          for (const PackedBatch* got : {&trip.received, &trip.local}) {
+            ASSERT_EQ(got->tokens.size(), static_cast<size_t>(fields.tokens ? 2 + length : 2));
+            ASSERT_EQ(got->labels.size(), static_cast<size_t>(fields.labels ? 2 + length : 2));
+            ASSERT_EQ(got->loss_mask.size(), got->labels.size());
+            ASSERT_EQ(got->tokens[1], -7);  // the rows already there are kept
+            ASSERT_EQ(got->labels[1], -7);
+            for (int64_t j = 0; j < length; ++j) {
+              const auto w = static_cast<size_t>(from + j);
+              const auto g = static_cast<size_t>(2 + j);
+              if (fields.tokens) {
+                ASSERT_EQ(got->tokens[g], want.tokens[w]) << "row " << from + j;
+              }
+              if (fields.labels) {
+                ASSERT_EQ(got->labels[g], want.labels[w]) << "row " << from + j;
+                ASSERT_EQ(got->loss_mask[g], want.loss_mask[w]) << "row " << from + j;
+              }
             }
           }
-        }
-      }
-    }
+        });
   }
   EXPECT_EQ(tokens_format, 150 * 4 * 6);
 }
