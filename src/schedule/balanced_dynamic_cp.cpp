@@ -103,15 +103,15 @@ constexpr double kMostKGrowth = 16;  // K never grows past 17 times the last tri
 // Above this many samples, K is searched on every stride-th sample (as many as this) and the
 // K found, scaled to all samples, is planned once (or the next of kSampledKTries multiples that
 // packs): each K tried costs a whole plan, and the search tries about ten. (At 2^14, 16,383
-// samples on 1,024 ranks took 95-155 ms, now 19-65 ms; their plans moved by -1.8% to +1.6% of
-// the bound, and no plan of the benchmark's quality table changed.)
+// samples on 1,024 ranks took up to 155 ms in the benchmark, now at most 65 ms; their plans moved
+// by -1.8% to +1.6% of the bound, and no plan of the benchmark's quality table changed.)
 constexpr int64_t kSampledKSearchAbove = int64_t{1} << 12;
 constexpr int64_t kSampledKTries = 8;
 // A plan is dealt again by the rank-times its packing gave the samples at most this many times.
 constexpr int kRedeals = 3;
 // Up to this many samples every K tried is dealt again; above (to kSampledKSearchAbove), only the
-// K the search finds (each dealing costs a try: 4,095 samples on 256 ranks took 60-70 ms under
-// L²/c, now 26-28, mostly on the first Ks, where the step is still far from its best).
+// K the search finds (each dealing costs a try: 4,095 samples on 256 ranks took up to 71 ms under
+// L²/c, now at most 34, mostly on the first Ks, where the step is still far from its best).
 constexpr int64_t kRedealEveryKUpTo = 2048;
 // A batch of at least twice as many samples as this, and as this many per rank, is planned from
 // the plan of a stride sample of that many (step 6).
