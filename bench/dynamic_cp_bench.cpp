@@ -124,7 +124,8 @@ PlanTimes plan_times(const std::string& scheduler, const std::vector<std::vector
     std::iota(ids.begin(), ids.end(), 0);
     const double c0 = process_cpu_ms();
     const auto t0 = std::chrono::steady_clock::now();
-    const DynamicCpPlan plan = schedule_dynamic_cp(scheduler, ids, lengths, o);
+    const Plan plan =
+        make_scheduler(scheduler)->schedule({ids, lengths, {}, {}}, schedule_options(o));
     const auto t1 = std::chrono::steady_clock::now();
     times.cpu_ms.push_back(process_cpu_ms() - c0);
     times.wall_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
@@ -294,14 +295,15 @@ int run(int argc, char** argv) {
           std::vector<int64_t> ids(lengths.size());
           std::iota(ids.begin(), ids.end(), 0);
           const DynamicCpStats reference =
-              evaluate_dynamic_cp_plan(DynamicCpPlan{c.ranks, {}}, ids, lengths, o, cost);
+              evaluate_dynamic_cp_plan(Plan(o.dp, o.cp), ids, lengths, o, cost);
           const double bound = reference.lower_bound;
           ratio[0].push_back(
               fixed_cp_step(padded(raw, 2LL * fixed_cp), c.ranks / fixed_cp, fixed_cp, m, cost) /
               bound);
           for (size_t k = 1; k < 3; ++k) {
             const auto t0 = std::chrono::steady_clock::now();
-            const DynamicCpPlan plan = schedule_dynamic_cp(schedulers[k], ids, lengths, o);
+            const Plan plan = make_scheduler(schedulers[k])
+                                  ->schedule({ids, lengths, {}, {}}, schedule_options(o));
             const auto t1 = std::chrono::steady_clock::now();
             if (k == 2)
               plan_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());

@@ -54,7 +54,7 @@ Plan naive_ffd_lpt(const ScheduleInput& input, const ScheduleOptions& options) {
     for (int r = 0; r < dp; ++r)
       plan_packs.push_back(per_replica[static_cast<size_t>(r)][static_cast<size_t>(step)]);
   }
-  return Plan(dp, plan_packs);
+  return Plan(dp, options.cp, plan_packs);
 }
 
 }  // namespace thdpack::bench

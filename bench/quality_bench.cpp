@@ -142,7 +142,7 @@ json violation_figures(const Settings& s) {
   json rows = json::array();
   std::printf("\n[6] hard constraints over %lld random cases\n",
               static_cast<long long>(s.random_cases));
-  for (const auto& name : scheduler_names()) {
+  for (const auto& name : scheduler_names(CpLayout::kFixed)) {
     const auto scheduler = make_scheduler(name);
     int64_t planned = 0, rejected = 0, violations = 0;
     for (int64_t seed = 0; seed < s.random_cases; ++seed) {

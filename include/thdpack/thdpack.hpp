@@ -26,6 +26,8 @@
 #include "thdpack/schedule/dynamic_cp.hpp"
 #include "thdpack/schedule/flops.hpp"
 #include "thdpack/schedule/global_batch.hpp"
+#include "thdpack/schedule/plan.hpp"
+#include "thdpack/schedule/plan_file.hpp"
 #include "thdpack/schedule/plan_stats.hpp"
 #include "thdpack/schedule/scheduler.hpp"
 
@@ -38,8 +40,8 @@
 #include "thdpack/comm/local_communicator.hpp"
 #include "thdpack/comm/process_groups.hpp"
 
-#include "thdpack/pipeline/dynamic_cp_delivery.hpp"
 #include "thdpack/pipeline/moe_dispatch.hpp"
 #include "thdpack/pipeline/pipeline.hpp"
+#include "thdpack/pipeline/plan_delivery.hpp"
 #include "thdpack/pipeline/reorder_exchange.hpp"
 #include "thdpack/pipeline/step_verification.hpp"

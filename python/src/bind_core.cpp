@@ -16,6 +16,7 @@
 #include "thdpack/data/workloads.hpp"
 #include "thdpack/packing/bin_packing.hpp"
 #include "thdpack/schedule/cost_model.hpp"
+#include "thdpack/schedule/cp_cost_model.hpp"
 #include "thdpack/schedule/global_batch.hpp"
 #include "thdpack/schedule/plan_stats.hpp"
 #include "thdpack/schedule/scheduler.hpp"
@@ -38,7 +39,6 @@ OversizePolicy oversize_of(const std::string& name) {
   if (name == "truncate") return OversizePolicy::kTruncate;
   throw InvalidArgument("oversize must be 'error' or 'truncate', got '" + name + "'");
 }
-
 
 }  // namespace
 
@@ -68,8 +68,7 @@ OwnedInput owned_input(const py::handle& padded_lengths, const py::object& ids,
   } else {
     in.ids = int64_values(ids, "ids");
   }
-  if (!samples_per_rank.is_none())
-    in.per_rank = int64_values(samples_per_rank, "samples_per_rank");
+  if (!samples_per_rank.is_none()) in.per_rank = int64_values(samples_per_rank, "samples_per_rank");
   if (!group_ids.is_none()) in.groups = int64_values(group_ids, "group_ids");
   return in;
 }
@@ -124,8 +123,8 @@ void require_token_ids(std::span<const int64_t> ids, const char* name) {
   if (all >= 0) return;
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0) {
-      throw InvalidArgument(std::string(name) + "[" + std::to_string(i) + "] = " +
-                            std::to_string(ids[i]) + " is negative (token ids are >= 0)");
+      throw InvalidArgument(std::string(name) + "[" + std::to_string(i) +
+                            "] = " + std::to_string(ids[i]) + " is negative (token ids are >= 0)");
     }
   }
 }
@@ -220,8 +219,8 @@ void read_sample(py::handle object, int64_t ignore_id, Sample& s, py::object* bo
   for (const int64_t label : s.labels) labels_valid &= (label >= 0) | (label == ignore_id);
   for (size_t i = 0; !labels_valid && i < s.labels.size(); ++i) {
     if (s.labels[i] < 0 && s.labels[i] != ignore_id) {
-      throw InvalidArgument(who + "labels[" + std::to_string(i) + "] = " +
-                            std::to_string(s.labels[i]) +
+      throw InvalidArgument(who + "labels[" + std::to_string(i) +
+                            "] = " + std::to_string(s.labels[i]) +
                             " is negative and not the ignore id " + std::to_string(ignore_id));
     }
   }
@@ -461,8 +460,17 @@ void bind_core(py::module_& m) {
       py::arg("order") = "contiguous");
 
   // ---- schedulers and plans ----
-  py::class_<Plan>(m, "Plan", "For each micro-batch k and DP replica r, the ordered global ids.")
+  py::class_<Plan>(m, "Plan",
+                   "One global batch's plan, for every scheduler: micro-batches of CP groups "
+                   "(first_rank, size, ids) over the dp*cp ranks. With fixed CP, group r of "
+                   "micro-batch k is the pack of DP replica r (pack(k, r)).")
       .def_property_readonly("dp", &Plan::dp)
+      .def_property_readonly("cp", &Plan::cp)
+      .def_property_readonly("ranks", &Plan::ranks)
+      .def_property_readonly("is_fixed_cp", &Plan::is_fixed_cp)
+      .def("groups", &plan_groups_to_python,
+           "plan.groups()[k] = [(first_rank, size, ids), ...]: micro-batch k's CP groups in rank "
+           "order.")
       .def_property_readonly("num_microbatches", &Plan::num_microbatches)
       .def_property_readonly("num_packs", &Plan::num_packs)
       .def(
@@ -474,44 +482,70 @@ void bind_core(py::module_& m) {
             std::vector<std::vector<std::vector<int64_t>>> out(
                 static_cast<size_t>(p.num_microbatches()));
             for (int64_t k = 0; k < p.num_microbatches(); ++k) {
-              for (int r = 0; r < p.dp(); ++r) {
-                auto pack = p.pack(k, r);
-                out[static_cast<size_t>(k)].emplace_back(pack.begin(), pack.end());
+              for (const CpGroupView g : p.microbatch(k)) {
+                out[static_cast<size_t>(k)].emplace_back(g.ids.begin(), g.ids.end());
               }
             }
             return out;
           },
-          "plan[k][r] = ids of micro-batch k on replica r.")
+          "plan[k][g] = ids of group g of micro-batch k (with fixed CP: of DP replica g).")
       .def("__eq__", [](const Plan& a, const Plan& b) { return a == b; });
-  m.def("scheduler_names", &scheduler_names);
+  m.def(
+      "scheduler_names",
+      [](const py::object& layout) {
+        if (layout.is_none()) return scheduler_names();
+        const auto name = layout.cast<std::string>();
+        if (name == "fixed") return scheduler_names(CpLayout::kFixed);
+        if (name == "dynamic") return scheduler_names(CpLayout::kDynamic);
+        throw InvalidArgument("layout must be 'fixed', 'dynamic' or None, not '" + name + "'");
+      },
+      py::arg("layout") = py::none(),
+      "Every scheduler's name, or those of one layout: 'fixed' (fixed CP) or 'dynamic' "
+      "(dynamic CP).");
   m.def(
       "schedule",
       [](const py::handle& padded_lengths, int dp, int64_t max_seqlen, const std::string& name,
-         int cp, int pp, int multiple, const CostModel& cost, const py::object& ids,
+         int cp, int pp, int multiple, const py::object& cost, const py::object& ids,
          const py::object& samples_per_rank, const py::object& group_ids,
-         int64_t max_sequences_per_pack) {
+         int64_t max_sequences_per_pack, int min_cp, const py::object& model, double gpu_tflops,
+         double cp_link_gbps, double cp_step_overhead_us) {
         const OwnedInput in = owned_input(padded_lengths, ids, samples_per_rank, group_ids);
-        ScheduleOptions o = schedule_options(dp, max_seqlen, cp, pp, multiple, cost);
+        const std::string preset = model.is_none() ? "" : model.cast<std::string>();
+        const CostModel per_sample =
+            !cost.is_none()
+                ? cost.cast<CostModel>()
+                : (preset.empty() ? CostModel{} : CostModel::from_model(model_preset(preset)));
+        ScheduleOptions o = schedule_options(dp, max_seqlen, cp, pp, multiple, per_sample);
         o.max_sequences_per_pack = max_sequences_per_pack;
         const auto scheduler = make_scheduler(name);
+        if (scheduler->layout() == CpLayout::kDynamic) {
+          o.min_cp = min_cp;
+          o.cp_cost = CpCostModel::of_preset_or_coefficients(preset, per_sample, gpu_tflops,
+                                                             cp_link_gbps, cp_step_overhead_us);
+        }
         py::gil_scoped_release release;
         return scheduler->schedule(in.view(), o);
       },
       py::arg("padded_lengths"), py::kw_only(), py::arg("dp"), py::arg("max_seqlen_per_dp_cp_rank"),
       py::arg("scheduler") = "balanced", py::arg("cp") = 1, py::arg("pp") = 1,
-      py::arg("microbatch_multiple") = 1, py::arg("cost") = CostModel{},
-      py::arg("ids") = py::none(), py::arg("samples_per_rank") = py::none(),
-      py::arg("group_ids") = py::none(), py::arg("max_sequences_per_pack") = 0,
-      "Plans one global batch (no communication). ids default to positions. "
-      "max_sequences_per_pack > 0 caps the samples of one pack.");
+      py::arg("microbatch_multiple") = 1, py::arg("cost") = py::none(), py::arg("ids") = py::none(),
+      py::arg("samples_per_rank") = py::none(), py::arg("group_ids") = py::none(),
+      py::arg("max_sequences_per_pack") = 0, py::arg("min_cp") = 1, py::arg("model") = py::none(),
+      py::arg("gpu_tflops") = kDefaultGpuTflops, py::arg("cp_link_gbps") = kDefaultCpLinkGBps,
+      py::arg("cp_step_overhead_us") = kDefaultCpStepOverheadUs,
+      "Plans one global batch (no communication) with any scheduler, fixed or dynamic CP; ids "
+      "default to positions. max_sequences_per_pack > 0 caps the samples of one pack. cost "
+      "defaults to the model preset's FLOPs (or tokens). With a dynamic-CP scheduler, min_cp is "
+      "the smallest CP group, and the CP cost model is the one the pipeline and `thdpack plan` "
+      "use: the preset's at gpu_tflops with cp_link_gbps and cp_step_overhead_us, or cost's "
+      "coefficients at gpu_tflops (compute only).");
   m.def(
       "evaluate_plan",
       [](const Plan& plan, const py::handle& padded_lengths, int64_t max_seqlen, int cp, int pp,
          const CostModel& cost, const py::object& ids, const py::object& real_lengths) {
         const OwnedInput in = owned_input(padded_lengths, ids, py::none(), py::none());
         std::vector<int64_t> real;
-        if (!real_lengths.is_none())
-          real = int64_values(real_lengths, "real_lengths");
+        if (!real_lengths.is_none()) real = int64_values(real_lengths, "real_lengths");
         const ScheduleOptions o = schedule_options(plan.dp(), max_seqlen, cp, pp, 1, cost);
         return stats_to_python(evaluate_plan(plan, in.view(), real, o));
       },

@@ -8,18 +8,21 @@
 
 namespace thdpack::python {
 
-py::list dynamic_cp_plan_to_python(const DynamicCpPlan& plan) {
+py::list plan_groups_to_python(const Plan& plan) {
   py::list out;
-  for (const auto& mb : plan.microbatches) {
+  for (int64_t k = 0; k < plan.num_microbatches(); ++k) {
     py::list groups;
-    for (const auto& g : mb.groups) groups.append(py::make_tuple(g.first_rank, g.size, g.ids));
+    for (const CpGroupView g : plan.microbatch(k)) {
+      groups.append(
+          py::make_tuple(g.first_rank, g.size, std::vector<int64_t>(g.ids.begin(), g.ids.end())));
+    }
     out.append(groups);
   }
   return out;
 }
 
 void bind_dynamic_cp(py::module_& m) {
-  m.def("dynamic_cp_scheduler_names", &dynamic_cp_scheduler_names);
+  m.def("dynamic_cp_scheduler_names", [] { return scheduler_names(CpLayout::kDynamic); });
   m.def(
       "schedule_dynamic_cp",
       [](const py::object& padded_lengths, int dp, int cp, int64_t max_seqlen,
@@ -43,13 +46,20 @@ void bind_dynamic_cp(py::module_& m) {
           o.cost = CpCostModel::from_model(model_preset(model.cast<std::string>()), gpu_tflops, 2,
                                            cp_link_gbps, cp_step_overhead_us);
         }
-        DynamicCpPlan plan;
+        const auto scheduler = make_scheduler(name);
+        if (scheduler->layout() != CpLayout::kDynamic) {
+          throw InvalidArgument(
+              "schedule_dynamic_cp plans with a dynamic-CP scheduler (default_dynamic_cp, "
+              "balanced_dynamic_cp), not '" +
+              name + "'; schedule() takes every scheduler");
+        }
+        Plan plan;
         {
           py::gil_scoped_release release;
-          plan = schedule_dynamic_cp(name, id_values, lengths, o);
+          plan = scheduler->schedule({id_values, lengths, {}, {}}, schedule_options(o));
           check_dynamic_cp_plan(plan, id_values, lengths, o);
         }
-        return dynamic_cp_plan_to_python(plan);
+        return plan_groups_to_python(plan);
       },
       py::arg("padded_lengths"), py::kw_only(), py::arg("dp"), py::arg("cp"),
       py::arg("max_seqlen_per_dp_cp_rank"), py::arg("scheduler") = "default_dynamic_cp",

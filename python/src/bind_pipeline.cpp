@@ -11,6 +11,7 @@
 #include "thdpack/core/errors.hpp"
 #include "thdpack/pipeline/pipeline.hpp"
 #include "thdpack/pipeline/step_verification.hpp"
+#include "thdpack/schedule/plan_file.hpp"
 
 namespace thdpack::python {
 namespace {
@@ -42,7 +43,7 @@ std::vector<Sample> samples_of(const py::sequence& samples, int64_t ignore_id) {
 // sample_view_from_python). Destroyed with the GIL held (it holds Python references).
 struct BorrowedSamples {
   std::vector<SampleView> views;
-  std::deque<Sample> storage;     // stable addresses for the views
+  std::deque<Sample> storage;      // stable addresses for the views
   std::vector<py::object> arrays;  // the arrays the views read
 
   BorrowedSamples(const py::sequence& samples, int64_t ignore_id) {
@@ -149,6 +150,7 @@ void bind_pipeline(py::module_& m) {
   py::class_<StepResult>(m, "StepResult", "This rank's share of one global batch.")
       .def_readonly("batch", &StepResult::batch)
       .def_readonly("plan", &StepResult::plan)
+      .def_readonly("dynamic_cp", &StepResult::dynamic_cp)
       .def_property_readonly("num_microbatches", &StepResult::num_microbatches)
       .def_property_readonly(
           "microbatches",
@@ -183,8 +185,8 @@ void bind_pipeline(py::module_& m) {
       .def_property_readonly(
           "dynamic_cp_plan",
           [](const StepResult& r) -> py::object {
-            if (!r.dynamic_cp_plan) return py::none();
-            return dynamic_cp_plan_to_python(*r.dynamic_cp_plan);
+            if (!r.dynamic_cp) return py::none();
+            return plan_groups_to_python(r.plan);
           },
           "With a dynamic-CP scheduler, plan[k] = [(first dp_cp index, size, [ids...]), ...] for "
           "micro-batch k; None with a fixed-CP scheduler.")
@@ -211,6 +213,48 @@ void bind_pipeline(py::module_& m) {
         return out;
       });
 
+  py::class_<PlannedBatch>(
+      m, "PlannedBatch",
+      "A plan with the samples it was made for (ids and padded lengths in gathered order): what a "
+      "driver hands to the ranks (Pipeline.run_step(plan=), ThdPacker.step(plan=)).")
+      .def(py::init([](const std::string& scheduler, const py::object& ids,
+                       const py::object& padded_lengths, const Plan& plan) {
+             return PlannedBatch{scheduler, int64_values(ids, "ids"),
+                                 int64_values(padded_lengths, "padded_lengths"), plan};
+           }),
+           py::kw_only(), py::arg("scheduler"), py::arg("ids"), py::arg("padded_lengths"),
+           py::arg("plan"))
+      .def_readonly("scheduler", &PlannedBatch::scheduler)
+      .def_readonly("ids", &PlannedBatch::ids)
+      .def_readonly("padded_lengths", &PlannedBatch::padded_lengths)
+      .def_readonly("plan", &PlannedBatch::plan)
+      .def("to_json", &planned_batch_json, "The planned batch as JSON text (plan_file.hpp).")
+      .def_static("from_json", &planned_batch_from_json, py::arg("text"),
+                  "Reads to_json's text; raises InvalidArgument saying what is malformed.")
+      .def("__eq__", [](const PlannedBatch& a, const PlannedBatch& b) { return a == b; });
+  m.def(
+      "read_plan_file",
+      [](const std::string& path) {
+        py::list steps;
+        for (const PlanFileStep& step : read_plan_file(path)) {
+          py::dict plans;
+          for (const auto& [name, planned] : step.plans) plans[py::str(name)] = planned;
+          steps.append(plans);
+        }
+        return steps;
+      },
+      py::arg("path"),
+      "A plan file (`thdpack plan --plan-out`) as a list with one dict per step: "
+      "{scheduler: PlannedBatch}.");
+  m.def(
+      "planned_batch",
+      [](const StepResult& r, const std::string& scheduler) {
+        return PlannedBatch{scheduler, r.batch.ids, r.batch.padded_lengths, r.plan};
+      },
+      py::arg("result"), py::arg("scheduler"),
+      "The PlannedBatch of a step's result (its gathered ids and lengths and its plan), to hand "
+      "to other ranks or a later run.");
+
   py::class_<PyPipeline>(
       m, "Pipeline", "The distributed pipeline (collective over `world`); see docs/pipeline.md.")
       .def(py::init([](std::shared_ptr<Communicator> world, const PipelineOptions& options,
@@ -235,7 +279,8 @@ void bind_pipeline(py::module_& m) {
            py::arg("tp_group") = nullptr)
       .def(
           "run_step",
-          [](PyPipeline& p, const py::sequence& samples, const py::object& group_ids) {
+          [](PyPipeline& p, const py::sequence& samples, const py::object& group_ids,
+             const std::optional<PlannedBatch>& plan) {
             std::optional<BorrowedSamples> local;
             std::vector<int64_t> groups;
             try {
@@ -250,14 +295,20 @@ void bind_pipeline(py::module_& m) {
               p.pipeline->fail_step(error);
             }
             py::gil_scoped_release release;
-            return p.pipeline->run_step(std::span<const SampleView>(local->views), groups);
+            const std::span<const SampleView> views(local->views);
+            return plan ? p.pipeline->run_planned_step(views, *plan, groups)
+                        : p.pipeline->run_step(views, groups);
           },
           py::arg("local_samples"), py::kw_only(), py::arg("group_ids") = py::none(),
+          py::arg("plan") = py::none(),
           "Collective: this rank's samples of the step (dicts with 'id' and 'input_ids'; empty "
           "on ranks that do not read; 1-D int64 numpy input_ids are read in place, not copied, "
-          "and must not change during the call) and optionally one group id >= 0 per sample (samples of a "
+          "and must not change during the call) and optionally one group id >= 0 per sample "
+          "(samples of a "
           "group share a micro-batch) -> StepResult. A malformed sample on one rank raises "
-          "InvalidArgument on every rank (naming that rank on the others).")
+          "InvalidArgument on every rank (naming that rank on the others). With `plan` (a "
+          "PlannedBatch made elsewhere, the same on every rank) the step delivers it instead of "
+          "planning, after every rank has checked it against the gathered step.")
       .def(
           "fail_step",
           [](PyPipeline& p, const std::string& error) {

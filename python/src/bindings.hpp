@@ -12,8 +12,8 @@
 
 #include "thdpack/core/dataset.hpp"
 #include "thdpack/packing/bin_packing.hpp"
-#include "thdpack/schedule/dynamic_cp.hpp"
 #include "thdpack/packing/packed_batch.hpp"
+#include "thdpack/schedule/dynamic_cp.hpp"
 
 namespace thdpack::python {
 
@@ -79,7 +79,7 @@ py::dict sample_to_python(const Sample& sample);
 py::object packs_to_python(Bins&& bins, bool flat);
 
 /// plan[k] = [(first_rank, size, [ids...]), ...] for micro-batch k, groups in rank order.
-py::list dynamic_cp_plan_to_python(const DynamicCpPlan& plan);
+py::list plan_groups_to_python(const Plan& plan);
 
 void bind_core(py::module_& m);
 void bind_packing(py::module_& m);

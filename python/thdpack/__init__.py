@@ -29,7 +29,7 @@ __all__ = [
     # planning
     "Topology", "ModelSpec", "model_preset", "model_preset_names", "training_flops", "CostModel",
     "Plan", "schedule", "scheduler_names", "evaluate_plan", "schedule_dynamic_cp",
-    "dynamic_cp_scheduler_names",
+    "dynamic_cp_scheduler_names", "PlannedBatch", "read_plan_file", "planned_batch",
     # packing
     "PackedBatch", "pack", "padding_divisor", "check_pack_invariants", "cp_slice", "cp_unslice",
     "cp_global_rows", "best_fit_decreasing", "first_fit_decreasing", "next_fit",

@@ -123,18 +123,24 @@ class PackedDataset:
 # ---- scheduling ----
 class Plan:
     dp: int
+    cp: int
+    ranks: int
+    is_fixed_cp: bool
     num_microbatches: int
     num_packs: int
+    def groups(self) -> list[list[tuple[int, int, list[int]]]]: ...
     def pack(self, microbatch: int, replica: int) -> npt.NDArray[np.int64]: ...
     def to_list(self) -> list[list[list[int]]]: ...
 
-def scheduler_names() -> list[str]: ...
+def scheduler_names(layout: Optional[str] = None) -> list[str]: ...
 def schedule(padded_lengths: IntArray, *, dp: int, max_seqlen_per_dp_cp_rank: int,
              scheduler: str = "balanced", cp: int = 1, pp: int = 1, microbatch_multiple: int = 1,
-             cost: CostModel = ..., ids: Optional[IntArray] = None,
+             cost: Optional[CostModel] = None, ids: Optional[IntArray] = None,
              samples_per_rank: Optional[IntArray] = None,
              group_ids: Optional[IntArray] = None,
-             max_sequences_per_pack: int = 0) -> Plan: ...
+             max_sequences_per_pack: int = 0, min_cp: int = 1, model: Optional[str] = None,
+             gpu_tflops: float = 400.0, cp_link_gbps: float = 50.0,
+             cp_step_overhead_us: float = 20.0) -> Plan: ...
 def dynamic_cp_scheduler_names() -> list[str]: ...
 def schedule_dynamic_cp(padded_lengths: IntArray, *, dp: int, cp: int,
                         max_seqlen_per_dp_cp_rank: int, scheduler: str = "default_dynamic_cp",
@@ -219,6 +225,20 @@ class PipelineOptions:
     scheduler: str
     def describe(self) -> str: ...
 
+class PlannedBatch:
+    def __init__(self, *, scheduler: str, ids: IntArray, padded_lengths: IntArray,
+                 plan: Plan) -> None: ...
+    scheduler: str
+    ids: list[int]
+    padded_lengths: list[int]
+    plan: Plan
+    def to_json(self) -> str: ...
+    @staticmethod
+    def from_json(text: str) -> PlannedBatch: ...
+
+def read_plan_file(path: str) -> list[dict[str, PlannedBatch]]: ...
+def planned_batch(result: StepResult, scheduler: str) -> PlannedBatch: ...
+
 class StepResult:
     batch: GlobalBatch
     plan: Plan
@@ -227,6 +247,7 @@ class StepResult:
     sums: dict[str, float]
     traffic: dict[str, float]
     virtual_stages: list[dict[str, bool]]
+    dynamic_cp: bool
     dynamic_cp_plan: Optional[list[list[tuple[int, int, list[int]]]]]
     cp_groups: list[dict[str, Any]]
 
@@ -235,7 +256,8 @@ class Pipeline:
                  dp_group: Optional[Communicator] = None,
                  tp_group: Optional[Communicator] = None) -> None: ...
     def run_step(self, local_samples: Sequence[dict], *,
-                 group_ids: Optional[IntArray] = None) -> StepResult: ...
+                 group_ids: Optional[IntArray] = None,
+                 plan: Optional[PlannedBatch] = None) -> StepResult: ...
     def fail_step(self, error: str) -> NoReturn: ...
     reads_data: bool
     coordinates: dict[str, int]

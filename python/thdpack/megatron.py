@@ -125,7 +125,7 @@ def _field(config, name: str, default=None):
 def _packer_settings(config, groups: dict, options: dict) -> dict:
     """ThdPacker keyword arguments from Megatron's config fields and the extra options."""
     scheduler = str(_field(config, "sequence_packing_scheduler", "dp_balanced")).lower()
-    names = list(_thdpack.scheduler_names()) + list(_thdpack.dynamic_cp_scheduler_names())
+    names = list(_thdpack.scheduler_names())
     if scheduler not in names:
         raise _thdpack.InvalidArgument(
             f"config.sequence_packing_scheduler is '{scheduler}'; thdpack has "

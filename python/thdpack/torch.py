@@ -117,6 +117,14 @@ class ThdPacker:
     packs within the sequences that leaves room for); ``max_sequences_per_pack`` caps the samples
     of one pack (Megatron's ``thd_max_packed_sequences``). ``tokens_on_last_stage`` gives the last
     pipeline stage tokens and position ids too (multi-token prediction).
+
+    Every option of ``PipelineOptions`` is a keyword here, with the same default, so a packer
+    plans exactly as ``thdpack run`` / ``thdpack plan`` do with the same words: ``pad_id``,
+    ``ignore_id`` and ``pad_positions`` ("continue" or "zero") fill padding; with a dynamic-CP
+    scheduler, ``min_cp`` is the smallest CP group and a preset ``model`` name (with
+    ``gpu_tflops``, ``cp_link_gbps``, ``cp_step_overhead_us``) selects the full CP cost model
+    ``balanced_dynamic_cp`` minimises. A ``ModelSpec`` object as ``model`` sets the FLOPs cost
+    (compute only: no K/V size, so no ring-communication term).
     """
 
     def __init__(self, *, max_seqlen_per_dp_cp_rank: int, tp_group=None, cp_group=None,
@@ -128,7 +136,10 @@ class ThdPacker:
                  oversize: str = "error", device=None, tail_align: str = "none",
                  tail_multiple: int = 0, tail_policy: str = "append_dummy_seq",
                  fixed_cu_seqlens_entries: int = 0, max_sequences_per_pack: int = 0,
-                 tokens_on_last_stage: bool = False, private_groups: bool = False):
+                 tokens_on_last_stage: bool = False, private_groups: bool = False,
+                 pad_id: int = 0, ignore_id: int = -100, pad_positions: str = "continue",
+                 min_cp: int = 1, gpu_tflops: float = 400.0, cp_link_gbps: float = 50.0,
+                 cp_step_overhead_us: float = 20.0):
         self._mpi_comm = mpi_comm
         self._control = None  # the torch group of world-wide control collectives (None: WORLD)
         self.device = device
@@ -167,10 +178,14 @@ class ThdPacker:
                 topology=topology, max_seqlen_per_dp_cp_rank=max_seqlen_per_dp_cp_rank,
                 scheduler=scheduler, cost=cost, reading=reading,
                 sequence_parallel=sequence_parallel, cp_mode=cp_mode, oversize=oversize,
+                pad_id=pad_id, ignore_id=ignore_id, pad_positions=pad_positions,
                 tail_align=tail_align, tail_multiple=tail_multiple, tail_policy=tail_policy,
                 fixed_cu_seqlens_entries=fixed_cu_seqlens_entries,
                 max_sequences_per_pack=max_sequences_per_pack,
-                tokens_on_last_stage=tokens_on_last_stage)
+                tokens_on_last_stage=tokens_on_last_stage,
+                model=model if isinstance(model, str) else "", gpu_tflops=gpu_tflops,
+                cp_link_gbps=cp_link_gbps, cp_step_overhead_us=cp_step_overhead_us,
+                min_cp=min_cp)
         except Exception as e:  # noqa: BLE001 - every error must reach the peers
             error = e
         try:
@@ -281,11 +296,15 @@ class ThdPacker:
     def coordinates(self) -> dict:
         return self.pipeline.coordinates
 
-    def step(self, samples: Iterable[dict] = (), group_ids=None) -> PackedStep:
+    def step(self, samples: Iterable[dict] = (), group_ids=None, plan=None) -> PackedStep:
         """Collective over the world: this rank's micro-batches of one global batch.
 
         ``group_ids`` (one int >= 0 per sample, or a ``"group_id"`` key in every sample) keeps the
-        samples of a group (GRPO group, preference pair) in one micro-batch.
+        samples of a group (GRPO group, preference pair) in one micro-batch. ``plan`` (a
+        ``thdpack.PlannedBatch``, the same on every rank: made by a driver from the lengths with
+        ``thdpack.schedule``, read from ``thdpack.read_plan_file``, or ``PlannedBatch.from_json``)
+        is delivered instead of planning; every rank checks it against the step first and raises
+        ``InvalidArgument`` together when it does not fit.
         """
         # Samples given to a rank that does not read are passed on, so that the pipeline reports
         # the mistake on every rank instead of silently dropping them.
@@ -298,7 +317,7 @@ class ThdPacker:
         except Exception as e:  # noqa: BLE001 - the peers wait in this step: tell them
             self.pipeline.fail_step(f"{type(e).__name__}: {e}")
         # A sample run_step cannot convert is reported to the peers there as well.
-        result = self.pipeline.run_step(host, group_ids=group_ids)
+        result = self.pipeline.run_step(host, group_ids=group_ids, plan=plan)
         sums = result.sums
         flops = {
             "seqlen_sum": sums["s1_real"],

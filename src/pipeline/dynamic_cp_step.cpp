@@ -1,5 +1,4 @@
-// Dynamic-CP delivery through the pipeline (dynamic_cp_step.hpp), its plan, reference and
-// minimum traffic.
+// Dynamic-CP delivery through the pipeline (dynamic_cp_step.hpp), its plan and minimum traffic.
 
 #include "pipeline/dynamic_cp_step.hpp"
 
@@ -13,7 +12,6 @@
 #include "pipeline/sample_exchange.hpp"
 #include "pipeline/segment_wire.hpp"
 #include "thdpack/core/errors.hpp"
-#include "thdpack/pipeline/dynamic_cp_delivery.hpp"
 
 namespace thdpack {
 namespace {
@@ -44,73 +42,6 @@ int dp_cp_index(const Topology& t, const Coordinates& c) {
 
 }  // namespace
 
-DynamicCpPlan plan_dynamic_cp_batch(const GlobalBatch& batch, const PipelineOptions& options) {
-  if (!batch.group_ids.empty()) {
-    throw InvalidArgument("scheduler " + options.scheduler +
-                          " does not keep groups of samples together; give no group ids");
-  }
-  DynamicCpPlan plan = schedule_dynamic_cp(options.scheduler, batch.ids, batch.padded_lengths,
-                                           dynamic_cp_options_of(options));
-  const int64_t divisor = pack_options_of(options).divisor;
-  for (size_t k = 0; k < plan.microbatches.size(); ++k) {
-    for (const CpGroup& g : plan.microbatches[k].groups) {
-      if (g.size > 1 && divisor % (2 * g.size) != 0) {
-        throw InvalidArgument("dynamic CP: micro-batch " + std::to_string(k) + " has a CP group of " +
-                              std::to_string(g.size) + " ranks, which cannot zigzag-slice samples "
-                              "padded to " + std::to_string(divisor) +
-                              " (2*dp*cp); use a power-of-two dp*cp");
-      }
-    }
-  }
-  return plan;
-}
-
-std::vector<MicrobatchCpGroup> dynamic_cp_groups_of(const DynamicCpPlan& plan,
-                                                    const Topology& topology, int rank) {
-  const Coordinates me = topology.coordinates(rank);
-  const int g = dp_cp_index(topology, me);
-  std::vector<MicrobatchCpGroup> out;
-  out.reserve(plan.microbatches.size());
-  for (const DynamicCpMicrobatch& mb : plan.microbatches) {
-    const CpGroup& group = mb.group_of(g);
-    MicrobatchCpGroup m;
-    m.local_cp_size = group.size;
-    m.cp_rank = g - group.first_rank;
-    m.first_dp_cp_index = group.first_rank;
-    for (int i = group.first_rank; i < group.first_rank + group.size; ++i) {
-      m.member_ranks.push_back(topology.rank_of(
-          {.tp = me.tp, .cp = i % topology.cp(), .dp = i / topology.cp(), .pp = me.pp}));
-    }
-    out.push_back(std::move(m));
-  }
-  return out;
-}
-
-std::vector<PackedBatch> reference_dynamic_cp_microbatches(
-    const GlobalBatch& batch, const DynamicCpPlan& plan,
-    const std::function<Sample(int64_t)>& sample_of, const PipelineOptions& options, int rank) {
-  const Topology& t = options.topology;
-  const Coordinates c = t.coordinates(rank);
-  const StageFields fields = stage_fields(options, c.pp);
-  const BatchIndex index(batch);
-  auto cut = [&](int64_t id) {
-    Sample s = sample_of(id);
-    if (s.id != id) {
-      throw InvalidArgument("sample_of(" + std::to_string(id) + ") returned sample " +
-                            std::to_string(s.id));
-    }
-    return detail::truncated(std::move(s),
-                             batch.real_lengths[static_cast<size_t>(index.position.at(id))]);
-  };
-  std::vector<PackedBatch> out;
-  for (DynamicCpRankMicrobatch& m :
-       dynamic_cp_rank_microbatches(plan, cut, pack_options_of(options), dp_cp_index(t, c))) {
-    detail::keep_stage_fields(m.pack, fields);
-    out.push_back(std::move(m.pack));
-  }
-  return out;
-}
-
 namespace detail {
 
 void check_dynamic_cp_pipeline_options(const PipelineOptions& o) {
@@ -130,17 +61,16 @@ void deliver_dynamic_cp(StepResult& r, Communicator& world, Communicator& tp_gro
   const Topology& t = options.topology;
   const Coordinates me = t.coordinates(world.rank());
   const int dp = t.dp();
-  r.dynamic_cp_plan = plan_dynamic_cp_batch(r.batch, options);
-  const DynamicCpPlan& plan = *r.dynamic_cp_plan;
-  r.cp_groups = dynamic_cp_groups_of(plan, t, world.rank());
+  const Plan& plan = r.plan;
+  r.cp_groups = cp_groups_of(plan, t, world.rank());
   const int64_t k_count = plan.num_microbatches();
   const BatchIndex index(r.batch);
 
   // This rank's pack geometry in micro-batch k, as dp_cp index g sees it.
   auto geometry = [&](int64_t k, int g) {
-    const CpGroup& group = plan.microbatches[static_cast<size_t>(k)].group_of(g);
-    return pack_geometry(group.ids, r.batch, index.position, pack, group.size,
-                         g - group.first_rank, CpMode::kZigzag);
+    const CpGroupView group = plan.microbatch(k).group_of(g);
+    return pack_geometry(group.ids, r.batch, index.position, pack, group.size, g - group.first_rank,
+                         CpMode::kZigzag);
   };
   // A reader serves the ranks of its CP, TP and PP coordinates on every DP index ("column"),
   // so it needs their geometries too; column[k·dp + d] is DP index d's.
@@ -163,9 +93,9 @@ void deliver_dynamic_cp(StepResult& r, Communicator& world, Communicator& tp_gro
   microbatches->reserve(static_cast<size_t>(k_count));
   for (int64_t k = 0; k < k_count; ++k) {
     const MicrobatchCpGroup& g = r.cp_groups[static_cast<size_t>(k)];
-    microbatches->push_back(empty_microbatch(
-        mine(k), r.batch, fields, pack, g.local_cp_size, g.cp_rank, CpMode::kZigzag,
-        buffers.microbatches->take()));
+    microbatches->push_back(empty_microbatch(mine(k), r.batch, fields, pack, g.local_cp_size,
+                                             g.cp_rank, CpMode::kZigzag,
+                                             buffers.microbatches->take()));
   }
 
   // One alltoallv over the world, on every rank (ranks that exchange nothing send and receive 0
@@ -230,10 +160,9 @@ void deliver_dynamic_cp(StepResult& r, Communicator& world, Communicator& tp_gro
     }
     for (size_t q = 0; q < world_size; ++q) {
       if (cursor[q] - recv_offset[q] != recv_counts[q]) {
-        throw InternalError("dynamic CP exchange: consumed " +
-                            std::to_string(cursor[q] - recv_offset[q]) + " of " +
-                            std::to_string(recv_counts[q]) + " bytes received from rank " +
-                            std::to_string(q));
+        throw InternalError(
+            "dynamic CP exchange: consumed " + std::to_string(cursor[q] - recv_offset[q]) + " of " +
+            std::to_string(recv_counts[q]) + " bytes received from rank " + std::to_string(q));
       }
     }
   }
@@ -251,8 +180,8 @@ int64_t dynamic_cp_minimum_exchange_bytes(const StepResult& r, const PipelineOpt
   const int64_t exchanging_tp = o.reading == ReadingMode::kAllRanks ? t.tp() : 1;
   const BatchIndex index(r.batch);
   int64_t moved_bytes = 0;
-  for (const DynamicCpMicrobatch& mb : r.dynamic_cp_plan->microbatches) {
-    for (const CpGroup& g : mb.groups) {
+  for (int64_t k = 0; k < r.plan.num_microbatches(); ++k) {
+    for (const CpGroupView g : r.plan.microbatch(k)) {
       for (int64_t id : g.ids) {
         const auto p = static_cast<size_t>(index.position.at(id));
         for (int i = g.first_rank; i < g.first_rank + g.size; ++i) {

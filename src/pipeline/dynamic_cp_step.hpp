@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <span>
 
-#include "thdpack/comm/communicator.hpp"
 #include "sample_exchange.hpp"
+#include "thdpack/comm/communicator.hpp"
 #include "thdpack/pipeline/pipeline.hpp"
 
 namespace thdpack::detail {
@@ -17,9 +17,9 @@ namespace thdpack::detail {
 /// throws InvalidArgument naming the option.
 void check_dynamic_cp_pipeline_options(const PipelineOptions& options);
 
-/// Fills result.dynamic_cp_plan, result.cp_groups and result.microbatches for `result.batch`
-/// (already gathered). Collective over `world` (one alltoallv, on every rank) and, in Megatron
-/// mode on ranks whose stage holds rows, over `tp_group` (one broadcast).
+/// For result.plan (already made), fills result.cp_groups and result.microbatches for
+/// `result.batch` (already gathered). Collective over `world` (one alltoallv, on every rank) and,
+/// in Megatron mode on ranks whose stage holds rows, over `tp_group` (one broadcast).
 void deliver_dynamic_cp(StepResult& result, Communicator& world, Communicator& tp_group,
                         const PipelineOptions& options, bool reader, StageFields fields,
                         const PackOptions& pack, std::span<const SampleView> local_samples,
@@ -27,7 +27,6 @@ void deliver_dynamic_cp(StepResult& result, Communicator& world, Communicator& t
 
 /// minimum_exchange_bytes of a dynamic-CP step: every member of a sample's group that is not on
 /// the sample's DP index receives its slice.
-int64_t dynamic_cp_minimum_exchange_bytes(const StepResult& result,
-                                          const PipelineOptions& options);
+int64_t dynamic_cp_minimum_exchange_bytes(const StepResult& result, const PipelineOptions& options);
 
 }  // namespace thdpack::detail

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "pipeline/planned_step.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/packing/packed_batch.hpp"
 #include "thdpack/pipeline/pipeline.hpp"
@@ -308,7 +309,10 @@ GlobalBatch detail::gather_global_batch(Communicator& world, const PipelineOptio
 Plan plan_global_batch(const GlobalBatch& batch, const PipelineOptions& options) {
   const ScheduleInput input{batch.ids, batch.padded_lengths, batch.samples_per_rank,
                             batch.group_ids};
-  return make_scheduler(options.scheduler)->schedule(input, schedule_options_of(options));
+  Plan plan = make_scheduler(options.scheduler)->schedule(input, schedule_options_of(options));
+  // Every group zigzag-slices its samples into 2·size chunks, so the padding must divide by that.
+  detail::check_group_slicing(plan, pack_options_of(options).divisor);
+  return plan;
 }
 
 }  // namespace thdpack

@@ -7,6 +7,7 @@
 #include "pipeline/dynamic_cp_step.hpp"
 #include "pipeline/global_batch_gather.hpp"
 #include "pipeline/pack_segments.hpp"
+#include "pipeline/planned_step.hpp"
 #include "pipeline/sample_exchange.hpp"
 #include "pipeline/segment_wire.hpp"
 #include "thdpack/comm/process_groups.hpp"
@@ -170,10 +171,7 @@ void Pipeline::fail_step(const std::string& error) {
 void Pipeline::deliver_fixed_cp(StepResult& r, std::span<const SampleView> local_samples) {
   State& s = *state_;
   const Topology& t = s.options.topology;
-  r.plan = plan_global_batch(r.batch, s.options);
-  r.cp_groups.assign(
-      static_cast<size_t>(r.plan.num_microbatches()),
-      {t.cp(), s.coords.cp, t.group_ranks(GroupKind::kCp, s.world.rank()), s.coords.dp * t.cp()});
+  r.cp_groups = cp_groups_of(r.plan, t, s.world.rank());
   const detail::StepGeometry geometry(r.batch, r.plan, s.pack, t.cp(), s.coords.cp,
                                       s.options.cp_mode);
   const bool has_rows = s.fields.tokens || s.fields.labels;
@@ -181,9 +179,9 @@ void Pipeline::deliver_fixed_cp(StepResult& r, std::span<const SampleView> local
   detail::MicrobatchPool& pool = *s.buffers.microbatches;
   auto microbatches = pool.new_step();
   for (int64_t k = 0; k < r.plan.num_microbatches(); ++k) {
-    microbatches->push_back(detail::empty_microbatch(
-        geometry.pack(k, s.coords.dp), r.batch, s.fields, s.pack, t.cp(), s.coords.cp,
-        s.options.cp_mode, pool.take()));
+    microbatches->push_back(detail::empty_microbatch(geometry.pack(k, s.coords.dp), r.batch,
+                                                     s.fields, s.pack, t.cp(), s.coords.cp,
+                                                     s.options.cp_mode, pool.take()));
   }
   const detail::SegmentWire wire(r.batch, s.fields, s.pack);
   if (exchanges) {
@@ -200,16 +198,41 @@ void Pipeline::deliver_fixed_cp(StepResult& r, std::span<const SampleView> local
   r.microbatches = std::move(microbatches);
 }
 
+namespace {
+
+std::vector<SampleView> views_of(std::span<const Sample> samples) {
+  std::vector<SampleView> views;
+  views.reserve(samples.size());
+  for (const Sample& s : samples) views.push_back(view_of(s));
+  return views;
+}
+
+}  // namespace
+
 StepResult Pipeline::run_step(std::span<const Sample> local_samples,
                               std::span<const int64_t> group_ids) {
-  std::vector<SampleView> views;
-  views.reserve(local_samples.size());
-  for (const Sample& s : local_samples) views.push_back(view_of(s));
-  return run_step(std::span<const SampleView>(views), group_ids);
+  return run(views_of(local_samples), group_ids, nullptr);
 }
 
 StepResult Pipeline::run_step(std::span<const SampleView> local_samples,
                               std::span<const int64_t> group_ids) {
+  return run(local_samples, group_ids, nullptr);
+}
+
+StepResult Pipeline::run_planned_step(std::span<const Sample> local_samples,
+                                      const PlannedBatch& planned,
+                                      std::span<const int64_t> group_ids) {
+  return run(views_of(local_samples), group_ids, &planned);
+}
+
+StepResult Pipeline::run_planned_step(std::span<const SampleView> local_samples,
+                                      const PlannedBatch& planned,
+                                      std::span<const int64_t> group_ids) {
+  return run(local_samples, group_ids, &planned);
+}
+
+StepResult Pipeline::run(std::span<const SampleView> local_samples,
+                         std::span<const int64_t> group_ids, const PlannedBatch* planned) {
   State& s = *state_;
   const auto start = std::chrono::steady_clock::now();
   const CommStats before = total_stats({&s.world, s.dp, s.tp});
@@ -224,8 +247,11 @@ StepResult Pipeline::run_step(std::span<const SampleView> local_samples,
     r.sums.add(r.batch.real_lengths[i], r.batch.padded_lengths[i]);
   for (int v = 0; v < t.vpp(); ++v)
     r.virtual_stages.push_back(virtual_stage_fields(s.options, s.coords.pp, v));
+  r.plan = planned ? detail::agreed_plan(s.world, *planned, r.batch, s.options)
+                   : plan_global_batch(r.batch, s.options);
   const CommStats world_gathered = s.world.stats();
-  if (uses_dynamic_cp(s.options)) {
+  r.dynamic_cp = uses_dynamic_cp(s.options);
+  if (r.dynamic_cp) {
     detail::deliver_dynamic_cp(r, s.world, *s.tp, s.options, s.reader, s.fields, s.pack,
                                local_samples, s.buffers);
   } else {
@@ -236,9 +262,8 @@ StepResult Pipeline::run_step(std::span<const SampleView> local_samples,
   r.traffic.collectives = after.collectives - before.collectives;
   r.traffic.bytes_sent = after.bytes_sent - before.bytes_sent;
   // Dynamic CP exchanges over the world, after the gather.
-  r.traffic.exchange_bytes = r.dynamic_cp_plan
-                                 ? s.world.stats().bytes_sent - world_gathered.bytes_sent
-                                 : s.dp->stats().bytes_sent - dp_before.bytes_sent;
+  r.traffic.exchange_bytes = r.dynamic_cp ? s.world.stats().bytes_sent - world_gathered.bytes_sent
+                                          : s.dp->stats().bytes_sent - dp_before.bytes_sent;
   r.traffic.broadcast_bytes = s.tp->stats().bytes_sent - tp_before.bytes_sent;
   r.traffic.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -246,7 +271,7 @@ StepResult Pipeline::run_step(std::span<const SampleView> local_samples,
 }
 
 int64_t minimum_exchange_bytes(const StepResult& r, const PipelineOptions& o) {
-  if (r.dynamic_cp_plan) return detail::dynamic_cp_minimum_exchange_bytes(r, o);
+  if (r.dynamic_cp) return detail::dynamic_cp_minimum_exchange_bytes(r, o);
   const Topology& t = o.topology;
   const int64_t exchanging_tp = o.reading == ReadingMode::kAllRanks ? t.tp() : 1;
   std::vector<int> source(r.batch.ids.size());
@@ -268,6 +293,26 @@ int64_t minimum_exchange_bytes(const StepResult& r, const PipelineOptions& o) {
     }
   }
   return moved_bytes * exchanging_tp;
+}
+
+std::vector<MicrobatchCpGroup> cp_groups_of(const Plan& plan, const Topology& topology, int rank) {
+  const Coordinates me = topology.coordinates(rank);
+  const int index = me.dp * topology.cp() + me.cp;
+  std::vector<MicrobatchCpGroup> out;
+  out.reserve(static_cast<size_t>(plan.num_microbatches()));
+  for (int64_t k = 0; k < plan.num_microbatches(); ++k) {
+    const CpGroupView group = plan.microbatch(k).group_of(index);
+    MicrobatchCpGroup m;
+    m.local_cp_size = group.size;
+    m.cp_rank = index - group.first_rank;
+    m.first_dp_cp_index = group.first_rank;
+    for (int i = group.first_rank; i < group.first_rank + group.size; ++i) {
+      m.member_ranks.push_back(topology.rank_of(
+          {.tp = me.tp, .cp = i % topology.cp(), .dp = i / topology.cp(), .pp = me.pp}));
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
 }
 
 }  // namespace thdpack

@@ -4,6 +4,7 @@
 #include "thdpack/core/checked_arithmetic.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/pipeline/pipeline.hpp"
+#include "thdpack/schedule/dynamic_cp.hpp"
 
 namespace thdpack {
 
@@ -63,20 +64,11 @@ bool reads_data(const Topology& topology, ReadingMode mode, int rank) {
 }
 
 bool uses_dynamic_cp(const PipelineOptions& o) {
-  const auto names = dynamic_cp_scheduler_names();
-  return std::find(names.begin(), names.end(), o.scheduler) != names.end();
+  return scheduler_layout(o.scheduler) == CpLayout::kDynamic;
 }
 
 DynamicCpOptions dynamic_cp_options_of(const PipelineOptions& o) {
-  DynamicCpOptions d;
-  d.dp = o.topology.dp();
-  d.cp = o.topology.cp();
-  d.microbatch_multiple = o.topology.microbatch_multiple();
-  d.max_seqlen_per_dp_cp_rank = o.max_seqlen_per_dp_cp_rank;
-  d.min_cp = o.min_cp;
-  d.cost = CpCostModel::of_preset_or_coefficients(o.model, o.cost, o.gpu_tflops, o.cp_link_gbps,
-                                                  o.cp_step_overhead_us);
-  return d;
+  return dynamic_cp_options(schedule_options_of(o));
 }
 
 std::string capacity_name_of(const PipelineOptions& o) {
@@ -110,6 +102,11 @@ ScheduleOptions schedule_options_of(const PipelineOptions& o) {
   ScheduleOptions s =
       ScheduleOptions::from_topology(o.topology, o.max_seqlen_per_dp_cp_rank, o.cost);
   s.max_sequences_per_pack = o.max_sequences_per_pack;
+  if (uses_dynamic_cp(o)) {
+    s.min_cp = o.min_cp;
+    s.cp_cost = CpCostModel::of_preset_or_coefficients(o.model, o.cost, o.gpu_tflops,
+                                                       o.cp_link_gbps, o.cp_step_overhead_us);
+  }
   if (o.fixed_cu_seqlens_entries > 0) {
     const bool dummy =
         o.tail_align != TailAlign::kNone && o.tail_policy == TailPolicy::kAppendDummySeq;

@@ -89,11 +89,8 @@ void verify_step(Communicator& world, const PipelineOptions& options, const Step
   const auto& mine = *result.microbatches;
 
   std::string failure;
-  const auto want = result.dynamic_cp_plan
-                        ? reference_dynamic_cp_microbatches(result.batch, *result.dynamic_cp_plan,
-                                                            sample_of, options, world.rank())
-                        : reference_microbatches(result.batch, result.plan, sample_of, options,
-                                                 world.rank());
+  const auto want =
+      reference_microbatches(result.batch, result.plan, sample_of, options, world.rank());
   if (want.size() != mine.size()) {
     failure = std::to_string(mine.size()) + " micro-batches, reference has " +
               std::to_string(want.size());
@@ -106,7 +103,7 @@ void verify_step(Communicator& world, const PipelineOptions& options, const Step
   Digest d;
   // Ranks that must hold the same metadata: one DP index with fixed CP; one dp×cp index with
   // dynamic CP (its groups change between micro-batches).
-  d.dp = result.dynamic_cp_plan ? me.dp * t.cp() + me.cp : me.dp;
+  d.dp = result.dynamic_cp ? me.dp * t.cp() + me.cp : me.dp;
   d.microbatches = static_cast<int64_t>(mine.size());
   d.failed = failure.empty() ? 0 : 1;
   Hash metadata;

@@ -695,8 +695,9 @@ std::optional<KSearchResult> search_k(const std::vector<Item>& items, int64_t sh
 }
 
 /// Steps 1-4: the plan of the packing above.
-DynamicCpPlan plan_by_packing(std::span<const int64_t> ids, std::span<const int64_t> padded_lengths,
-                              const DynamicCpOptions& options) {
+detail::DraftPlan plan_by_packing(std::span<const int64_t> ids,
+                                  std::span<const int64_t> padded_lengths,
+                                  const DynamicCpOptions& options) {
   const SizeTable table = make_size_table(options);
   std::vector<double> times(ids.size() * table.slots());
   std::vector<Item> items(ids.size());
@@ -780,10 +781,10 @@ DynamicCpPlan plan_by_packing(std::span<const int64_t> ids, std::span<const int6
                           std::to_string(multiple) + ") of micro-batches; use a larger batch");
   }
   auto& levels = *best;
-  DynamicCpPlan plan;
+  detail::DraftPlan plan;
   plan.ranks = options.ranks();
   for (auto& level : levels) {
-    DynamicCpMicrobatch mb;
+    detail::DraftMicrobatch mb;
     int rank = 0;
     // Larger groups first: the layout Megatron's runtime expects (non-increasing sizes).
     std::stable_sort(level.groups.begin(), level.groups.end(),
@@ -800,11 +801,11 @@ DynamicCpPlan plan_by_packing(std::span<const int64_t> ids, std::span<const int6
   return plan;
 }
 
-}  // namespace
-
-DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
-                                           std::span<const int64_t> padded_lengths,
-                                           const DynamicCpOptions& options) {
+/// schedule_balanced_dynamic_cp's plan, as a draft (the template planner plans its samples with
+/// it).
+detail::DraftPlan balanced_dynamic_cp_draft(std::span<const int64_t> ids,
+                                            std::span<const int64_t> padded_lengths,
+                                            const DynamicCpOptions& options) {
   validate_dynamic_cp_input(ids, padded_lengths, options);
   // A plan's modeled step: as its scheduler reported it, else (steps 1-4, a VPP split) summed.
   auto step_of = [&](const detail::ScoredPlan& scored) {
@@ -832,7 +833,7 @@ DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
   std::optional<detail::TemplatePlan> by_template;
   try {
     by_template = detail::plan_by_template(by_length, options, template_samples(options),
-                                           schedule_balanced_dynamic_cp);
+                                           balanced_dynamic_cp_draft);
   } catch (const InvalidArgument&) {
     // The template's samples could not be planned (too few micro-batches for the VPP group):
     // plan all of them.
@@ -853,6 +854,15 @@ DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
   const double our_step = by_template ? by_template->step() : step_of(*ours);
   if (theirs && their_step <= our_step) return std::move(theirs->plan);
   return by_template ? by_template->build(by_length) : std::move(ours->plan);
+}
+
+}  // namespace
+
+Plan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
+                                  std::span<const int64_t> padded_lengths,
+                                  const DynamicCpOptions& options) {
+  return detail::to_plan(balanced_dynamic_cp_draft(ids, padded_lengths, options), options.dp,
+                         options.cp);
 }
 
 }  // namespace thdpack

@@ -265,8 +265,8 @@ Plan BalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptio
                           " items over dp=" + std::to_string(dp) + " with capacity " +
                           std::to_string(capacity) + "; use a larger global batch");
   }
-  Plan plan = grouped ? plan_from_packs(dp, best->packs, items, input)
-                      : plan_from_sample_packs(dp, best->packs, input);
+  Plan plan = grouped ? plan_from_packs(dp, options.cp, best->packs, items, input)
+                      : plan_from_sample_packs(dp, options.cp, best->packs, input);
   return cap_sequences_per_pack(std::move(plan), input, options, PackMoves::kAllowed);
 }
 

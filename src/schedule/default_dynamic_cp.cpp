@@ -99,10 +99,10 @@ std::pair<size_t, double> best_of_size(const detail::GroupFitTree& tree, int64_t
 /// Lays the groups out from rank 0 in order, each with its samples in placement order (one
 /// allocation per group: a large batch forms hundreds of thousands). With `time`, `height` is the
 /// micro-batch's modeled height (its slowest group's summed times, in member order).
-DynamicCpMicrobatch lay_out(const std::vector<RoundGroup>& groups,
-                            const std::vector<Placed>& placed, detail::TimeCache* time,
-                            double& height) {
-  DynamicCpMicrobatch mb;
+detail::DraftMicrobatch lay_out(const std::vector<RoundGroup>& groups,
+                                const std::vector<Placed>& placed, detail::TimeCache* time,
+                                double& height) {
+  detail::DraftMicrobatch mb;
   mb.groups.reserve(groups.size());
   int rank = 0;
   for (const auto& g : groups) {
@@ -132,9 +132,9 @@ struct Touched {
 /// Whole-group fallback: first-fit of the round's samples (descending) onto all G ranks. A
 /// class's samples fit up to the first that does not; then only a class no longer than the room
 /// left can fit, so the others are skipped.
-DynamicCpMicrobatch fill_whole_group(detail::WaitingSamples& waiting, int ranks, int64_t m,
-                                     std::vector<Touched>& touched, detail::TimeCache* time,
-                                     double& height) {
+detail::DraftMicrobatch fill_whole_group(detail::WaitingSamples& waiting, int ranks, int64_t m,
+                                         std::vector<Touched>& touched, detail::TimeCache* time,
+                                         double& height) {
   touched.clear();
   CpGroup all{0, ranks, {}};
   int64_t room = m * ranks;
@@ -154,7 +154,7 @@ DynamicCpMicrobatch fill_whole_group(detail::WaitingSamples& waiting, int ranks,
       for (size_t i = 0; i < take; ++i) height += each;  // one by one, as a plan's step sums
     }
   }
-  DynamicCpMicrobatch mb;
+  detail::DraftMicrobatch mb;
   mb.groups.push_back(std::move(all));
   return mb;
 }
@@ -162,9 +162,10 @@ DynamicCpMicrobatch fill_whole_group(detail::WaitingSamples& waiting, int ranks,
 /// One scheduling round: the micro-batch it forms from the waiting samples; placed samples leave
 /// them (empty classes are closed). `touched` and `by_size` are scratch kept between rounds. With
 /// `time`, `height` is the micro-batch's modeled height.
-DynamicCpMicrobatch next_microbatch(detail::WaitingSamples& waiting, const DynamicCpOptions& o,
-                                    std::vector<Touched>& touched, std::vector<SizeIndex>& by_size,
-                                    detail::TimeCache* time, double& height) {
+detail::DraftMicrobatch next_microbatch(detail::WaitingSamples& waiting, const DynamicCpOptions& o,
+                                        std::vector<Touched>& touched,
+                                        std::vector<SizeIndex>& by_size, detail::TimeCache* time,
+                                        double& height) {
   const int ranks = o.ranks();
   const int64_t m = o.max_seqlen_per_dp_cp_rank;
   touched.clear();
@@ -275,7 +276,7 @@ DynamicCpMicrobatch next_microbatch(detail::WaitingSamples& waiting, const Dynam
     const int grown = std::min(smallest->size * 2, ranks);
     if (grown - smallest->size > ranks - used) {
       for (auto t = touched.rbegin(); t != touched.rend(); ++t) waiting[t->cls].next = t->next;
-      DynamicCpMicrobatch whole = fill_whole_group(waiting, ranks, m, touched, time, height);
+      detail::DraftMicrobatch whole = fill_whole_group(waiting, ranks, m, touched, time, height);
       for (const Touched& t : touched) waiting.close_if_empty(t.cls);
       return whole;
     }
@@ -308,8 +309,8 @@ bool expand_to_cover(std::vector<CpGroup>& groups, int ranks) {
 
 /// The VPP split of one micro-batch into (second half, first half), each re-expanded to all
 /// ranks; false when the micro-batch has fewer than two groups or sizes that increase.
-bool split_microbatch(const DynamicCpMicrobatch& mb, int ranks, DynamicCpMicrobatch& second,
-                      DynamicCpMicrobatch& first) {
+bool split_microbatch(const detail::DraftMicrobatch& mb, int ranks, detail::DraftMicrobatch& second,
+                      detail::DraftMicrobatch& first) {
   const auto& groups = mb.groups;
   if (groups.size() < 2) return false;
   for (size_t g = 1; g < groups.size(); ++g) {
@@ -329,7 +330,7 @@ bool split_microbatch(const DynamicCpMicrobatch& mb, int ranks, DynamicCpMicroba
   return true;
 }
 
-void align_to_multiple(std::vector<DynamicCpMicrobatch>& mbs, int multiple, int ranks) {
+void align_to_multiple(std::vector<detail::DraftMicrobatch>& mbs, int multiple, int ranks) {
   auto remainder = static_cast<int64_t>((multiple - mbs.size() % multiple) % multiple);
   auto i = static_cast<int64_t>(mbs.size()) - 1;
   int64_t attempts = 0;
@@ -344,8 +345,8 @@ void align_to_multiple(std::vector<DynamicCpMicrobatch>& mbs, int multiple, int 
       }
       i = static_cast<int64_t>(mbs.size()) - 1;
     }
-    DynamicCpMicrobatch second;
-    DynamicCpMicrobatch first;
+    detail::DraftMicrobatch second;
+    detail::DraftMicrobatch first;
     if (split_microbatch(mbs[static_cast<size_t>(i)], ranks, second, first)) {
       mbs[static_cast<size_t>(i)] = std::move(second);
       mbs.push_back(std::move(first));
@@ -400,13 +401,14 @@ ScoredPlan default_dynamic_cp_scored(const LengthGroups& by_length, const Dynami
 
 }  // namespace detail
 
-DynamicCpPlan schedule_default_dynamic_cp(std::span<const int64_t> ids,
-                                          std::span<const int64_t> padded_lengths,
-                                          const DynamicCpOptions& options) {
+Plan schedule_default_dynamic_cp(std::span<const int64_t> ids,
+                                 std::span<const int64_t> padded_lengths,
+                                 const DynamicCpOptions& options) {
   validate_dynamic_cp_input(ids, padded_lengths, options);
-  return detail::default_dynamic_cp_scored(detail::group_by_length(ids, padded_lengths), options,
-                                           nullptr)
-      .plan;
+  return detail::to_plan(detail::default_dynamic_cp_scored(
+                             detail::group_by_length(ids, padded_lengths), options, nullptr)
+                             .plan,
+                         options.dp, options.cp);
 }
 
 }  // namespace thdpack

@@ -67,7 +67,7 @@ Plan DpBalancedScheduler::schedule(const ScheduleInput& input,
       --i;
     }
   }
-  return Plan(options.dp, packs);
+  return Plan(options.dp, options.cp, packs);
 }
 
 }  // namespace thdpack::detail

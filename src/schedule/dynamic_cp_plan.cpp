@@ -31,13 +31,6 @@ int cp_min_for_length(int64_t length, int64_t max_seqlen_per_dp_cp_rank, int min
   return static_cast<int>(std::max<int64_t>(min_cp, p));
 }
 
-const CpGroup& DynamicCpMicrobatch::group_of(int rank) const {
-  for (const auto& g : groups) {
-    if (rank >= g.first_rank && rank < g.first_rank + g.size) return g;
-  }
-  throw InvalidArgument("dynamic CP micro-batch: no group holds rank " + std::to_string(rank));
-}
-
 void validate_dynamic_cp_input(std::span<const int64_t> ids,
                                std::span<const int64_t> padded_lengths,
                                const DynamicCpOptions& options) {
@@ -83,19 +76,19 @@ bool allowed_cp_group_size(int size, const DynamicCpOptions& o) {
 
 namespace {
 
-[[noreturn]] void violation(int64_t k, size_t g, const std::string& what) {
+[[noreturn]] void violation(int64_t k, int64_t g, const std::string& what) {
   throw InternalError("dynamic CP plan: micro-batch " + std::to_string(k) + ", group " +
                       std::to_string(g) + ": " + what);
 }
 
 }  // namespace
 
-void check_dynamic_cp_plan(const DynamicCpPlan& plan, std::span<const int64_t> ids,
+void check_dynamic_cp_plan(const Plan& plan, std::span<const int64_t> ids,
                            std::span<const int64_t> padded_lengths,
                            const DynamicCpOptions& options) {
   const int ranks = options.ranks();
-  if (plan.ranks != ranks) {
-    throw InternalError("dynamic CP plan: covers " + std::to_string(plan.ranks) +
+  if (plan.ranks() != ranks) {
+    throw InternalError("dynamic CP plan: covers " + std::to_string(plan.ranks()) +
                         " ranks, expected dp*cp = " + std::to_string(ranks));
   }
   if (plan.num_microbatches() % options.microbatch_multiple != 0) {
@@ -109,10 +102,10 @@ void check_dynamic_cp_plan(const DynamicCpPlan& plan, std::span<const int64_t> i
   std::unordered_map<int64_t, int> seen;
   seen.reserve(ids.size());
   for (int64_t k = 0; k < plan.num_microbatches(); ++k) {
-    const auto& mb = plan.microbatches[static_cast<size_t>(k)];
+    const MicrobatchView mb = plan.microbatch(k);
     int next_rank = 0;
-    for (size_t g = 0; g < mb.groups.size(); ++g) {
-      const CpGroup& group = mb.groups[g];
+    for (int64_t g = 0; g < mb.size(); ++g) {
+      const CpGroupView group = mb[g];
       if (group.first_rank != next_rank) violation(k, g, "does not start where the last ended");
       if (!allowed_cp_group_size(group.size, options)) {
         violation(k, g, "size " + std::to_string(group.size) + " is not an allowed CP size");
@@ -132,7 +125,7 @@ void check_dynamic_cp_plan(const DynamicCpPlan& plan, std::span<const int64_t> i
     }
     if (next_rank != ranks) {
       violation(
-          k, mb.groups.size(),
+          k, mb.size(),
           "groups cover " + std::to_string(next_rank) + " of " + std::to_string(ranks) + " ranks");
     }
   }

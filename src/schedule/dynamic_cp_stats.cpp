@@ -14,29 +14,24 @@ namespace thdpack {
 
 namespace detail {
 
-double microbatch_height(const DynamicCpMicrobatch& mb, const LengthById& length_of,
-                         TimeCache& time) {
-  double slowest = 0;
-  for (const auto& g : mb.groups) {
-    double t = 0;
-    for (const int64_t id : g.ids) {
-      const int64_t length = length_of(id);
-      if (length < 0) {
-        throw InvalidArgument("dynamic CP plan: sample " + std::to_string(id) +
-                              " is not in the input");
-      }
-      t += time(length, g.size);
-    }
-    slowest = std::max(slowest, t);
-  }
-  return slowest;
+void throw_unknown_sample(int64_t id) {
+  throw InvalidArgument("dynamic CP plan: sample " + std::to_string(id) + " is not in the input");
 }
 
-double modeled_step(const DynamicCpPlan& plan, const LengthById& length_of,
+double modeled_step(const detail::DraftPlan& plan, const LengthById& length_of,
                     const CpCostModel& cost) {
   TimeCache time(cost);
   double step = 0;
-  for (const auto& mb : plan.microbatches) step += microbatch_height(mb, length_of, time);
+  for (const auto& mb : plan.microbatches) step += microbatch_height(mb.groups, length_of, time);
+  return step;
+}
+
+double modeled_step(const Plan& plan, const LengthById& length_of, const CpCostModel& cost) {
+  TimeCache time(cost);
+  double step = 0;
+  for (int64_t k = 0; k < plan.num_microbatches(); ++k) {
+    step += microbatch_height(plan.microbatch(k), length_of, time);
+  }
   return step;
 }
 
@@ -57,7 +52,7 @@ double lower_bound(const LengthGroups& by_length, const DynamicCpOptions& option
 
 }  // namespace detail
 
-DynamicCpStats evaluate_dynamic_cp_plan(const DynamicCpPlan& plan, std::span<const int64_t> ids,
+DynamicCpStats evaluate_dynamic_cp_plan(const Plan& plan, std::span<const int64_t> ids,
                                         std::span<const int64_t> padded_lengths,
                                         const DynamicCpOptions& options, const CpCostModel& cost) {
   double area = 0;
@@ -76,7 +71,7 @@ DynamicCpStats evaluate_dynamic_cp_plan(const DynamicCpPlan& plan, std::span<con
   stats.lower_bound = std::max(area / options.ranks(), longest);
   stats.microbatches = plan.num_microbatches();
   stats.step = detail::modeled_step(plan, detail::LengthById(ids, padded_lengths), cost);
-  for (const auto& mb : plan.microbatches) stats.groups += static_cast<int64_t>(mb.groups.size());
+  stats.groups = plan.num_groups();
   return stats;
 }
 

@@ -2,26 +2,46 @@
 // The modeled step of a dynamic-CP plan (DynamicCpStats::step) without the lower bound: what a
 // scheduler compares when it keeps the faster of two plans.
 
+#include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <span>
 
 #include "schedule/length_by_id.hpp"
 #include "schedule/length_order.hpp"
+#include "schedule/plan_draft.hpp"
 #include "schedule/time_cache.hpp"
 #include "thdpack/schedule/cp_cost_model.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
 
 namespace thdpack::detail {
 
+/// Throws InvalidArgument: sample `id` of a plan is not in its input.
+[[noreturn]] void throw_unknown_sample(int64_t id);
+
 /// One micro-batch's modeled height: its slowest group's Σ time(length, group size), summed in
-/// member order. Throws InvalidArgument when it holds an id `length_of` does not know.
-double microbatch_height(const DynamicCpMicrobatch& mb, const LengthById& length_of,
-                         TimeCache& time);
+/// member order. `groups` is a range of CpGroup or CpGroupView (a draft's or a plan's micro-batch).
+/// Throws InvalidArgument when it holds an id `length_of` does not know.
+template <class Groups>
+double microbatch_height(const Groups& groups, const LengthById& length_of, TimeCache& time) {
+  double slowest = 0;
+  for (const auto& g : groups) {
+    double t = 0;
+    for (const int64_t id : g.ids) {
+      const int64_t length = length_of(id);
+      if (length < 0) throw_unknown_sample(id);
+      t += time(length, g.size);
+    }
+    slowest = std::max(slowest, t);
+  }
+  return slowest;
+}
 
 /// Σ over micro-batches of microbatch_height, in plan order. Throws
 /// InvalidArgument when the plan holds an id `length_of` does not know.
-double modeled_step(const DynamicCpPlan& plan, const LengthById& length_of,
+double modeled_step(const detail::DraftPlan& plan, const LengthById& length_of,
                     const CpCostModel& cost);
+double modeled_step(const Plan& plan, const LengthById& length_of, const CpCostModel& cost);
 
 /// DynamicCpStats::lower_bound of samples grouped by length (group_by_length), up to rounding:
 /// no plan's modeled step under `cost` is below it.
@@ -30,7 +50,7 @@ double lower_bound(const LengthGroups& by_length, const DynamicCpOptions& option
 
 /// A plan and, where known, its modeled step (bit-identical to modeled_step's).
 struct ScoredPlan {
-  DynamicCpPlan plan;
+  detail::DraftPlan plan;
   std::optional<double> step;
 };
 

@@ -18,7 +18,7 @@ namespace {
 /// spare for it (its micro-batch's height minus the group's time and its own), among those of a
 /// size it may use with token room for it; the first such group on ties; nothing where no group
 /// has room (every group full, as when all samples are M·2^j tokens long).
-std::vector<std::optional<LeftoverPlace>> place_leftovers(const DynamicCpPlan& tmpl,
+std::vector<std::optional<LeftoverPlace>> place_leftovers(const detail::DraftPlan& tmpl,
                                                           std::span<const int64_t> template_lengths,
                                                           std::span<const int64_t> leftovers,
                                                           const DynamicCpOptions& options) {
@@ -99,7 +99,7 @@ std::optional<TemplatePlan> plan_by_template(const LengthGroups& by_length,
     template_lengths[b] = sorted_lengths[b * stride];
   }
   out.template_ = plan_template(template_ids, template_lengths, options);
-  const DynamicCpPlan& tmpl = out.template_;
+  const detail::DraftPlan& tmpl = out.template_;
   const size_t past_blocks = blocks * stride;
   // Fewer than `stride` samples: leftover j joins copy j <= stride - 2, so a plan that replaces
   // the last copy (below) never holds one.
@@ -167,19 +167,19 @@ std::optional<TemplatePlan> plan_by_template(const LengthGroups& by_length,
       heights.resize(out.copies_ * k);
     }
     const LengthById length_of(unplaced_ids, unplaced_lengths);
-    for (const DynamicCpMicrobatch& mb : out.extra_.microbatches) {
-      heights.push_back(microbatch_height(mb, length_of, time));
+    for (const detail::DraftMicrobatch& mb : out.extra_.microbatches) {
+      heights.push_back(microbatch_height(mb.groups, length_of, time));
     }
   }
   for (const double h : heights) out.step_ += h;
   return out;
 }
 
-DynamicCpPlan TemplatePlan::build(const LengthGroups& by_length) const {
+detail::DraftPlan TemplatePlan::build(const LengthGroups& by_length) const {
   const std::vector<int64_t>& sorted_ids = by_length.ids;
   const size_t k = template_.microbatches.size();
   const size_t stride = stride_;
-  DynamicCpPlan plan;
+  detail::DraftPlan plan;
   plan.ranks = template_.ranks;
   plan.microbatches.resize(k * copies_);
   std::vector<std::vector<int64_t>*> targets(copies_);

@@ -27,9 +27,9 @@
 
 namespace thdpack::detail {
 
-using DynamicCpPlanner = std::function<DynamicCpPlan(std::span<const int64_t> ids,
-                                                     std::span<const int64_t> padded_lengths,
-                                                     const DynamicCpOptions& options)>;
+using DynamicCpPlanner = std::function<detail::DraftPlan(std::span<const int64_t> ids,
+                                                         std::span<const int64_t> padded_lengths,
+                                                         const DynamicCpOptions& options)>;
 
 /// Where a sample past the last full block goes: leftover j joins copy j of template group
 /// `group` of micro-batch `microbatch`.
@@ -45,18 +45,18 @@ class TemplatePlan {
   /// The plan's modeled step under options.cost, bit-identical to modeled_step of build().
   double step() const { return step_; }
   /// The plan; `by_length` is the one given to plan_by_template.
-  DynamicCpPlan build(const LengthGroups& by_length) const;
+  detail::DraftPlan build(const LengthGroups& by_length) const;
 
  private:
   friend std::optional<TemplatePlan> plan_by_template(const LengthGroups&, const DynamicCpOptions&,
                                                       int64_t, const DynamicCpPlanner&);
-  DynamicCpPlan template_;
+  detail::DraftPlan template_;
   size_t stride_ = 0;  ///< samples per block
   size_t copies_ = 0;  ///< copies of the template: stride_, or stride_ - 1 (see extra_)
   std::vector<std::optional<LeftoverPlace>> places_;  ///< one per sample past the blocks
   /// The plan of the leftovers no group had room for: alone, or where they are too few for a VPP
   /// multiple of micro-batches, with the last copy's samples (then not a copy).
-  DynamicCpPlan extra_;
+  detail::DraftPlan extra_;
   double step_ = 0;
 };
 

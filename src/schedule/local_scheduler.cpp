@@ -70,8 +70,8 @@ Plan LocalScheduler::schedule(const ScheduleInput& input, const ScheduleOptions&
       packs.offsets.push_back(static_cast<int64_t>(packs.items.size()));
     }
   }
-  return cap_sequences_per_pack(plan_from_packs(dp, packs, items, input), input, options,
-                                PackMoves::kNone);
+  return cap_sequences_per_pack(plan_from_packs(dp, options.cp, packs, items, input), input,
+                                options, PackMoves::kNone);
 }
 
 }  // namespace thdpack::detail

@@ -264,7 +264,7 @@ Outcome plan_once(const Batch& b, bool top_up) {
       offsets.push_back(static_cast<int64_t>(ids.size()));
     }
   }
-  out.plan = Plan(dp, std::move(offsets), std::move(ids));
+  out.plan = Plan(dp, b.options.cp, std::move(offsets), std::move(ids));
   return out;
 }
 

@@ -127,7 +127,7 @@ Plan cap_sequences_per_pack(Plan plan, const ScheduleInput& input, const Schedul
       packs.push_back(std::move(replicas[static_cast<size_t>(r)][static_cast<size_t>(step)]));
     }
   }
-  return Plan(dp, packs);
+  return Plan(dp, plan.cp(), packs);
 }
 
 }  // namespace thdpack::detail

@@ -1,13 +1,49 @@
+#include "thdpack/schedule/plan.hpp"
+
 #include <algorithm>
 #include <string>
 
 #include "thdpack/core/errors.hpp"
-#include "thdpack/schedule/scheduler.hpp"
 
 namespace thdpack {
 
-Plan::Plan(int dp, const std::vector<std::vector<int64_t>>& packs) : dp_(dp) {
-  if (dp < 1) throw InvalidArgument("plan: dp must be >= 1");
+CpGroupView MicrobatchView::Iterator::operator*() const {
+  return plan_->group_at(group_);
+}
+
+CpGroupView MicrobatchView::operator[](int64_t i) const {
+  if (i < 0 || i >= size()) {
+    throw InvalidArgument("group " + std::to_string(i) + " outside [0, " + std::to_string(size()) +
+                          ") of a micro-batch");
+  }
+  return plan_->group_at(first_ + i);
+}
+
+CpGroupView MicrobatchView::group_of(int rank) const {
+  for (const CpGroupView g : *this) {
+    if (g.holds(rank)) return g;
+  }
+  throw InvalidArgument("plan: no group of the micro-batch holds rank " + std::to_string(rank));
+}
+
+std::vector<CpGroup> MicrobatchView::groups() const {
+  std::vector<CpGroup> out;
+  out.reserve(static_cast<size_t>(size()));
+  for (const CpGroupView g : *this) {
+    out.push_back({g.first_rank, g.size, std::vector<int64_t>(g.ids.begin(), g.ids.end())});
+  }
+  return out;
+}
+
+Plan::Plan(int dp, int cp) : dp_(dp), cp_(cp) {
+  if (dp < 1 || cp < 1) throw InvalidArgument("plan: dp and cp must be >= 1");
+  if (static_cast<int64_t>(dp) * cp > INT32_MAX) {
+    throw InvalidArgument("plan: dp*cp = " + std::to_string(static_cast<int64_t>(dp) * cp) +
+                          " does not fit in int");
+  }
+}
+
+Plan::Plan(int dp, int cp, const std::vector<std::vector<int64_t>>& packs) : Plan(dp, cp) {
   if (packs.size() % static_cast<size_t>(dp) != 0) {
     throw InternalError("plan: " + std::to_string(packs.size()) +
                         " packs are not a multiple of dp=" + std::to_string(dp));
@@ -15,35 +51,77 @@ Plan::Plan(int dp, const std::vector<std::vector<int64_t>>& packs) : dp_(dp) {
   size_t total = 0;
   for (const auto& p : packs) total += p.size();
   ids_.reserve(total);
-  offsets_.reserve(packs.size() + 1);
-  for (const auto& p : packs) {
-    ids_.insert(ids_.end(), p.begin(), p.end());
-    offsets_.push_back(static_cast<int64_t>(ids_.size()));
+  for (size_t p = 0; p < packs.size(); ++p) {
+    if (p % static_cast<size_t>(dp) == 0) begin_microbatch();
+    add_group(static_cast<int>(p % static_cast<size_t>(dp)) * cp, cp, packs[p]);
   }
 }
 
-Plan::Plan(int dp, std::vector<int64_t> offsets, std::vector<int64_t> ids)
-    : dp_(dp), offsets_(std::move(offsets)), ids_(std::move(ids)) {
-  if (dp < 1) throw InvalidArgument("plan: dp must be >= 1");
-  if (offsets_.empty() || offsets_.front() != 0 ||
-      offsets_.back() != static_cast<int64_t>(ids_.size()) ||
-      !std::is_sorted(offsets_.begin(), offsets_.end())) {
+Plan::Plan(int dp, int cp, std::vector<int64_t> offsets, std::vector<int64_t> ids) : Plan(dp, cp) {
+  if (offsets.empty() || offsets.front() != 0 ||
+      offsets.back() != static_cast<int64_t>(ids.size()) ||
+      !std::is_sorted(offsets.begin(), offsets.end())) {
     throw InternalError("plan: pack offsets must run from 0 to the number of ids, non-decreasing");
   }
-  if ((offsets_.size() - 1) % static_cast<size_t>(dp) != 0) {
-    throw InternalError("plan: " + std::to_string(offsets_.size() - 1) +
+  const size_t packs = offsets.size() - 1;
+  if (packs % static_cast<size_t>(dp) != 0) {
+    throw InternalError("plan: " + std::to_string(packs) +
                         " packs are not a multiple of dp=" + std::to_string(dp));
+  }
+  group_starts_ = std::move(offsets);
+  ids_ = std::move(ids);
+  first_ranks_.resize(packs);
+  sizes_.assign(packs, cp);
+  for (size_t p = 0; p < packs; ++p) first_ranks_[p] = static_cast<int>(p % dp) * cp;
+  microbatch_starts_.resize(packs / dp + 1);
+  for (size_t k = 0; k < microbatch_starts_.size(); ++k) {
+    microbatch_starts_[k] = static_cast<int64_t>(k * dp);
   }
 }
 
-std::span<const int64_t> Plan::pack_at(int64_t index) const {
-  if (index < 0 || index >= num_packs()) {
+void Plan::begin_microbatch() {
+  microbatch_starts_.push_back(microbatch_starts_.back());
+}
+
+void Plan::add_group(int first_rank, int size, std::span<const int64_t> ids) {
+  if (num_microbatches() < 1) throw InternalError("plan: add_group before begin_microbatch");
+  first_ranks_.push_back(first_rank);
+  sizes_.push_back(size);
+  ids_.insert(ids_.end(), ids.begin(), ids.end());
+  group_starts_.push_back(static_cast<int64_t>(ids_.size()));
+  ++microbatch_starts_.back();
+}
+
+MicrobatchView Plan::microbatch(int64_t k) const {
+  if (k < 0 || k >= num_microbatches()) {
+    throw InvalidArgument("micro-batch " + std::to_string(k) + " outside [0, " +
+                          std::to_string(num_microbatches()) + ")");
+  }
+  const auto i = static_cast<size_t>(k);
+  return MicrobatchView(this, microbatch_starts_[i], microbatch_starts_[i + 1]);
+}
+
+CpGroupView Plan::group_at(int64_t index) const {
+  if (index < 0 || index >= num_groups()) {
     throw InvalidArgument("pack index " + std::to_string(index) + " outside [0, " +
-                          std::to_string(num_packs()) + ")");
+                          std::to_string(num_groups()) + ")");
   }
   const auto i = static_cast<size_t>(index);
-  return std::span<const int64_t>(ids_).subspan(static_cast<size_t>(offsets_[i]),
-                                                static_cast<size_t>(offsets_[i + 1] - offsets_[i]));
+  const auto begin = static_cast<size_t>(group_starts_[i]);
+  const auto count = static_cast<size_t>(group_starts_[i + 1] - group_starts_[i]);
+  return CpGroupView{first_ranks_[i], sizes_[i],
+                     std::span<const int64_t>(ids_).subspan(begin, count)};
+}
+
+bool Plan::is_fixed_cp() const {
+  for (int64_t k = 0; k < num_microbatches(); ++k) {
+    const auto i = static_cast<size_t>(k);
+    if (microbatch_starts_[i + 1] - microbatch_starts_[i] != dp_) return false;
+  }
+  for (size_t g = 0; g < sizes_.size(); ++g) {
+    if (sizes_[g] != cp_ || first_ranks_[g] != static_cast<int>(g % dp_) * cp_) return false;
+  }
+  return true;
 }
 
 }  // namespace thdpack

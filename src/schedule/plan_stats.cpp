@@ -148,7 +148,11 @@ void validate_plan(const Plan& plan, const ScheduleInput& input, const ScheduleO
   auto broken = [](const std::string& what) {
     throw InternalError("plan contract broken: " + what);
   };
-  if (plan.dp() != options.dp) broken("plan has dp=" + std::to_string(plan.dp()));
+  if (plan.dp() != options.dp || plan.cp() != options.cp) {
+    broken("plan is laid out for dp=" + std::to_string(plan.dp()) +
+           " cp=" + std::to_string(plan.cp()));
+  }
+  if (!plan.is_fixed_cp()) broken("plan is not fixed CP (dp groups of size cp per micro-batch)");
   if (plan.num_microbatches() % options.microbatch_multiple != 0) {
     broken(std::to_string(plan.num_microbatches()) + " micro-batches are not a multiple of " +
            std::to_string(options.microbatch_multiple));

@@ -106,7 +106,7 @@ ScheduleItems build_items(const ScheduleInput& input, const ScheduleOptions& opt
   return items;
 }
 
-Plan plan_from_sample_packs(int dp, const PackLists& packs, const ScheduleInput& input) {
+Plan plan_from_sample_packs(int dp, int cp, const PackLists& packs, const ScheduleInput& input) {
   // Packs usually list their samples in increasing order already; only those that do not are
   // sorted.
   std::vector<int64_t> ids = packs.items;
@@ -116,17 +116,17 @@ Plan plan_from_sample_packs(int dp, const PackLists& packs, const ScheduleInput&
     if (!std::is_sorted(first, last)) std::sort(first, last);
   }
   for (int64_t& id : ids) id = input.ids[static_cast<size_t>(id)];
-  return Plan(dp, packs.offsets, std::move(ids));
+  return Plan(dp, cp, packs.offsets, std::move(ids));
 }
 
-Plan plan_from_packs(int dp, const PackLists& packs, const ScheduleItems& items,
+Plan plan_from_packs(int dp, int cp, const PackLists& packs, const ScheduleItems& items,
                      const ScheduleInput& input) {
   std::vector<int64_t> offsets;
   offsets.reserve(packs.offsets.size());
   offsets.push_back(0);
   std::vector<int64_t> ids;
   ids.reserve(input.ids.size());
-  if (!items.grouped) return plan_from_sample_packs(dp, packs, input);
+  if (!items.grouped) return plan_from_sample_packs(dp, cp, packs, input);
   for (size_t p = 0; p + 1 < packs.offsets.size(); ++p) {
     // Collect the pack's input positions, sort them, then map them to ids in place.
     const auto begin = ids.size();
@@ -139,7 +139,7 @@ Plan plan_from_packs(int dp, const PackLists& packs, const ScheduleItems& items,
     for (size_t j = begin; j < ids.size(); ++j) ids[j] = input.ids[static_cast<size_t>(ids[j])];
     offsets.push_back(static_cast<int64_t>(ids.size()));
   }
-  return Plan(dp, std::move(offsets), std::move(ids));
+  return Plan(dp, cp, std::move(offsets), std::move(ids));
 }
 
 }  // namespace thdpack::detail

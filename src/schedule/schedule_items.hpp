@@ -44,9 +44,9 @@ struct PackLists {
 /// samples by increasing input position.
 /// The same where every item is the sample at its input position (no group ids): packs.items are
 /// input positions. Needs no ScheduleItems.
-Plan plan_from_sample_packs(int dp, const PackLists& packs, const ScheduleInput& input);
+Plan plan_from_sample_packs(int dp, int cp, const PackLists& packs, const ScheduleInput& input);
 
-Plan plan_from_packs(int dp, const PackLists& packs, const ScheduleItems& items,
+Plan plan_from_packs(int dp, int cp, const PackLists& packs, const ScheduleItems& items,
                      const ScheduleInput& input);
 
 /// The smallest multiple of `multiple` that is >= value.

@@ -1,3 +1,7 @@
+// The one registry of schedulers, fixed and dynamic CP alike.
+
+#include <algorithm>
+
 #include "core/name_lookup.hpp"
 #include "schedule/schedulers.hpp"
 #include "thdpack/core/errors.hpp"
@@ -7,28 +11,75 @@
 namespace thdpack {
 
 std::vector<std::string> scheduler_names() {
-  return {"balanced", "dp_balanced", "local"};
+  return {"balanced", "dp_balanced", "local", "default_dynamic_cp", "balanced_dynamic_cp"};
 }
 
 std::unique_ptr<Scheduler> make_scheduler(const std::string& name) {
   if (name == "balanced") return std::make_unique<detail::BalancedScheduler>();
   if (name == "dp_balanced") return std::make_unique<detail::DpBalancedScheduler>();
   if (name == "local") return std::make_unique<detail::LocalScheduler>();
+  if (name == "default_dynamic_cp") {
+    return std::make_unique<detail::DynamicCpScheduler>(
+        name, "Megatron-LM's dynamic CP scheduler (dev, packing-aware), exactly",
+        &schedule_default_dynamic_cp);
+  }
+  if (name == "balanced_dynamic_cp") {
+    return std::make_unique<detail::DynamicCpScheduler>(
+        name,
+        "ours: CP size, group and micro-batch of every sample chosen together to minimise the "
+        "modeled step under the CP cost model; never slower than default_dynamic_cp",
+        &schedule_balanced_dynamic_cp);
+  }
   detail::throw_unknown_name("scheduler", name, scheduler_names());
 }
 
-std::vector<std::string> dynamic_cp_scheduler_names() {
-  return {"default_dynamic_cp", "balanced_dynamic_cp"};
+std::vector<std::string> scheduler_names(CpLayout layout) {
+  std::vector<std::string> names = scheduler_names();
+  std::erase_if(names, [layout](const std::string& n) { return scheduler_layout(n) != layout; });
+  return names;
 }
 
-DynamicCpPlan schedule_dynamic_cp(const std::string& name, std::span<const int64_t> ids,
-                                  std::span<const int64_t> padded_lengths,
-                                  const DynamicCpOptions& options) {
-  if (name == "default_dynamic_cp") return schedule_default_dynamic_cp(ids, padded_lengths, options);
-  if (name == "balanced_dynamic_cp") {
-    return schedule_balanced_dynamic_cp(ids, padded_lengths, options);
+CpLayout scheduler_layout(const std::string& name) {
+  return make_scheduler(name)->layout();
+}
+
+DynamicCpOptions dynamic_cp_options(const ScheduleOptions& options) {
+  DynamicCpOptions d;
+  d.dp = options.dp;
+  d.cp = options.cp;
+  d.microbatch_multiple = options.microbatch_multiple;
+  d.max_seqlen_per_dp_cp_rank = options.max_seqlen_per_dp_cp_rank;
+  d.min_cp = options.min_cp;
+  d.cost = options.cp_cost;
+  return d;
+}
+
+ScheduleOptions schedule_options(const DynamicCpOptions& options) {
+  ScheduleOptions s;
+  s.dp = options.dp;
+  s.cp = options.cp;
+  s.microbatch_multiple = options.microbatch_multiple;
+  s.max_seqlen_per_dp_cp_rank = options.max_seqlen_per_dp_cp_rank;
+  s.min_cp = options.min_cp;
+  s.cp_cost = options.cost;
+  return s;
+}
+
+namespace detail {
+
+Plan DynamicCpScheduler::schedule(const ScheduleInput& input,
+                                  const ScheduleOptions& options) const {
+  if (!input.group_ids.empty()) {
+    throw InvalidArgument("scheduler " + name_ +
+                          " does not keep groups of samples together; give no group ids");
   }
-  detail::throw_unknown_name("dynamic CP scheduler", name, dynamic_cp_scheduler_names());
+  if (options.max_sequences_per_pack > 0) {
+    throw InvalidArgument("scheduler " + name_ +
+                          " (dynamic CP) does not support "
+                          "max_sequences_per_pack");
+  }
+  return function_(input.ids, input.padded_lengths, dynamic_cp_options(options));
 }
 
+}  // namespace detail
 }  // namespace thdpack

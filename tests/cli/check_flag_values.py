@@ -29,6 +29,7 @@ BAD = {
     "non_negative_number": ["-1", "nan", "-inf", "1e30", "", "abc"],
     "fraction": ["-1", "nan", "1.5", "1e30", "", "abc"],
     "text": [""],
+    "integer": ["abc", "1.5", "", "1e30", "99999999999999999999"],
 }
 
 WORKLOAD = {"--workload": "text", "--dataset-config": "text", "--lengths": "text",
@@ -50,7 +51,8 @@ FLAGS = {
             "--tail-align": "text", "--tail-multiple": "non_negative", "--tail-policy": "text",
             "--fixed-cu-seqlens-entries": "non_negative", "--gpu-tflops": "positive_number",
             "--cp-link-gbps": "non_negative_number", "--cp-step-overhead-us": "non_negative_number",
-            "--min-cp": "positive"},
+            "--min-cp": "positive", "--pad-id": "integer", "--ignore-id": "integer",
+            "--pad-positions": "text", "--plan-in": "text"},
     "pack": {**WORKLOAD, "--capacity": "positive", "--strategy": "text", "--divisor": "positive",
              "--seed": "non_negative", "--group-size": "positive", "--limit": "positive",
              "--stream": "positive", "--out": "text", "--materialize": "text", "--dtype": "text",

@@ -53,15 +53,18 @@ def main(exe, work):
         out = os.path.join(work, f"megatron_order_{seed}.json")
         doc = plan_file(exe, out, config, dp, batch, m, "megatron", extra)
         contiguous = plan_file(exe, out, config, dp, batch, m, "contiguous", extra)
+        def packs(step):  # fixed CP: group r of micro-batch k is replica r's pack
+            return [[g["ids"] for g in mb] for mb in step["plans"]["dp_balanced"]["microbatches"]]
+
         for got, other in zip(doc["steps"], contiguous["steps"]):
-            lengths_of = dict(zip(got["ids"], got["padded_lengths"]))
+            lengths_of = dict(zip(got["ids"], got["plans"]["dp_balanced"]["padded_lengths"]))
             want = megatron_plan(lengths_of, got["step"], batch, dp, m, multiple, size)
             cases += 1
-            if got["plans"]["dp_balanced"] == want:
+            if packs(got) == want:
                 matched += 1
             else:
                 print(f"seed {seed} step {got['step']}: plan differs from Megatron's")
-            contiguous_matches += other["plans"]["dp_balanced"] == want
+            contiguous_matches += packs(other) == want
     print(f"megatron order: {matched} of {cases} plans equal Megatron's; "
           f"contiguous order: {contiguous_matches} of {cases}")
     if matched != cases or contiguous_matches * 2 > cases:

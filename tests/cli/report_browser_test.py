@@ -100,9 +100,11 @@ def expected_figures(plans_file, step):
     lin, quad = plans_file["cost"]["linear"], plans_file["cost"]["quadratic"]
     scale = 1.0 / (plans_file["gpu_tflops"] * 1e12) if plans_file["model"] else 1.0
     s = plans_file["steps"][step]
-    length = dict(zip(s["ids"], s["padded_lengths"]))
     figures = {}
-    for name, plan in s["plans"].items():
+    for name, planned in s["plans"].items():
+        length = dict(zip(s["ids"], planned["padded_lengths"]))
+        # Fixed CP: group r of micro-batch k is the pack of replica r.
+        plan = [[group["ids"] for group in mb] for mb in planned["microbatches"]]
         k_count = len(plan)
         mb = [[sum(lin * length[i] + quad * length[i] ** 2 for i in plan[k][r]) / cp
                for k in range(k_count)] for r in range(dp)]
@@ -118,7 +120,7 @@ def expected_figures(plans_file, step):
         figures[name] = {"replica": replica, "mb": [[x * scale for x in m] for m in mb],
                          "bins": bins, "unused": dp * k_count * capacity - padded_total,
                          "k": k_count}
-    counts = {name: [len(st["plans"][name]) for st in plans_file["steps"]]
+    counts = {name: [len(st["plans"][name]["microbatches"]) for st in plans_file["steps"]]
               for name in s["plans"]}
     return figures, counts
 

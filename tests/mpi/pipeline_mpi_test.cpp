@@ -1,7 +1,7 @@
 // The pipeline over real MPI ranks: every case of the test matrix (and of the dynamic-CP matrix)
-// whose world size matches mpirun's -np, both reading modes, with and without VPP, every scheduler; every rank's
-// micro-batches checked against the single-process reference, metadata bit-identical across the
-// world, token conservation (verify_step). Plus failures that must reach every rank.
+// whose world size matches mpirun's -np, both reading modes, with and without VPP, every scheduler;
+// every rank's micro-batches checked against the single-process reference, metadata bit-identical
+// across the world, token conservation (verify_step). Plus failures that must reach every rank.
 
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -40,7 +40,7 @@ INSTANTIATE_TEST_SUITE_P(Matrix, PipelineMpi, ::testing::ValuesIn(testing::full_
                          [](const auto& info) { return info.param.name(); });
 
 // Dynamic CP: every rank's slice of its CP group in every micro-batch equals
-// dynamic_cp_rank_microbatches (verify_step), over several batches.
+// rank_microbatches (verify_step), over several batches.
 INSTANTIATE_TEST_SUITE_P(DynamicCp, PipelineMpi, ::testing::ValuesIn(testing::dynamic_cp_matrix()),
                          [](const auto& info) { return info.param.name(); });
 

@@ -1,4 +1,4 @@
-// The pipeline's dynamic-CP plan is the one `thdpack plan` computes: plan_dynamic_cp_batch equals
+// The pipeline's dynamic-CP plan is the one `thdpack plan` computes: plan_global_batch equals
 // schedule_dynamic_cp called directly with the CP cost model of the plan command (preset or
 // direct coefficients, 400 TFLOP/s, 50 GB/s ring link, 20 us per ring step and layer), and on
 // long-tail batches balanced_dynamic_cp does not spread the tokens over many nearly empty
@@ -56,8 +56,8 @@ DynamicCpOptions plan_command_options(const PipelineOptions& o) {
   d.dp = o.topology.dp();
   d.cp = o.topology.cp();
   d.max_seqlen_per_dp_cp_rank = o.max_seqlen_per_dp_cp_rank;
-  d.cost = o.model.empty() ? CpCostModel{} : CpCostModel::from_model(model_preset(o.model), 400,
-                                                                     2, 50, 20);
+  d.cost = o.model.empty() ? CpCostModel{}
+                           : CpCostModel::from_model(model_preset(o.model), 400, 2, 50, 20);
   if (o.model.empty()) {
     d.cost.compute = o.cost;
     d.cost.flops_per_second = 400e12;
@@ -65,7 +65,7 @@ DynamicCpOptions plan_command_options(const PipelineOptions& o) {
   return d;
 }
 
-double fill(const DynamicCpPlan& plan, const GlobalBatch& b, const DynamicCpOptions& d) {
+double fill(const Plan& plan, const GlobalBatch& b, const DynamicCpOptions& d) {
   const double tokens = std::accumulate(b.real_lengths.begin(), b.real_lengths.end(), 0.0);
   return tokens / (static_cast<double>(plan.num_microbatches()) * d.ranks() *
                    static_cast<double>(d.max_seqlen_per_dp_cp_rank));
@@ -78,16 +78,15 @@ TEST(DynamicCpPipelineCost, PlanEqualsThePlanCommandsSchedule) {
   for (const auto& [dp, cp] : layouts) {
     for (const std::string& model : models) {
       for (uint64_t seed = 0; seed < 20; ++seed) {
-        SCOPED_TRACE("dp=" + std::to_string(dp) + " cp=" + std::to_string(cp) + " model='" +
-                     model + "' seed=" + std::to_string(seed));
+        SCOPED_TRACE("dp=" + std::to_string(dp) + " cp=" + std::to_string(cp) + " model='" + model +
+                     "' seed=" + std::to_string(seed));
         std::mt19937_64 rng(seed * 7919 + static_cast<uint64_t>(dp * 10 + cp));
         const PipelineOptions o = options_for(dp, cp, 4096, model);
-        const GlobalBatch b = longtail_batch(rng, dp, cp, 4096, 8 + static_cast<int64_t>(seed % 5),
-                                             1000);
-        const DynamicCpPlan direct =
-            schedule_dynamic_cp("balanced_dynamic_cp", b.ids, b.padded_lengths,
-                                plan_command_options(o));
-        EXPECT_EQ(plan_dynamic_cp_batch(b, o), direct);
+        const GlobalBatch b =
+            longtail_batch(rng, dp, cp, 4096, 8 + static_cast<int64_t>(seed % 5), 1000);
+        const Plan direct =
+            schedule_balanced_dynamic_cp(b.ids, b.padded_lengths, plan_command_options(o));
+        EXPECT_EQ(plan_global_batch(b, o), direct);
       }
     }
   }
@@ -127,12 +126,12 @@ TEST(DynamicCpPipelineCost, LongtailFillIsNotPathologicallyLow) {
     const PipelineOptions o = options_for(dp, cp, m, "llama3-8b");
     const GlobalBatch b = longtail_batch(rng, dp, cp, m, 32, 2000);
     const DynamicCpOptions d = dynamic_cp_options_of(o);
-    const DynamicCpPlan plan = plan_dynamic_cp_batch(b, o);
+    const Plan plan = plan_global_batch(b, o);
     const double padded = std::accumulate(b.padded_lengths.begin(), b.padded_lengths.end(), 0.0);
     const double slots = static_cast<double>(d.ranks()) * static_cast<double>(m);
     const double k_min = std::ceil(padded / slots);
-    const double best = std::accumulate(b.real_lengths.begin(), b.real_lengths.end(), 0.0) /
-                        (k_min * slots);
+    const double best =
+        std::accumulate(b.real_lengths.begin(), b.real_lengths.end(), 0.0) / (k_min * slots);
     const double f = fill(plan, b, d);
     worst = std::min(worst, f / best);
     EXPECT_GE(f, 0.5 * best) << plan.num_microbatches() << " micro-batches, K_min " << k_min;

@@ -1,6 +1,6 @@
 // Dynamic-CP delivery through the pipeline on the local-thread communicator: many batches whose
 // every rank's micro-batches equal the single-process reference (verify_step, which uses
-// dynamic_cp_rank_microbatches), CP groups in the step result that match the plan and members of
+// rank_microbatches), CP groups in the step result that match the plan and members of
 // a group that agree, and the options dynamic CP does not support refused on every rank.
 
 #include <gtest/gtest.h>
@@ -61,21 +61,22 @@ TEST(PipelineDynamicCpGroups, StepResultNamesThePlansGroups) {
     Pipeline p(world, o);
     const auto local = testing::local_samples(o, world.rank(), 3, 16);
     const StepResult r = p.run_step(local);
-    ASSERT_TRUE(r.dynamic_cp_plan.has_value());
+    ASSERT_TRUE(r.dynamic_cp);
+    ASSERT_EQ(r.plan.ranks(), o.topology.dp() * o.topology.cp());
     ASSERT_EQ(r.cp_groups.size(), static_cast<size_t>(r.num_microbatches()));
     ASSERT_EQ(r.microbatches->size(), r.cp_groups.size());
     const Coordinates me = o.topology.coordinates(world.rank());
     const int g = me.dp * o.topology.cp() + me.cp;
     for (size_t k = 0; k < r.cp_groups.size(); ++k) {
       const MicrobatchCpGroup& mine = r.cp_groups[k];
-      const CpGroup& planned = r.dynamic_cp_plan->microbatches[k].group_of(g);
+      const CpGroupView planned = r.plan.microbatch(static_cast<int64_t>(k)).group_of(g);
       const PackedBatch& m = (*r.microbatches)[k];
       EXPECT_EQ(mine.local_cp_size, planned.size);
       EXPECT_EQ(mine.first_dp_cp_index, planned.first_rank);
       EXPECT_EQ(mine.cp_rank, g - planned.first_rank);
       EXPECT_EQ(m.cp_size, planned.size);
       EXPECT_EQ(m.cp_rank, mine.cp_rank);
-      EXPECT_EQ(m.sample_ids, planned.ids);
+      EXPECT_EQ(m.sample_ids, std::vector<int64_t>(planned.ids.begin(), planned.ids.end()));
       ASSERT_EQ(mine.member_ranks.size(), static_cast<size_t>(planned.size));
       EXPECT_EQ(mine.member_ranks[static_cast<size_t>(mine.cp_rank)], world.rank());
       for (int member : mine.member_ranks) {

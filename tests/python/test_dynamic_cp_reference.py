@@ -216,6 +216,9 @@ def test_balanced_dynamic_cp_keeps_the_contracts_under_the_full_cost_model():
             assert sum(lengths[i] for i in ids) <= 16384 * size
             seen.extend(ids)
     assert sorted(seen) == list(range(200))
-    with pytest.raises(thdpack.InvalidArgument, match="unknown dynamic CP scheduler"):
+    with pytest.raises(thdpack.InvalidArgument, match="unknown scheduler 'fastest'"):
         thdpack.schedule_dynamic_cp(lengths, dp=8, cp=4, max_seqlen_per_dp_cp_rank=16384,
                                     scheduler="fastest")
+    with pytest.raises(thdpack.InvalidArgument, match="a dynamic-CP scheduler .* not 'balanced'"):
+        thdpack.schedule_dynamic_cp(lengths, dp=8, cp=4, max_seqlen_per_dp_cp_rank=16384,
+                                    scheduler="balanced")

@@ -72,7 +72,7 @@ TEST(BalancedDynamicCp, PropertiesHoldOverTenThousandRandomCases) {
     }
     std::vector<int64_t> ids(n);
     std::iota(ids.begin(), ids.end(), 100);
-    DynamicCpPlan plan;
+    Plan plan;
     try {
       plan = schedule_balanced_dynamic_cp(ids, lengths, o);
     } catch (const InvalidArgument& e) {
@@ -147,9 +147,9 @@ TEST(BalancedDynamicCp, MoreMicrobatchesAreTakenOnlyWhereTheyLowerTheStepEnough)
     o.dp = 64;
     o.cp = 4;
     o.max_seqlen_per_dp_cp_rank = 16384;
-    const DynamicCpPlan plan = schedule_balanced_dynamic_cp(ids, lengths, o);
+    const Plan plan = schedule_balanced_dynamic_cp(ids, lengths, o);
     const DynamicCpStats stats = evaluate_dynamic_cp_plan(plan, ids, lengths, o, o.cost);
-    EXPECT_LE(plan.microbatches.size(), 128U) << "seed " << seed;
+    EXPECT_LE(plan.num_microbatches(), 128) << "seed " << seed;
     EXPECT_LT(stats.step, 1.01 * stats.lower_bound) << "seed " << seed;
   }
 }
@@ -189,7 +189,7 @@ TEST(BalancedDynamicCp, IsOnAverageAtLeast1_15xFasterThanDefaultDynamicCpUnderTh
         o.max_seqlen_per_dp_cp_rank = w.max_seqlen_per_dp_cp_rank;
         o.cost = cost;
         const double bound =
-            evaluate_dynamic_cp_plan(DynamicCpPlan{ranks, {}}, ids, lengths, o, cost).lower_bound;
+            evaluate_dynamic_cp_plan(Plan(ranks, 1), ids, lengths, o, cost).lower_bound;
         ours.push_back(evaluate_dynamic_cp_plan(schedule_balanced_dynamic_cp(ids, lengths, o), ids,
                                                 lengths, o, cost)
                            .step /
@@ -221,7 +221,7 @@ TEST(BalancedDynamicCp, LargeBatchesAreDeterministicAndNeverSlower) {
     const DynamicCpStats megatron = evaluate_dynamic_cp_plan(
         schedule_default_dynamic_cp(ids, lengths, o), ids, lengths, o, cost);
     ASSERT_GT(megatron.step, 1.0025 * megatron.lower_bound) << n << " samples";
-    const DynamicCpPlan plan = schedule_balanced_dynamic_cp(ids, lengths, o);
+    const Plan plan = schedule_balanced_dynamic_cp(ids, lengths, o);
     ASSERT_NO_THROW(check_dynamic_cp_plan(plan, ids, lengths, o));
     EXPECT_EQ(schedule_balanced_dynamic_cp(ids, lengths, o), plan);
     EXPECT_LE(evaluate_dynamic_cp_plan(plan, ids, lengths, o, cost).step, megatron.step);
@@ -240,20 +240,25 @@ TEST(BalancedDynamicCp, KeepsMegatronsPlanWhenItIsWithinAQuarterPercentOfTheBoun
     const std::vector<int64_t> lengths = long_tail_lengths(0, n);
     std::vector<int64_t> ids(lengths.size());
     std::iota(ids.begin(), ids.end(), 0);
-    const DynamicCpPlan megatron = schedule_default_dynamic_cp(ids, lengths, o);
+    const Plan megatron = schedule_default_dynamic_cp(ids, lengths, o);
     const DynamicCpStats theirs = evaluate_dynamic_cp_plan(megatron, ids, lengths, o, o.cost);
     // Ours, as step 6 makes it (the template of 2,048 samples): faster in both cases.
     const detail::LengthGroups grouped = detail::group_by_length(ids, lengths);
-    const auto ours = detail::plan_by_template(grouped, o, 2048, schedule_balanced_dynamic_cp);
+    const auto ours = detail::plan_by_template(
+        grouped, o, 2048,
+        [](std::span<const int64_t> t_ids, std::span<const int64_t> t_lengths,
+           const DynamicCpOptions& t_o) {
+          return detail::to_draft(schedule_balanced_dynamic_cp(t_ids, t_lengths, t_o));
+        });
     ASSERT_TRUE(ours.has_value());
     ASSERT_LT(ours->step(), theirs.step);
-    const DynamicCpPlan plan = schedule_balanced_dynamic_cp(ids, lengths, o);
+    const Plan plan = schedule_balanced_dynamic_cp(ids, lengths, o);
     if (n == 65536) {
       ASSERT_LE(theirs.step, 1.0025 * theirs.lower_bound);
       EXPECT_EQ(plan, megatron);
     } else {
       ASSERT_GT(theirs.step, 1.0025 * theirs.lower_bound);
-      EXPECT_EQ(plan, ours->build(grouped));
+      EXPECT_EQ(plan, detail::to_plan(ours->build(grouped), o.dp, o.cp));
     }
   }
 }
@@ -276,8 +281,8 @@ TEST(BalancedDynamicCp, ABatchPastTheSampledSearchThresholdWithoutATemplateKeeps
   DynamicCpOptions o = dp8_cp4_options(CpCostModel::megatron_workload());
   o.dp = 6;  // G = 24: groups of 3, 6, 12 and 24
   o.min_cp = 3;
-  const DynamicCpPlan megatron = schedule_default_dynamic_cp(ids, lengths, o);
-  const DynamicCpPlan plan = schedule_balanced_dynamic_cp(ids, lengths, o);
+  const Plan megatron = schedule_default_dynamic_cp(ids, lengths, o);
+  const Plan plan = schedule_balanced_dynamic_cp(ids, lengths, o);
   ASSERT_NO_THROW(check_dynamic_cp_plan(plan, ids, lengths, o));
   EXPECT_NE(plan, megatron);
   const DynamicCpStats ours = evaluate_dynamic_cp_plan(plan, ids, lengths, o, o.cost);
@@ -305,8 +310,8 @@ TEST(BalancedDynamicCp, ReturnsMegatronsPlanWhereNoVppMultipleOfMicrobatchesPack
     std::vector<int64_t> lengths(n);
     std::iota(ids.begin(), ids.end(), 0);
     for (auto& len : lengths) len = std::clamp<int64_t>(static_cast<int64_t>(dist(rng)), 1, 16384);
-    const DynamicCpPlan megatron = schedule_default_dynamic_cp(ids, lengths, o);
-    DynamicCpPlan plan;
+    const Plan megatron = schedule_default_dynamic_cp(ids, lengths, o);
+    Plan plan;
     ASSERT_NO_THROW(plan = schedule_balanced_dynamic_cp(ids, lengths, o)) << "seed " << seed;
     ASSERT_NO_THROW(check_dynamic_cp_plan(plan, ids, lengths, o));
     EXPECT_LE(evaluate_dynamic_cp_plan(plan, ids, lengths, o, o.cost).step,
@@ -327,7 +332,7 @@ TEST(BalancedDynamicCp, NeverSlowerThanDefaultDynamicCpOnBatchesOfManySamplesPer
       std::vector<int64_t> ids(lengths.size());
       std::iota(ids.begin(), ids.end(), 0);
       const DynamicCpOptions o = dp8_cp4_options(cost);
-      const DynamicCpPlan plan = schedule_balanced_dynamic_cp(ids, lengths, o);
+      const Plan plan = schedule_balanced_dynamic_cp(ids, lengths, o);
       ASSERT_NO_THROW(check_dynamic_cp_plan(plan, ids, lengths, o));
       const DynamicCpStats ours = evaluate_dynamic_cp_plan(plan, ids, lengths, o, cost);
       const DynamicCpStats megatron = evaluate_dynamic_cp_plan(
@@ -366,11 +371,11 @@ TEST(BalancedDynamicCp, ZigzagWithinEachGroupBalancesCausalWorkAsFixedCpDoes) {
   o.cp = 4;
   o.max_seqlen_per_dp_cp_rank = 16384;
   o.cost = full_cost();
-  const DynamicCpPlan plan = schedule_balanced_dynamic_cp(ids, padded, o);
+  const Plan plan = schedule_balanced_dynamic_cp(ids, padded, o);
   double max_sum = 0, mean_sum = 0;
   int multi_rank_groups = 0;
-  for (const auto& mb : plan.microbatches) {
-    for (const auto& g : mb.groups) {
+  for (int64_t k = 0; k < plan.num_microbatches(); ++k) {
+    for (const CpGroupView g : plan.microbatch(k)) {
       std::vector<int32_t> cu{0}, cu_padded{0};
       for (const int64_t id : g.ids) {
         cu.push_back(cu.back() + static_cast<int32_t>(real[static_cast<size_t>(id)]));

@@ -30,15 +30,15 @@ std::vector<int64_t> iota_ids(size_t n) {
   return ids;
 }
 
-DynamicCpPlan plan_for(const std::vector<int64_t>& lengths, const DynamicCpOptions& o) {
+Plan plan_for(const std::vector<int64_t>& lengths, const DynamicCpOptions& o) {
   const auto ids = iota_ids(lengths.size());
-  DynamicCpPlan plan = schedule_default_dynamic_cp(ids, lengths, o);
+  Plan plan = schedule_default_dynamic_cp(ids, lengths, o);
   check_dynamic_cp_plan(plan, ids, lengths, o);
   return plan;
 }
 
-DynamicCpMicrobatch microbatch(std::vector<CpGroup> groups) {
-  return {std::move(groups)};
+std::vector<CpGroup> microbatch(std::vector<CpGroup> groups) {
+  return groups;
 }
 
 TEST(DynamicCp, CpMinIsTheSmallestPowerOfTwoThatKeepsEachRankWithinM) {
@@ -58,24 +58,25 @@ TEST(DefaultDynamicCp, ShortSamplesTakeNewSingleRankGroupsAndPackWhereTheMaximum
   // cp-2 group raises the maximum to 12500). The last 50 joins that group: the maximum stays.
   const auto plan = plan_for({150, 100, 50, 50}, options(2, 2, 100));
   ASSERT_EQ(plan.num_microbatches(), 1);
-  EXPECT_EQ(plan.microbatches[0], microbatch({{0, 2, {0}}, {2, 1, {1}}, {3, 1, {2, 3}}}));
-  EXPECT_EQ(plan.microbatches[0].group_of(1).size, 2);
-  EXPECT_EQ(plan.microbatches[0].group_of(3).ids, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(plan.microbatch(0).groups(), microbatch({{0, 2, {0}}, {2, 1, {1}}, {3, 1, {2, 3}}}));
+  EXPECT_EQ(plan.microbatch(0).group_of(1).size, 2);
+  EXPECT_EQ(plan.microbatch(0).groups()[2].ids, (std::vector<int64_t>{2, 3}));
+  EXPECT_TRUE(plan.microbatch(0).group_of(3).holds(3));
 }
 
 TEST(DefaultDynamicCp, IdleRanksDoubleTheFirstSmallestGroup) {
   // [0] and [1] of size 1, two ranks idle: the first doubles, then the second.
   const auto plan = plan_for({100, 100}, options(4, 1, 100));
   ASSERT_EQ(plan.num_microbatches(), 1);
-  EXPECT_EQ(plan.microbatches[0], microbatch({{0, 2, {0}}, {2, 2, {1}}}));
+  EXPECT_EQ(plan.microbatch(0).groups(), microbatch({{0, 2, {0}}, {2, 2, {1}}}));
 }
 
 TEST(DefaultDynamicCp, SamplesThatFitNowhereWaitForTheNextMicrobatch) {
   // G = 2: two full single-rank groups, the third sample waits and then runs alone on both ranks.
   const auto plan = plan_for({100, 100, 100}, options(2, 1, 100));
   ASSERT_EQ(plan.num_microbatches(), 2);
-  EXPECT_EQ(plan.microbatches[0], microbatch({{0, 1, {0}}, {1, 1, {1}}}));
-  EXPECT_EQ(plan.microbatches[1], microbatch({{0, 2, {2}}}));
+  EXPECT_EQ(plan.microbatch(0).groups(), microbatch({{0, 1, {0}}, {1, 1, {1}}}));
+  EXPECT_EQ(plan.microbatch(1).groups(), microbatch({{0, 2, {2}}}));
 }
 
 TEST(DefaultDynamicCp, EqualLengthsKeepAscendingIdsAndTheCapHoldsBackHeavySamples) {
@@ -87,8 +88,8 @@ TEST(DefaultDynamicCp, EqualLengthsKeepAscendingIdsAndTheCapHoldsBackHeavySample
   const auto plan = schedule_default_dynamic_cp(ids, lengths, o);
   check_dynamic_cp_plan(plan, ids, lengths, o);
   ASSERT_EQ(plan.num_microbatches(), 2);
-  EXPECT_EQ(plan.microbatches[0], microbatch({{0, 1, {7}}, {1, 1, {3}}}));
-  EXPECT_EQ(plan.microbatches[1], microbatch({{0, 1, {8}}, {1, 1, {9}}}));
+  EXPECT_EQ(plan.microbatch(0).groups(), microbatch({{0, 1, {7}}, {1, 1, {3}}}));
+  EXPECT_EQ(plan.microbatch(1).groups(), microbatch({{0, 1, {8}}, {1, 1, {9}}}));
 }
 
 TEST(DefaultDynamicCp, DoublingThatCannotCoverTheGroupFallsBackToAllRanks) {
@@ -96,7 +97,7 @@ TEST(DefaultDynamicCp, DoublingThatCannotCoverTheGroupFallsBackToAllRanks) {
   // raises IndexError here): the round runs first-fit on all 5 ranks instead.
   const auto plan = plan_for({100, 100}, options(5, 1, 100));
   ASSERT_EQ(plan.num_microbatches(), 1);
-  EXPECT_EQ(plan.microbatches[0], microbatch({{0, 5, {0, 1}}}));
+  EXPECT_EQ(plan.microbatch(0).groups(), microbatch({{0, 5, {0, 1}}}));
 }
 
 TEST(DefaultDynamicCp, VppSplitsATailMicrobatchAtHalfTheRanksAndReexpandsBothHalves) {
@@ -104,8 +105,8 @@ TEST(DefaultDynamicCp, VppSplitsATailMicrobatchAtHalfTheRanksAndReexpandsBothHal
   // the second half (re-expanded to [2:{1}][2:{2,3}]), the first half ([4:{0}]) goes to the end.
   const auto plan = plan_for({150, 100, 50, 50}, options(2, 2, 100, 2));
   ASSERT_EQ(plan.num_microbatches(), 2);
-  EXPECT_EQ(plan.microbatches[0], microbatch({{0, 2, {1}}, {2, 2, {2, 3}}}));
-  EXPECT_EQ(plan.microbatches[1], microbatch({{0, 4, {0}}}));
+  EXPECT_EQ(plan.microbatch(0).groups(), microbatch({{0, 2, {1}}, {2, 2, {2, 3}}}));
+  EXPECT_EQ(plan.microbatch(1).groups(), microbatch({{0, 4, {0}}}));
 }
 
 TEST(DefaultDynamicCp, RefusesWhatMegatronCannotPlan) {
@@ -142,7 +143,7 @@ TEST(DefaultDynamicCp, PropertiesHoldOverTenThousandRandomCases) {
       len = std::clamp<int64_t>(static_cast<int64_t>(dist(rng)), 1, longest);
     }
     const auto ids = iota_ids(n);
-    DynamicCpPlan plan;
+    Plan plan;
     try {
       plan = schedule_default_dynamic_cp(ids, lengths, o);
     } catch (const InvalidArgument& e) {
@@ -163,8 +164,8 @@ TEST(DefaultDynamicCp, PropertiesHoldOverTenThousandRandomCases) {
 // clear InvalidArgument (no wrapped arithmetic, no endless doubling), or plan within contract.
 TEST(DynamicCpLimits, ExtremeLengthsAndMinCpAreRefusedClearly) {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-  using Scheduler = DynamicCpPlan (*)(std::span<const int64_t>, std::span<const int64_t>,
-                                      const DynamicCpOptions&);
+  using Scheduler =
+      Plan (*)(std::span<const int64_t>, std::span<const int64_t>, const DynamicCpOptions&);
   const Scheduler schedulers[] = {&schedule_default_dynamic_cp, &schedule_balanced_dynamic_cp};
   for (const Scheduler schedule : schedulers) {
     // A sample longer than M x dp*cp, M small.
@@ -206,7 +207,7 @@ TEST(DynamicCpLimits, ExtremeLengthsAndMinCpAreRefusedClearly) {
     const auto o = options(dp, cp, m, 1, min_cp);
     for (const Scheduler schedule : schedulers) {
       try {
-        const DynamicCpPlan plan = schedule(ids, lengths, o);
+        const Plan plan = schedule(ids, lengths, o);
         check_dynamic_cp_plan(plan, ids, lengths, o);
         ASSERT_LE(min_cp, dp * cp) << "trial " << trial;
       } catch (const InvalidArgument& e) {

@@ -45,7 +45,7 @@ TEST(DefaultDynamicCpScored, StepIsThePlansModeledStepExactly) {
     std::iota(ids.begin(), ids.end(), int64_t{0});
     std::shuffle(ids.begin(), ids.end(), rng);
     SCOPED_TRACE("seed " + std::to_string(seed));
-    DynamicCpPlan expected;
+    Plan expected;
     try {
       expected = schedule_default_dynamic_cp(ids, lengths, o);
     } catch (const InvalidArgument&) {
@@ -54,7 +54,7 @@ TEST(DefaultDynamicCpScored, StepIsThePlansModeledStepExactly) {
       continue;
     }
     const ScoredPlan scored = default_dynamic_cp_scored(group_by_length(ids, lengths), o, &o.cost);
-    ASSERT_EQ(scored.plan, expected);
+    ASSERT_EQ(to_plan(scored.plan, o.dp, o.cp), expected);
     if (!scored.step) {
       ++without_step;
       continue;
@@ -87,7 +87,7 @@ TEST(LowerBound, OfSamplesGroupedByLengthIsEvaluateDynamicCpPlansToRounding) {
     std::vector<int64_t> ids(n);
     std::iota(ids.begin(), ids.end(), 0);
     const double expected =
-        evaluate_dynamic_cp_plan(DynamicCpPlan{o.ranks(), {}}, ids, lengths, o, cost).lower_bound;
+        evaluate_dynamic_cp_plan(Plan(o.dp, o.cp), ids, lengths, o, cost).lower_bound;
     EXPECT_NEAR(lower_bound(group_by_length(ids, lengths), o, cost), expected, 1e-12 * expected)
         << "seed " << seed;
   }

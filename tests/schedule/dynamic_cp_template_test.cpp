@@ -31,7 +31,7 @@ CpCostModel full_cost() {
 }
 
 /// The micro-batch's height: its slowest group's summed time.
-double height(const DynamicCpMicrobatch& mb, const std::vector<int64_t>& length_of_id,
+double height(const DraftMicrobatch& mb, const std::vector<int64_t>& length_of_id,
               const CpCostModel& cost) {
   double slowest = 0;
   for (const CpGroup& g : mb.groups) {
@@ -73,14 +73,14 @@ TEST(PlanByTemplate, CopiesKeepTheContractsAndNoMicrobatchTakesLongerThanTheTemp
     std::vector<int64_t> length_of_id(n);
     for (size_t i = 0; i < n; ++i) length_of_id[static_cast<size_t>(ids[i])] = lengths[i];
 
-    DynamicCpPlan tmpl;
+    DraftPlan tmpl;
     std::vector<int64_t> template_lengths;
     const bool ours = seed % 4 < 2;
     auto planner = [&](std::span<const int64_t> t_ids, std::span<const int64_t> t_lengths,
                        const DynamicCpOptions& t_o) {
       template_lengths.assign(t_lengths.begin(), t_lengths.end());
-      tmpl = ours ? schedule_balanced_dynamic_cp(t_ids, t_lengths, t_o)
-                  : schedule_default_dynamic_cp(t_ids, t_lengths, t_o);
+      tmpl = to_draft(ours ? schedule_balanced_dynamic_cp(t_ids, t_lengths, t_o)
+                           : schedule_default_dynamic_cp(t_ids, t_lengths, t_o));
       return tmpl;
     };
     SCOPED_TRACE("seed " + std::to_string(seed) + " n " + std::to_string(n) + " G " +
@@ -95,9 +95,9 @@ TEST(PlanByTemplate, CopiesKeepTheContractsAndNoMicrobatchTakesLongerThanTheTemp
     // n >= 2 x template_samples and min_cp a power of two: the template is used.
     ASSERT_TRUE(scored.has_value());
     ++planned;
-    const DynamicCpPlan built = scored->build(grouped);
-    const DynamicCpPlan* plan = &built;
-    ASSERT_NO_THROW(check_dynamic_cp_plan(*plan, ids, lengths, o));
+    const DraftPlan built = scored->build(grouped);
+    const DraftPlan* plan = &built;
+    ASSERT_NO_THROW(check_dynamic_cp_plan(to_plan(built, o.dp, o.cp), ids, lengths, o));
     // The step it reports is the plan's, summed in the same order.
     EXPECT_EQ(scored->step(), modeled_step(*plan, LengthById(ids, lengths), o.cost));
     const size_t stride = n / static_cast<size_t>(template_samples);
@@ -111,7 +111,7 @@ TEST(PlanByTemplate, CopiesKeepTheContractsAndNoMicrobatchTakesLongerThanTheTemp
         by_length.begin() + static_cast<std::ptrdiff_t>(blocks * stride), by_length.end());
     for (size_t copy = 0; copy < stride; ++copy) {
       for (size_t t = 0; t < k; ++t) {
-        const DynamicCpMicrobatch& mb = plan->microbatches[copy * k + t];
+        const DraftMicrobatch& mb = plan->microbatches[copy * k + t];
         ASSERT_EQ(mb.groups.size(), tmpl.microbatches[t].groups.size());
         bool holds_leftover = false;
         for (const CpGroup& g : mb.groups) {
@@ -132,7 +132,7 @@ TEST(PlanByTemplate, DeclinesWhatItCannotCarryAndGivesSamplesNoGroupHasRoomForTh
   o.max_seqlen_per_dp_cp_rank = 64;
   auto planner = [](std::span<const int64_t> ids, std::span<const int64_t> lengths,
                     const DynamicCpOptions& options) {
-    return schedule_default_dynamic_cp(ids, lengths, options);
+    return to_draft(schedule_default_dynamic_cp(ids, lengths, options));
   };
   // Under twice the template.
   std::vector<int64_t> lengths(199, 32);
@@ -156,8 +156,8 @@ TEST(PlanByTemplate, DeclinesWhatItCannotCarryAndGivesSamplesNoGroupHasRoomForTh
   const LengthGroups grouped = group_by_length(ids, lengths);
   const auto scored = plan_by_template(grouped, o, 100, planner);
   ASSERT_TRUE(scored);
-  const DynamicCpPlan built = scored->build(grouped);
-  EXPECT_NO_THROW(check_dynamic_cp_plan(built, ids, lengths, o));
+  const DraftPlan built = scored->build(grouped);
+  EXPECT_NO_THROW(check_dynamic_cp_plan(to_plan(built, o.dp, o.cp), ids, lengths, o));
   EXPECT_EQ(built.num_microbatches(), 100 + 1);  // 4 copies of 25, and 1
   EXPECT_EQ(scored->step(), modeled_step(built, LengthById(ids, lengths), o.cost));
   // ... and so does balanced_dynamic_cp with a VPP group: the extra micro-batches are a multiple.
@@ -166,7 +166,7 @@ TEST(PlanByTemplate, DeclinesWhatItCannotCarryAndGivesSamplesNoGroupHasRoomForTh
   lengths.assign(4 * 2048 + 3, 64);
   ids.resize(lengths.size());
   std::iota(ids.begin(), ids.end(), int64_t{0});
-  const DynamicCpPlan plan = schedule_balanced_dynamic_cp(ids, lengths, vpp);
+  const Plan plan = schedule_balanced_dynamic_cp(ids, lengths, vpp);
   EXPECT_NO_THROW(check_dynamic_cp_plan(plan, ids, lengths, vpp));
 }
 
@@ -186,15 +186,15 @@ TEST(PlanByTemplate, LeftoversTooFewForAVppMultipleArePlannedWithTheLastCopy) {
   auto planner = [&](std::span<const int64_t> p_ids, std::span<const int64_t> p_lengths,
                      const DynamicCpOptions& p_o) {
     planned_sizes.push_back(p_ids.size());
-    return schedule_balanced_dynamic_cp(p_ids, p_lengths, p_o);
+    return to_draft(schedule_balanced_dynamic_cp(p_ids, p_lengths, p_o));
   };
   const LengthGroups grouped = group_by_length(ids, lengths);
   const auto scored = plan_by_template(grouped, o, 96, planner);
   ASSERT_TRUE(scored);
   // The template, the leftover alone (refused), then the leftover with the last copy.
   EXPECT_EQ(planned_sizes, (std::vector<size_t>{96, 1, 97}));
-  const DynamicCpPlan built = scored->build(grouped);
-  EXPECT_NO_THROW(check_dynamic_cp_plan(built, ids, lengths, o));
+  const DraftPlan built = scored->build(grouped);
+  EXPECT_NO_THROW(check_dynamic_cp_plan(to_plan(built, o.dp, o.cp), ids, lengths, o));
   EXPECT_EQ(built.num_microbatches() % 2, 0U);
   EXPECT_EQ(scored->step(), modeled_step(built, LengthById(ids, lengths), o.cost));
 }

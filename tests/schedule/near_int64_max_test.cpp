@@ -64,7 +64,7 @@ TEST(NearInt64Max, HugeAndTinySamplesArePlannedExactlyOrRefused) {
     Int128 total = 0;
     for (int64_t len : lengths) total += len;
     const ScheduleOptions o = options(dp, cp, multiple, m);
-    for (const auto& name : scheduler_names()) {
+    for (const auto& name : scheduler_names(CpLayout::kFixed)) {
       SCOPED_TRACE(name + " trial " + std::to_string(trial));
       try {
         const Plan plan = make_scheduler(name)->schedule(in.view(), o);
@@ -87,7 +87,7 @@ TEST(NearInt64Max, HugeAndTinySamplesArePlannedExactlyOrRefused) {
 
 TEST(NearInt64Max, FiveAndInt64MaxNeverShareAPack) {
   const auto in = testing::make_input({5, kMax}, 1);
-  for (const auto& name : scheduler_names()) {
+  for (const auto& name : scheduler_names(CpLayout::kFixed)) {
     SCOPED_TRACE(name);
     EXPECT_THROW(make_scheduler(name)->schedule(in.view(), options(1, 1, 1, kMax)),
                  InvalidArgument);
@@ -96,7 +96,7 @@ TEST(NearInt64Max, FiveAndInt64MaxNeverShareAPack) {
 
 TEST(NearInt64Max, CapacityOverflowIsRefused) {
   const auto in = testing::make_input({5, 7, 9, 11}, 1);
-  for (const auto& name : scheduler_names()) {
+  for (const auto& name : scheduler_names(CpLayout::kFixed)) {
     SCOPED_TRACE(name);
     EXPECT_THROW(make_scheduler(name)->schedule(in.view(), options(1, 4, 1, int64_t{1} << 62)),
                  InvalidArgument);
@@ -118,18 +118,18 @@ TEST(NearInt64Max, IdsSpanningAllOfInt64AreHandled) {
   DynamicCpOptions o;
   o.dp = 2;
   o.max_seqlen_per_dp_cp_rank = 8;
-  for (const std::string& name : dynamic_cp_scheduler_names()) {
+  for (const std::string& name : scheduler_names(CpLayout::kDynamic)) {
     SCOPED_TRACE(name);
-    const DynamicCpPlan plan = schedule_dynamic_cp(name, ids, lengths, o);
+    const Plan plan = make_scheduler(name)->schedule({ids, lengths, {}, {}}, schedule_options(o));
     EXPECT_NO_THROW(check_dynamic_cp_plan(plan, ids, lengths, o));
     // The same plan over ids 0..3 (the lengths looked up by position) has the same step: the
     // lengths were found by id across the whole int64 range.
-    DynamicCpPlan renamed = plan;
-    for (DynamicCpMicrobatch& mb : renamed.microbatches) {
-      for (CpGroup& g : mb.groups) {
-        for (int64_t& id : g.ids) {
-          id = std::find(ids.begin(), ids.end(), id) - ids.begin();
-        }
+    Plan renamed(o.dp, o.cp);
+    for (int64_t k = 0; k < plan.num_microbatches(); ++k) {
+      renamed.begin_microbatch();
+      for (CpGroup g : plan.microbatch(k).groups()) {
+        for (int64_t& id : g.ids) id = std::find(ids.begin(), ids.end(), id) - ids.begin();
+        renamed.add_group(g);
       }
     }
     const std::vector<int64_t> positions = {0, 1, 2, 3};
@@ -138,7 +138,7 @@ TEST(NearInt64Max, IdsSpanningAllOfInt64AreHandled) {
   }
   const std::vector<int64_t> twice = {kMin, kMax, kMin};
   const std::vector<int64_t> three = {8, 4, 4};
-  EXPECT_THROW(schedule_dynamic_cp("default_dynamic_cp", twice, three, o), InvalidArgument);
+  EXPECT_THROW(schedule_default_dynamic_cp(twice, three, o), InvalidArgument);
 }
 
 }  // namespace

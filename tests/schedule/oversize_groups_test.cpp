@@ -35,8 +35,9 @@ GroupedCase grouped_case(uint64_t seed) {
   const int group_count = dp * multiple * 3 + std::uniform_int_distribution<int>(2, 20)(rng);
   for (int g = 0; g < group_count; ++g) {
     const int size = 1 << std::uniform_int_distribution<int>(0, 5)(rng);
-    const int64_t longest = std::vector<int64_t>{capacity / 8 + 1, capacity / 3 + 1,
-                                                 capacity}[std::uniform_int_distribution<int>(0, 2)(rng)];
+    const int64_t longest =
+        std::vector<int64_t>{capacity / 8 + 1, capacity / 3 + 1,
+                             capacity}[std::uniform_int_distribution<int>(0, 2)(rng)];
     int64_t total = 0;
     for (int i = 0; i < size; ++i) {
       lengths.push_back(std::uniform_int_distribution<int64_t>(1, longest)(rng));
@@ -62,7 +63,8 @@ GroupedCase grouped_case(uint64_t seed) {
   c.options.max_seqlen_per_dp_cp_rank = m;
   c.options.cost = CostModel{1.0, 1e-3};
   // The ids samples_per_rank would split need an even count; give the remainder to rank 0.
-  c.input.samples_per_rank.assign(static_cast<size_t>(dp), static_cast<int64_t>(lengths.size()) / dp);
+  c.input.samples_per_rank.assign(static_cast<size_t>(dp),
+                                  static_cast<int64_t>(lengths.size()) / dp);
   c.input.samples_per_rank[0] += static_cast<int64_t>(lengths.size()) % dp;
   return c;
 }
@@ -111,15 +113,21 @@ TEST(OversizeGroups, ValidatePlanCatchesAGroupSplitOverReplicasOrSteps) {
   o.dp = 2;
   o.max_seqlen_per_dp_cp_rank = 1000;
   // Packs in step-major order: (k0 r0) (k0 r1) (k1 r0) (k1 r1) (k2 r0) (k2 r1).
-  EXPECT_NO_THROW(validate_plan(Plan(2, {{0}, {3}, {1}, {4, 5}, {2}, {6, 7}}), in.view(), o));
+  EXPECT_NO_THROW(validate_plan(Plan(2, 1, {{0}, {3}, {1}, {4, 5}, {2}, {6, 7}}), in.view(), o));
   test_util::expect_throw_with<InternalError>(
-      [&] { validate_plan(Plan(2, {{0}, {1}, {2}, {4, 5}, {3}, {6, 7}}), in.view(), o); },
+      [&] {
+        validate_plan(Plan(2, 1, {{0}, {1}, {2}, {4, 5}, {3}, {6, 7}}), in.view(), o);
+      },
       "split across replicas");
   test_util::expect_throw_with<InternalError>(
-      [&] { validate_plan(Plan(2, {{0}, {3}, {1}, {2}, {4, 5}, {6, 7}}), in.view(), o); },
+      [&] {
+        validate_plan(Plan(2, 1, {{0}, {3}, {1}, {2}, {4, 5}, {6, 7}}), in.view(), o);
+      },
       "split across replicas");
   test_util::expect_throw_with<InternalError>(
-      [&] { validate_plan(Plan(2, {{0}, {3}, {4}, {5}, {1}, {6}, {2}, {7}}), in.view(), o); },
+      [&] {
+        validate_plan(Plan(2, 1, {{0}, {3}, {4}, {5}, {1}, {6}, {2}, {7}}), in.view(), o);
+      },
       "not in consecutive");
 }
 

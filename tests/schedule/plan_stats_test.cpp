@@ -22,7 +22,7 @@ ScheduleOptions token_cost_options(int dp, int64_t m, int pp = 1, int cp = 1) {
 TEST(PlanStats, HandComputedFigures) {
   // dp 2, C 10: replica 0 runs [0,1] then [4]; replica 1 runs [2] then [3].
   const auto in = testing::make_input({4, 6, 8, 2, 3, 3}, 2);
-  const Plan plan(2, {{0, 1}, {2}, {4}, {3, 5}});
+  const Plan plan(2, 1, {{0, 1}, {2}, {4}, {3, 5}});
   const std::vector<int64_t> real = {3, 6, 7, 2, 3, 1};
   const PlanStats s = evaluate_plan(plan, in.view(), real, token_cost_options(2, 10));
   EXPECT_EQ(s.num_samples, 6);
@@ -45,7 +45,7 @@ TEST(PlanStats, HandComputedFigures) {
 
 TEST(PlanStats, CountsCapViolationsAndImbalance) {
   const auto in = testing::make_input({9, 9, 1, 1}, 2);
-  const Plan plan(2, {{0, 1}, {2, 3}});
+  const Plan plan(2, 1, {{0, 1}, {2, 3}});
   const PlanStats s = evaluate_plan(plan, in.view(), {}, token_cost_options(2, 10));
   EXPECT_EQ(s.cap_violations, 1);
   EXPECT_DOUBLE_EQ(s.imbalance, 18.0 / 10.0);
@@ -55,7 +55,7 @@ TEST(PlanStats, CountsCapViolationsAndImbalance) {
 TEST(PlanStats, PipelineBubbleAndContextParallelUnits) {
   // pp 4: replica time = sum + 3/4 of its largest micro-batch; cp 2 halves per-GPU time.
   const auto in = testing::make_input({8, 4, 8, 4}, 2);
-  const Plan plan(2, {{0}, {2}, {1}, {3}});
+  const Plan plan(2, 2, {{0}, {2}, {1}, {3}});
   const PlanStats s = evaluate_plan(plan, in.view(), {}, token_cost_options(2, 8, 4, 2));
   EXPECT_DOUBLE_EQ(s.step_cost, (12.0 + 0.75 * 8.0) / 2.0);
   EXPECT_DOUBLE_EQ(s.step_lower_bound, 12.0 / 2.0);
@@ -78,7 +78,7 @@ TEST(PlanStats, UnknownIdIsAnError) {
   const auto in = testing::make_input({1, 1}, 1);
   test_util::expect_throw_with<InvalidArgument>(
       [&] {
-        evaluate_plan(Plan(1, {{0, 5}}), in.view(), {}, token_cost_options(1, 10));
+        evaluate_plan(Plan(1, 1, {{0, 5}}), in.view(), {}, token_cost_options(1, 10));
       },
       "5");
 }

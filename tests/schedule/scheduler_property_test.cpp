@@ -129,34 +129,34 @@ TEST(SchedulerContracts, ValidatePlanCatchesBrokenPlans) {
   o.max_seqlen_per_dp_cp_rank = 10;
   test_util::expect_throw_with<InternalError>(
       [&] {
-        validate_plan(Plan(2, {{0, 1}, {2}}), in.view(), o);
+        validate_plan(Plan(2, 1, {{0, 1}, {2}}), in.view(), o);
       },
       "missing");
   test_util::expect_throw_with<InternalError>(
       [&] {
-        validate_plan(Plan(2, {{0, 1}, {2, 3, 3}}), in.view(), o);
+        validate_plan(Plan(2, 1, {{0, 1}, {2, 3, 3}}), in.view(), o);
       },
       "twice");
   test_util::expect_throw_with<InternalError>(
       [&] {
-        validate_plan(Plan(2, {{0, 1, 2}, {3}}), in.view(), o);
+        validate_plan(Plan(2, 1, {{0, 1, 2}, {3}}), in.view(), o);
       },
       "capacity");
   test_util::expect_throw_with<InternalError>(
       [&] {
-        validate_plan(Plan(2, {{0, 1}, {2, 3}, {}, {}}), in.view(), o);
+        validate_plan(Plan(2, 1, {{0, 1}, {2, 3}, {}, {}}), in.view(), o);
       },
       "empty");
   test_util::expect_throw_with<InternalError>(
       [&] {
-        validate_plan(Plan(2, {{0, 1}, {2, 7}}), in.view(), o);
+        validate_plan(Plan(2, 1, {{0, 1}, {2, 7}}), in.view(), o);
       },
       "unknown");
   ScheduleOptions capped = o;
   capped.max_sequences_per_pack = 1;
   test_util::expect_throw_with<InternalError>(
       [&] {
-        validate_plan(Plan(2, {{0}, {1, 2}, {3}, {}}), in.view(), capped);
+        validate_plan(Plan(2, 1, {{0}, {1, 2}, {3}, {}}), in.view(), capped);
       },
       "more than max_sequences_per_pack 1");
 }
@@ -238,7 +238,7 @@ TEST(ScheduleInputValidation, RejectsBadInput) {
   ScheduleOptions o;
   o.dp = 2;
   o.max_seqlen_per_dp_cp_rank = 100;
-  for (const auto& name : scheduler_names()) {
+  for (const auto& name : scheduler_names(CpLayout::kFixed)) {
     SCOPED_TRACE(name);
     const auto s = make_scheduler(name);
     auto zero = testing::make_input({5, 0, 5, 5}, 2);

@@ -63,7 +63,7 @@ TEST(SequenceCap, EverySchedulerKeepsTheCapAndTheContractsOverManyInputs) {
     o.max_seqlen_per_dp_cp_rank = capacity;
     o.cost = CostModel{1.0, 1e-3};
     o.max_sequences_per_pack = cap;
-    for (const std::string& name : scheduler_names()) {
+    for (const std::string& name : scheduler_names(CpLayout::kFixed)) {
       SCOPED_TRACE(name + " seed " + std::to_string(seed));
       Plan plan;
       try {
@@ -111,7 +111,7 @@ TEST(SequenceCap, ZeroMeansNoCapAndALooseCapChangesNothing) {
   ScheduleOptions o;
   o.dp = 4;
   o.max_seqlen_per_dp_cp_rank = 1024;
-  for (const std::string& name : scheduler_names()) {
+  for (const std::string& name : scheduler_names(CpLayout::kFixed)) {
     const Plan free = make_scheduler(name)->schedule(in.view(), o);
     o.max_sequences_per_pack = 64;
     EXPECT_EQ(make_scheduler(name)->schedule(in.view(), o), free) << name;
@@ -125,7 +125,7 @@ TEST(SequenceCap, CapOfOneGivesOneSamplePerPack) {
   o.dp = 2;
   o.max_seqlen_per_dp_cp_rank = 100;
   o.max_sequences_per_pack = 1;
-  for (const std::string& name : scheduler_names()) {
+  for (const std::string& name : scheduler_names(CpLayout::kFixed)) {
     const Plan plan = make_scheduler(name)->schedule(in.view(), o);
     EXPECT_EQ(plan.num_packs(), 8) << name;
   }

@@ -82,14 +82,13 @@ SchedulerPicture fixed_picture(const ReportedFixedCpPlan& p, const DynamicCpRepo
     for (int64_t k = 0; k < p.plan.num_microbatches(); ++k) {
       const auto [t, tokens] = run_time(p.plan.pack(k, r), length, in.info.cp, in.info.cost);
       total += t;
-      bar.segments.push_back({t,
-                              "replica " + std::to_string(r) + ", micro-batch " +
-                                  std::to_string(k) + ": " +
-                                  std::to_string(p.plan.pack(k, r).size()) + " samples, " +
-                                  std::to_string(tokens) + " tokens on cp " +
-                                  std::to_string(in.info.cp) + ", " + fixed(t, 4) + " s",
-                              k % 2 ? "mb alt" : "mb",
-                              {{"k", std::to_string(k)}, {"part", "busy"}}});
+      bar.segments.push_back(
+          {t,
+           "replica " + std::to_string(r) + ", micro-batch " + std::to_string(k) + ": " +
+               std::to_string(p.plan.pack(k, r).size()) + " samples, " + std::to_string(tokens) +
+               " tokens on cp " + std::to_string(in.info.cp) + ", " + fixed(t, 4) + " s",
+           k % 2 ? "mb alt" : "mb",
+           {{"k", std::to_string(k)}, {"part", "busy"}}});
     }
     rows.push_back({std::to_string(r), std::to_string(p.plan.num_microbatches()), fixed(total, 4)});
     pic.step = std::max(pic.step, total);
@@ -102,7 +101,7 @@ SchedulerPicture fixed_picture(const ReportedFixedCpPlan& p, const DynamicCpRepo
 
 SchedulerPicture dynamic_picture(const ReportedDynamicCpPlan& p, const DynamicCpReportInput& in,
                                  const LengthOf& length) {
-  const int ranks = p.plan.ranks;
+  const int ranks = p.plan.ranks();
   SchedulerPicture pic{p.scheduler, "dynamic", 0, {}, ""};
   pic.bars.resize(static_cast<size_t>(ranks));
   for (int r = 0; r < ranks; ++r) {
@@ -112,10 +111,10 @@ SchedulerPicture dynamic_picture(const ReportedDynamicCpPlan& p, const DynamicCp
   }
   std::vector<std::vector<std::string>> rows;
   for (int64_t k = 0; k < p.plan.num_microbatches(); ++k) {
-    const auto& mb = p.plan.microbatches[static_cast<size_t>(k)];
+    const MicrobatchView mb = p.plan.microbatch(k);
     std::vector<double> times;
-    for (size_t g = 0; g < mb.groups.size(); ++g) {
-      const CpGroup& group = mb.groups[g];
+    for (int64_t g = 0; g < mb.size(); ++g) {
+      const CpGroupView group = mb[g];
       const auto [t, tokens] = run_time(group.ids, length, group.size, in.info.cost);
       times.push_back(t);
       rows.push_back({std::to_string(k), std::to_string(g), std::to_string(group.size),
@@ -125,30 +124,28 @@ SchedulerPicture dynamic_picture(const ReportedDynamicCpPlan& p, const DynamicCp
     }
     const double slowest = times.empty() ? 0 : *std::max_element(times.begin(), times.end());
     pic.step += slowest;
-    for (size_t g = 0; g < mb.groups.size(); ++g) {
-      const CpGroup& group = mb.groups[g];
+    for (int64_t g = 0; g < mb.size(); ++g) {
+      const CpGroupView group = mb[g];
       for (int r = group.first_rank; r < group.first_rank + group.size; ++r) {
         ChartBar& bar = pic.bars[static_cast<size_t>(r)];
         const DataAttributes data = {{"k", std::to_string(k)},
                                      {"group-size", std::to_string(group.size)}};
         auto busy = data;
         busy.push_back({"part", "busy"});
-        bar.segments.push_back({times[g],
-                                "rank " + std::to_string(r) + ", micro-batch " +
-                                    std::to_string(k) + ": CP group of " +
-                                    std::to_string(group.size) + " (ranks " +
-                                    std::to_string(group.first_rank) + ".." +
-                                    std::to_string(group.first_rank + group.size - 1) + "), " +
-                                    std::to_string(group.ids.size()) + " samples, " +
-                                    fixed(times[g], 4) + " s",
-                                k % 2 ? "mb alt" : "mb", busy});
+        bar.segments.push_back(
+            {times[static_cast<size_t>(g)],
+             "rank " + std::to_string(r) + ", micro-batch " + std::to_string(k) + ": CP group of " +
+                 std::to_string(group.size) + " (ranks " + std::to_string(group.first_rank) + ".." +
+                 std::to_string(group.first_rank + group.size - 1) + "), " +
+                 std::to_string(group.ids.size()) + " samples, " + fixed(times[g], 4) + " s",
+             k % 2 ? "mb alt" : "mb", busy});
         if (slowest > times[g]) {
           auto idle = data;
           idle.push_back({"part", "idle"});
           bar.segments.push_back({slowest - times[g],
                                   "rank " + std::to_string(r) + ", micro-batch " +
-                                      std::to_string(k) + ": idle " +
-                                      fixed(slowest - times[g], 4) + " s until the slowest group",
+                                      std::to_string(k) + ": idle " + fixed(slowest - times[g], 4) +
+                                      " s until the slowest group",
                                   "bubble", idle});
         }
       }
@@ -169,8 +166,9 @@ std::string step_chart(const std::vector<SchedulerPicture>& pictures, double bou
     ChartBar bar;
     bar.label = p.scheduler;
     bar.data = {{"scheduler", p.scheduler}, {"cp", p.kind}};
-    bar.segments.push_back({p.step, p.scheduler + ": " + fixed(p.step, 4) + " s, " +
-                                        fixed(p.step / bound, 4) + "x the lower bound",
+    bar.segments.push_back({p.step,
+                            p.scheduler + ": " + fixed(p.step, 4) + " s, " +
+                                fixed(p.step / bound, 4) + "x the lower bound",
                             p.kind == "fixed" ? "mb" : "mb alt",
                             {{"part", "step"}}});
     chart.bars.push_back(std::move(bar));

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "dynamic_cp_plan_file.hpp"
+#include "dynamic_cp_run_info.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
 #include "thdpack/schedule/scheduler.hpp"
 
@@ -39,7 +39,7 @@ struct ReportedFixedCpPlan {
 
 struct ReportedDynamicCpPlan {
   std::string scheduler;
-  DynamicCpPlan plan;
+  Plan plan;
 };
 
 /// What the page draws: the run, every scheduler's means, and the plans of step `step`.
@@ -52,7 +52,7 @@ struct DynamicCpReportInput {
   std::string cost_description;
   const std::vector<DynamicCpSummaryRow>& rows;
   std::span<const int64_t> ids;
-  std::span<const int64_t> padded_lengths;          ///< to the dynamic-CP divisor
+  std::span<const int64_t> padded_lengths;           ///< to the dynamic-CP divisor
   std::span<const int64_t> fixed_cp_padded_lengths;  ///< to the fixed-CP divisor
   double lower_bound = 0;                            ///< of step `step`
   const std::vector<ReportedFixedCpPlan>& fixed;

@@ -1,15 +1,18 @@
 #include "dynamic_cp_plan.hpp"
 
-#include <nlohmann/json.hpp>
+#include <algorithm>
+
 #include <limits>
 #include <memory>
-#include <optional>
+#include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 #include <vector>
 
 #include "dynamic_cp_html_report.hpp"
-#include "dynamic_cp_plan_file.hpp"
+#include "dynamic_cp_run_info.hpp"
 #include "flag_values.hpp"
+#include "plan_file_writer.hpp"
 #include "table.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/packing/packed_batch.hpp"
@@ -47,10 +50,8 @@ void DynamicCpFlags::add_to(CLI::App& command) {
 }
 
 bool is_dynamic_cp_scheduler(const std::string& name) {
-  for (const auto& n : dynamic_cp_scheduler_names()) {
-    if (n == name) return true;
-  }
-  return false;
+  const auto dynamic = scheduler_names(CpLayout::kDynamic);
+  return std::find(dynamic.begin(), dynamic.end(), name) != dynamic.end();
 }
 
 int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, double gpu_tflops,
@@ -63,18 +64,17 @@ int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, 
   const Topology& t = job.topology;
   // The dynamic-CP schedulers have no cap on the sequences of a pack: refused rather than ignored.
   if (job.max_sequences_per_pack > 0) {
-    throw InvalidArgument("--thd-max-packed-sequences is not supported by the dynamic CP "
-                          "schedulers; leave it out with --scheduler " + name);
+    throw InvalidArgument(
+        "--thd-max-packed-sequences is not supported by the dynamic CP "
+        "schedulers; leave it out with --scheduler " +
+        name);
   }
   const ScheduleOptions fixed_cp =
       ScheduleOptions::from_topology(t, job.max_seqlen_per_dp_cp_rank, job.cost);
-  DynamicCpOptions dynamic;
-  dynamic.dp = t.dp();
-  dynamic.cp = t.cp();
-  dynamic.microbatch_multiple = t.microbatch_multiple();
-  dynamic.max_seqlen_per_dp_cp_rank = job.max_seqlen_per_dp_cp_rank;
-  dynamic.min_cp = flags.min_cp;
-  dynamic.cost = cost;
+  ScheduleOptions dynamic_cp = fixed_cp;
+  dynamic_cp.min_cp = flags.min_cp;
+  dynamic_cp.cp_cost = cost;
+  const DynamicCpOptions dynamic = dynamic_cp_options(dynamic_cp);
   const bool sequence_parallel = job.divisor != padding_divisor({.cp = t.cp()});
   const int64_t dynamic_divisor = padding_divisor({.cp = t.cp(),
                                                    .tp = t.tp(),
@@ -87,7 +87,7 @@ int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, 
   rows[0].name = "dp_balanced";
   rows[1].name = "balanced";
   rows[0].cp = rows[1].cp = std::to_string(t.cp());
-  for (const auto& n : dynamic_cp_scheduler_names()) {
+  for (const auto& n : scheduler_names(CpLayout::kDynamic)) {
     rows.emplace_back();
     rows.back().name = n;
     rows.back().cp = "dynamic";
@@ -103,9 +103,9 @@ int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, 
   info.divisor = dynamic_divisor;
   info.fixed_cp_divisor = job.divisor;
   info.cost = cost;
-  std::unique_ptr<DynamicCpPlanWriter> writer;
+  std::unique_ptr<PlanFileWriter> writer;
   if (!outputs.plan_out.empty()) {
-    writer = std::make_unique<DynamicCpPlanWriter>(outputs.plan_out, info);
+    writer = std::make_unique<PlanFileWriter>(outputs.plan_out, plan_file_head(info));
   }
   // The reported step's input and plans.
   std::optional<GlobalBatch> report_batch;
@@ -122,7 +122,7 @@ int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, 
     for (size_t i = 0; i < dyn_lengths.size(); ++i) {
       dyn_lengths[i] = round_up(batch.real_lengths[i], dynamic_divisor);
     }
-    const double bound = evaluate_dynamic_cp_plan(DynamicCpPlan{dynamic.ranks(), {}}, batch.ids,
+    const double bound = evaluate_dynamic_cp_plan(Plan(dynamic.dp, dynamic.cp), batch.ids,
                                                   dyn_lengths, dynamic, cost)
                              .lower_bound;
     bound_sum += bound;
@@ -132,7 +132,7 @@ int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, 
       report_lengths = dyn_lengths;
       report_bound = bound;
     }
-    if (writer) writer->begin_step(step, batch.ids, dyn_lengths, batch.padded_lengths);
+    if (writer) writer->begin_step(step, batch.ids);
     const ScheduleInput input{batch.ids, batch.padded_lengths, batch.samples_per_rank, {}};
     for (size_t r = 0; r < 2; ++r) {
       Row& row = rows[r];
@@ -142,7 +142,7 @@ int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, 
         row.microbatches += static_cast<double>(plan.num_microbatches());
         row.groups += t.dp();
         row.step += fixed_cp_modeled_step(plan, batch.ids, batch.padded_lengths, t.cp(), cost);
-        if (writer) writer->add_fixed_cp_plan(row.name, plan);
+        if (writer) writer->add_plan(row.name, plan, batch.padded_lengths);
         if (reported) report_fixed.push_back({row.name, plan});
       } catch (const InvalidArgument& e) {
         row.error = "step " + std::to_string(step) + ": " + e.what();
@@ -152,14 +152,15 @@ int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, 
       Row& row = rows[r];
       if (!row.error.empty()) continue;
       try {
-        const DynamicCpPlan plan = schedule_dynamic_cp(row.name, batch.ids, dyn_lengths, dynamic);
+        const Plan plan =
+            make_scheduler(row.name)->schedule({batch.ids, dyn_lengths, {}, {}}, dynamic_cp);
         check_dynamic_cp_plan(plan, batch.ids, dyn_lengths, dynamic);
         const DynamicCpStats stats =
             evaluate_dynamic_cp_plan(plan, batch.ids, dyn_lengths, dynamic, cost);
         row.microbatches += static_cast<double>(stats.microbatches);
         row.groups += static_cast<double>(stats.groups) / static_cast<double>(stats.microbatches);
         row.step += stats.step;
-        if (writer) writer->add_dynamic_cp_plan(row.name, plan);
+        if (writer) writer->add_plan(row.name, plan, dyn_lengths);
         if (reported) report_dynamic.push_back({row.name, plan});
       } catch (const InvalidArgument& e) {
         row.error = "step " + std::to_string(step) + ": " + e.what();
@@ -181,10 +182,10 @@ int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, 
       fixed(flags.step_overhead_us, 0) + " us per ring step and layer";
   if (report_batch) {
     write_dynamic_cp_html_report(
-        outputs.report, {info, job.workload.description, steps, job.global_batch,
-                         outputs.report_step, cost_description, rows, report_batch->ids,
-                         report_lengths, report_batch->padded_lengths, report_bound, report_fixed,
-                         report_dynamic});
+        outputs.report,
+        {info, job.workload.description, steps, job.global_batch, outputs.report_step,
+         cost_description, rows, report_batch->ids, report_lengths, report_batch->padded_lengths,
+         report_bound, report_fixed, report_dynamic});
   }
   if (json) {
     nlohmann::json j = {{"workload", job.workload.name},

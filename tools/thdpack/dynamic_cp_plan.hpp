@@ -28,7 +28,7 @@ bool is_dynamic_cp_scheduler(const std::string& name);
 
 /// Where `plan` writes the plans and the report ("" for none); the caller has checked the paths.
 struct DynamicCpOutputs {
-  std::string plan_out;  ///< dynamic_cp_plan_file.hpp
+  std::string plan_out;  ///< plan_file_writer.hpp
   std::string report;    ///< dynamic_cp_html_report.hpp
   int64_t report_step = 0;
 };

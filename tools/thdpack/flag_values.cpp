@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 #include <string>
 
@@ -49,7 +50,7 @@ CLI::Validator integer_in(int64_t minimum, int64_t maximum, const std::string& w
         }
         return {};
       },
-      minimum > 0 ? "INT>=1" : "INT>=0");
+      minimum > 0 ? "INT>=1" : (minimum == 0 ? "INT>=0" : "INT"));
 }
 
 CLI::Validator number_in(bool allow_zero, double maximum, const std::string& what) {
@@ -70,6 +71,11 @@ CLI::Validator number_in(bool allow_zero, double maximum, const std::string& wha
 
 CLI::Validator positive_integer(int64_t maximum) {
   return integer_in(1, maximum, "a positive whole number");
+}
+
+CLI::Validator any_integer() {
+  return integer_in(std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(),
+                    "a whole number");
 }
 
 CLI::Validator non_negative_integer(int64_t maximum) {

@@ -20,6 +20,9 @@ CLI::Validator positive_integer(int64_t maximum = std::numeric_limits<int64_t>::
 /// A whole number in [0, maximum].
 CLI::Validator non_negative_integer(int64_t maximum = std::numeric_limits<int64_t>::max());
 
+/// Any whole number that fits in int64 (token ids, labels).
+CLI::Validator any_integer();
+
 /// A finite number in (0, maximum].
 CLI::Validator positive_number(double maximum);
 

@@ -10,6 +10,7 @@
 #include "dynamic_cp_plan.hpp"
 #include "flag_values.hpp"
 #include "job_flags.hpp"
+#include "plan_file_writer.hpp"
 #include "plan_html_report.hpp"
 #include "plan_report.hpp"
 #include "progress.hpp"
@@ -48,10 +49,10 @@ int run_plan(const PlanFlags& f) {
   if (!f.plan_out.empty()) outputs.push_back(f.plan_out);
   if (!f.report.empty()) outputs.push_back(f.report);
   refuse_replacing_inputs(outputs);
-  if (outputs.size() == 2 &&
-      std::filesystem::weakly_canonical(f.plan_out) == std::filesystem::weakly_canonical(f.report)) {
-    throw InvalidArgument("--report " + f.report + " is the same file as --plan-out " +
-                          f.plan_out + "; write the report somewhere else");
+  if (outputs.size() == 2 && std::filesystem::weakly_canonical(f.plan_out) ==
+                                 std::filesystem::weakly_canonical(f.report)) {
+    throw InvalidArgument("--report " + f.report + " is the same file as --plan-out " + f.plan_out +
+                          "; write the report somewhere else");
   }
   if (is_dynamic_cp_scheduler(f.scheduler)) {
     return run_dynamic_cp_plan(job, f.scheduler, f.steps, f.gpu_tflops, f.dynamic_cp,
@@ -77,16 +78,20 @@ int run_plan(const PlanFlags& f) {
   info.cost = job.cost;
   const GlobalBatchOptions batch_options = job.batch_options();
 
-  std::vector<std::string> names =
-      f.scheduler == "all" ? scheduler_names() : std::vector<std::string>{f.scheduler};
+  std::vector<std::string> names = f.scheduler == "all" ? scheduler_names(CpLayout::kFixed)
+                                                        : std::vector<std::string>{f.scheduler};
   std::vector<std::unique_ptr<Scheduler>> schedulers;
   std::vector<SchedulerSummary> summaries;
   for (const auto& name : names) {
     schedulers.push_back(make_scheduler(name));
     summaries.push_back({name, {}, ""});
   }
-  std::unique_ptr<PlanWriter> writer;
-  if (!f.plan_out.empty()) writer = std::make_unique<PlanWriter>(f.plan_out, info);
+  std::unique_ptr<PlanFileWriter> writer;
+  if (!f.plan_out.empty()) {
+    nlohmann::ordered_json head = plan_file_head(info);
+    head["microbatch_multiple"] = options.microbatch_multiple;
+    writer = std::make_unique<PlanFileWriter>(f.plan_out, head);
+  }
 
   std::optional<ModelSpec> model;
   if (!info.model.empty()) model = model_preset(info.model);
@@ -98,7 +103,7 @@ int run_plan(const PlanFlags& f) {
     const GlobalBatch batch = make_global_batch(*job.workload.dataset, step, batch_options);
     truncated += batch.truncated;
     const ScheduleInput input{batch.ids, batch.padded_lengths, batch.samples_per_rank, {}};
-    if (writer) writer->begin_step(step, batch);
+    if (writer) writer->begin_step(step, batch.ids);
     const bool reported = !f.report.empty() && step == f.report_step;
     if (reported) report_batch = batch;
     for (size_t s = 0; s < schedulers.size(); ++s) {
@@ -116,7 +121,7 @@ int run_plan(const PlanFlags& f) {
               training_flops(*model, record.stats.sums.s1_real, record.stats.sums.s2_real) / 1e12;
         if (reported) report_plans.push_back({summary.name, plan, record.stats});
         summary.steps.push_back(record);
-        if (writer) writer->add_plan(summary.name, plan);
+        if (writer) writer->add_plan(summary.name, plan, batch.padded_lengths);
       } catch (const InvalidArgument& e) {
         summary.error = "step " + std::to_string(step) + ": " + e.what();
       }
@@ -127,8 +132,8 @@ int run_plan(const PlanFlags& f) {
   progress.finish();
   if (writer) writer->close();
   if (report_batch) {
-    write_plan_html_report(f.report, {info, summaries, f.report_step, *report_batch, report_plans,
-                                      options});
+    write_plan_html_report(f.report,
+                           {info, summaries, f.report_step, *report_batch, report_plans, options});
   }
 
   if (f.json) {
@@ -165,7 +170,6 @@ Command add_plan_command(CLI::App& app) {
       ->capture_default_str();
   std::string names = "all";
   for (const auto& n : scheduler_names()) names += ", " + n;
-  for (const auto& n : dynamic_cp_scheduler_names()) names += ", " + n;
   cmd->add_option("--scheduler,--sequence-packing-scheduler", flags->scheduler,
                   "scheduler: " + names + " (a dynamic CP scheduler is shown beside fixed CP)")
       ->check(non_empty())
@@ -176,15 +180,16 @@ Command add_plan_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--json", flags->json, "print the figures as JSON");
   cmd->add_option(
-      "--plan-out", flags->plan_out,
-      "write the plans (per step, micro-batch and DP replica, the ordered global sample "
-      "ids; with a dynamic CP scheduler also each micro-batch's CP groups: size, member ranks, "
-      "samples) to this JSON file")
+         "--plan-out", flags->plan_out,
+         "write the plans (per step, micro-batch and DP replica, the ordered global sample "
+         "ids; with a dynamic CP scheduler also each micro-batch's CP groups: size, member ranks, "
+         "samples) to this JSON file")
       ->check(non_empty());
-  cmd->add_option("--report", flags->report,
-                  "write a self-contained HTML page with pictures of the plans (modeled time per "
-                  "DP replica and micro-batch, micro-batch counts, pack fill, CP work, padding; with "
-                  "a dynamic CP scheduler, fixed and dynamic CP side by side per rank)")
+  cmd->add_option(
+         "--report", flags->report,
+         "write a self-contained HTML page with pictures of the plans (modeled time per "
+         "DP replica and micro-batch, micro-batch counts, pack fill, CP work, padding; with "
+         "a dynamic CP scheduler, fixed and dynamic CP side by side per rank)")
       ->check(non_empty());
   cmd->add_option("--report-step", flags->report_step, "the step the report's pictures show")
       ->check(non_negative_integer())

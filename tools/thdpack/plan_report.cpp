@@ -207,7 +207,9 @@ std::ostringstream& StepsJsonFile::begin_step() {
   return out_;
 }
 
-void StepsJsonFile::end_step() { flush(); }
+void StepsJsonFile::end_step() {
+  flush();
+}
 
 void StepsJsonFile::close() {
   if (closed_) return;
@@ -217,55 +219,20 @@ void StepsJsonFile::close() {
   file_.commit();
 }
 
-void write_plan_json(std::ostream& out, const Plan& plan) {
-  out << "[";
-  for (int64_t k = 0; k < plan.num_microbatches(); ++k) {
-    out << (k ? "," : "") << "[";
-    for (int r = 0; r < plan.dp(); ++r) {
-      const auto pack = plan.pack(k, r);
-      out << (r ? "," : "") << nlohmann::json(std::vector<int64_t>(pack.begin(), pack.end())).dump();
-    }
-    out << "]";
-  }
-  out << "]";
-}
-
 // cp, pp, cost and gpu_tflops let a reader recompute every modeled time (plan_stats.hpp).
-PlanWriter::PlanWriter(const std::string& path, const PlanRunInfo& info)
-    : file_(path, nlohmann::ordered_json{
-                      {"format", "thdpack-plans-v1"},
-                      {"workload", info.workload},
-                      {"topology", info.topology},
-                      {"dp", info.dp},
-                      {"cp", info.cp},
-                      {"pp", info.pp},
-                      {"capacity", info.capacity},
-                      {"global_batch", info.global_batch},
-                      {"model", info.model},
-                      {"gpu_tflops", info.gpu_tflops},
-                      {"cost", {{"linear", info.cost.linear}, {"quadratic", info.cost.quadratic}}}}) {}
-
-// Not closed: the run failed, and the OutputFile removes what was written.
-PlanWriter::~PlanWriter() = default;
-
-void PlanWriter::begin_step(int64_t step, const GlobalBatch& batch) {
-  file_.begin_step() << "{\"step\":" << step << ",\"ids\":" << nlohmann::json(batch.ids).dump()
-                     << ",\"padded_lengths\":" << nlohmann::json(batch.padded_lengths).dump()
-                     << ",\"plans\":{";
-  first_plan_ = true;
+nlohmann::ordered_json plan_file_head(const PlanRunInfo& info) {
+  return {{"workload", info.workload},
+          {"topology", info.topology},
+          {"dp", info.dp},
+          {"cp", info.cp},
+          {"pp", info.pp},
+          {"max_seqlen_per_dp_cp_rank", info.max_seqlen_per_dp_cp_rank},
+          {"capacity", info.capacity},
+          {"divisor", info.divisor},
+          {"global_batch", info.global_batch},
+          {"model", info.model},
+          {"gpu_tflops", info.gpu_tflops},
+          {"cost", {{"linear", info.cost.linear}, {"quadratic", info.cost.quadratic}}}};
 }
-
-void PlanWriter::add_plan(const std::string& scheduler, const Plan& plan) {
-  file_.text() << (first_plan_ ? "" : ",") << nlohmann::json(scheduler).dump() << ":";
-  write_plan_json(file_.text(), plan);
-  first_plan_ = false;
-}
-
-void PlanWriter::end_step() {
-  file_.text() << "}}";
-  file_.end_step();
-}
-
-void PlanWriter::close() { file_.close(); }
 
 }  // namespace thdpack::cli

@@ -78,24 +78,7 @@ class StepsJsonFile {
   bool closed_ = false;
 };
 
-/// A fixed-CP plan as JSON: [[ids of replica 0, ids of replica 1, ...] for each micro-batch].
-void write_plan_json(std::ostream& out, const Plan& plan);
-
-/// Streams plans to a JSON file: {"format":"thdpack-plans-v1", "dp":..., "capacity":...,
-/// "steps":[{"step":s, "ids":[...], "padded_lengths":[...], "plans":{"<scheduler>":
-/// [[ids of replica 0, ids of replica 1, ...] for each micro-batch]}}]} (a StepsJsonFile).
-class PlanWriter {
- public:
-  PlanWriter(const std::string& path, const PlanRunInfo& info);
-  ~PlanWriter();
-  void begin_step(int64_t step, const GlobalBatch& batch);
-  void add_plan(const std::string& scheduler, const Plan& plan);
-  void end_step();
-  void close();
-
- private:
-  StepsJsonFile file_;
-  bool first_plan_ = true;
-};
+/// What `plan --plan-out` records about a fixed-CP run in the plan file's head (PlanFileWriter).
+nlohmann::ordered_json plan_file_head(const PlanRunInfo& info);
 
 }  // namespace thdpack::cli

@@ -22,6 +22,7 @@
 #include "thdpack/data/output_file.hpp"
 #include "thdpack/pipeline/pipeline.hpp"
 #include "thdpack/pipeline/step_verification.hpp"
+#include "thdpack/schedule/plan_file.hpp"
 
 namespace thdpack::cli {
 namespace {
@@ -39,6 +40,11 @@ struct RunFlags {
   StaticShapeFlags shapes;
   double gpu_tflops = kDefaultGpuTflops;
   DynamicCpFlags dynamic_cp;
+  int64_t pad_id = 0;
+  int64_t ignore_id = -100;
+  std::string pad_positions = "continue";
+  bool tokens_on_last_stage = false;
+  std::string plan_in;  ///< a plan file (plan_file.hpp) whose plans the run delivers
 };
 
 PipelineOptions pipeline_options(const RunFlags& f, const Job& job) {
@@ -64,9 +70,39 @@ PipelineOptions pipeline_options(const RunFlags& f, const Job& job) {
   } else if (f.cp_mode != "zigzag") {
     throw InvalidArgument("--cp-mode must be 'zigzag' or 'contiguous', got '" + f.cp_mode + "'");
   }
+  o.pad_id = f.pad_id;
+  o.ignore_id = f.ignore_id;
+  if (f.pad_positions == "zero") {
+    o.pad_positions = PadPositions::kZero;
+  } else if (f.pad_positions != "continue") {
+    throw InvalidArgument("--pad-positions must be 'continue' or 'zero', got '" + f.pad_positions +
+                          "'");
+  }
+  o.tokens_on_last_stage = f.tokens_on_last_stage;
   f.shapes.apply_to(o);
   o.max_sequences_per_pack = job.max_sequences_per_pack;
   return o;
+}
+
+// The plans of --plan-in, one per step of the run: step s is the file's step s, planned by the
+// run's --scheduler. Throws InvalidArgument when the file has too few steps or no such plan.
+std::vector<PlannedBatch> plans_in(const RunFlags& f) {
+  std::vector<PlannedBatch> out;
+  if (f.plan_in.empty()) return out;
+  const std::vector<PlanFileStep> steps = read_plan_file(f.plan_in);
+  if (static_cast<int64_t>(steps.size()) < f.steps) {
+    throw InvalidArgument("--plan-in " + f.plan_in + " has " + std::to_string(steps.size()) +
+                          " steps, the run " + std::to_string(f.steps) + " (--steps)");
+  }
+  for (int64_t s = 0; s < f.steps; ++s) {
+    const PlanFileStep& step = steps[static_cast<size_t>(s)];
+    if (step.step != s) {
+      throw InvalidArgument("--plan-in " + f.plan_in + ": its step " + std::to_string(s) +
+                            " is numbered " + std::to_string(step.step));
+    }
+    out.push_back(step.plan(f.scheduler));
+  }
+  return out;
 }
 
 // This rank's samples of a step: its DP index's share of the global batch, if it reads.
@@ -108,13 +144,17 @@ std::vector<AgreedOption> agreed_options(const RunFlags& f, const Job& job) {
           {"--tail-multiple", std::to_string(f.shapes.tail_multiple)},
           {"--tail-policy", f.shapes.tail_policy},
           {"--fixed-cu-seqlens-entries", std::to_string(f.shapes.fixed_cu_seqlens_entries)},
-          {"the cost model", number(job.cost.linear) + " x L + " + number(job.cost.quadratic) +
-                                 " x L^2"},
-          {"the dynamic CP cost model",
-           "model " + job.model + ", " + number(f.gpu_tflops) + " TFLOP/s, " +
-               number(f.dynamic_cp.link_gbps) + " GB/s, " +
-               number(f.dynamic_cp.step_overhead_us) + " us, min cp " +
-               std::to_string(f.dynamic_cp.min_cp)},
+          {"--pad-id", std::to_string(f.pad_id)},
+          {"--ignore-id", std::to_string(f.ignore_id)},
+          {"--pad-positions", f.pad_positions},
+          {"--tokens-on-last-stage", f.tokens_on_last_stage ? "set" : "not set"},
+          {"--plan-in", f.plan_in},
+          {"the cost model",
+           number(job.cost.linear) + " x L + " + number(job.cost.quadratic) + " x L^2"},
+          {"the dynamic CP cost model", "model " + job.model + ", " + number(f.gpu_tflops) +
+                                            " TFLOP/s, " + number(f.dynamic_cp.link_gbps) +
+                                            " GB/s, " + number(f.dynamic_cp.step_overhead_us) +
+                                            " us, min cp " + std::to_string(f.dynamic_cp.min_cp)},
           {"the data source", job.workload.source.kind + " " + job.workload.source.spec},
           {"the data", dataset_fingerprint(*job.workload.dataset)}};
 }
@@ -122,7 +162,8 @@ std::vector<AgreedOption> agreed_options(const RunFlags& f, const Job& job) {
 // Resolves the job on this rank and checks it against the other ranks: every rank returns the
 // same job, or every rank throws the same error (the first failing rank's, or the first option
 // that differs), so no rank is left waiting in a collective its peers never enter.
-Job agreed_job(Communicator& world, const RunFlags& f, int rank, int world_size) {
+Job agreed_job(Communicator& world, const RunFlags& f, int rank, int world_size,
+               std::vector<PlannedBatch>& plans) {
   std::optional<Job> job;
   RankSetup setup;
   try {
@@ -134,6 +175,7 @@ Job agreed_job(Communicator& world, const RunFlags& f, int rank, int world_size)
           " samples) must be a multiple of dp=" + std::to_string(job->topology.dp()));
     }
     (void)pipeline_options(f, *job);  // a bad value fails every rank together
+    plans = plans_in(f);
     // Rank 0 writes the report: its path is checked against the inputs before the run starts.
     if (rank == 0 && !f.report.empty()) refuse_replacing_inputs(f.report);
     setup.options = agreed_options(f, *job);
@@ -153,7 +195,8 @@ Job agreed_job(Communicator& world, const RunFlags& f, int rank, int world_size)
 
 int run(const RunFlags& f, int rank, int world_size) {
   MpiCommunicator world(MPI_COMM_WORLD, MpiOptions{.timeout_seconds = f.timeout});
-  const Job job = agreed_job(world, f, rank, world_size);
+  std::vector<PlannedBatch> plans;
+  const Job job = agreed_job(world, f, rank, world_size, plans);
   const PipelineOptions options = pipeline_options(f, job);
   Pipeline pipeline(world, options);
   const Dataset& dataset = *job.workload.dataset;
@@ -169,7 +212,9 @@ int run(const RunFlags& f, int rank, int world_size) {
     } catch (const std::exception& e) {
       pipeline.fail_step(std::string("unexpected error: ") + e.what());
     }
-    const StepResult result = pipeline.run_step(local);
+    const StepResult result =
+        plans.empty() ? pipeline.run_step(local)
+                      : pipeline.run_planned_step(local, plans[static_cast<size_t>(step)]);
     if (!f.no_verify) {
       verify_step(world, options, result, local,
                   [&dataset](int64_t id) { return dataset.sample(id); });
@@ -222,6 +267,24 @@ Command add_run_command(CLI::App& app) {
                   "replica against the bound, bytes against the minimum, wall time per step)")
       ->check(non_empty());
   flags->shapes.add_to(*cmd);
+  cmd->add_option("--pad-id", flags->pad_id, "token id of padding positions")
+      ->check(any_integer())
+      ->capture_default_str();
+  cmd->add_option("--ignore-id", flags->ignore_id, "label of positions without a target")
+      ->check(any_integer())
+      ->capture_default_str();
+  cmd->add_option("--pad-positions", flags->pad_positions,
+                  "position ids of padding: continue (count on, as Megatron) or zero")
+      ->check(non_empty())
+      ->capture_default_str();
+  cmd->add_flag("--tokens-on-last-stage", flags->tokens_on_last_stage,
+                "the last pipeline stage also gets tokens and position ids (multi-token "
+                "prediction)");
+  cmd->add_option("--plan-in", flags->plan_in,
+                  "deliver the plans of this plan file (`thdpack plan --plan-out`; step s is its "
+                  "step s, the plan of --scheduler) instead of planning; each is checked against "
+                  "the step first")
+      ->check(non_empty());
   return {cmd, [flags] {
             return run_mpi_job(MPI_THREAD_FUNNELED, flags->timeout,
                                [&](int rank, int size) { return run(*flags, rank, size); });

@@ -41,8 +41,8 @@ std::vector<double> over_bound(const PlanStats& stats) {
 // lower bound; fill is real tokens over K·dp·cp·M.
 void RunReport::dynamic_cp_figures(const StepResult& r, RunStepFigures& f) const {
   const DynamicCpOptions o = dynamic_cp_options_of(options_);
-  const DynamicCpStats stats = evaluate_dynamic_cp_plan(*r.dynamic_cp_plan, r.batch.ids,
-                                                        r.batch.padded_lengths, o, o.cost);
+  const DynamicCpStats stats =
+      evaluate_dynamic_cp_plan(r.plan, r.batch.ids, r.batch.padded_lengths, o, o.cost);
   f.step_ratio = stats.lower_bound > 0 ? stats.step / stats.lower_bound : 0;
   const double slots = static_cast<double>(stats.microbatches) * o.ranks() *
                        static_cast<double>(o.max_seqlen_per_dp_cp_rank);
@@ -69,8 +69,8 @@ void RunReport::begin() {
             << " MPI ranks\n"
             << "packs      M=" << options_.max_seqlen_per_dp_cp_rank << ", capacity "
             << pack_options_of(options_).capacity << ", padding divisor "
-            << pack_options_of(options_).divisor << ", scheduler "
-            << options_.scheduler << ", reading "
+            << pack_options_of(options_).divisor << ", scheduler " << options_.scheduler
+            << ", reading "
             << (options_.reading == ReadingMode::kMegatron ? "megatron" : "all-ranks") << '\n'
             << "batch      " << job_.global_batch << " samples per step\n\n";
   std::printf("%5s %5s %8s %9s %7s %10s %11s %12s %8s %10s %6s %9s %s\n", "step", "mb", "samples",
@@ -96,7 +96,7 @@ void RunReport::step(int64_t step, const StepResult& r, bool verified) {
   f.collectives_max = static_cast<int64_t>(maxima[1]);
   f.seconds_max = maxima[2];
   f.verified = verified;
-  if (world_.rank() == 0 && r.dynamic_cp_plan) {
+  if (world_.rank() == 0 && r.dynamic_cp) {
     dynamic_cp_figures(r, f);
     f.exchange_minimum = minimum_exchange_bytes(r, options_);
   } else if (world_.rank() == 0) {
@@ -205,17 +205,16 @@ void RunReport::finish() {
 void RunReport::write_html(const std::string& path) const {
   if (world_.rank() != 0) return;
   write_run_html_report(
-      path,
-      {{{"workload", job_.workload.name + ": " + job_.workload.description},
-        {"layout", options_.topology.describe() + ", " + std::to_string(world_.size()) +
-                       " MPI ranks"},
-        {"packs", "M=" + std::to_string(options_.max_seqlen_per_dp_cp_rank) + ", capacity " +
-                      std::to_string(job_.capacity()) + ", padding divisor " +
-                      std::to_string(job_.divisor)},
-        {"reading", options_.reading == ReadingMode::kMegatron ? "megatron" : "all-ranks"},
-        {"batch", std::to_string(job_.global_batch) + " samples per step"}},
-       options_.scheduler,
-       steps_});
+      path, {{{"workload", job_.workload.name + ": " + job_.workload.description},
+              {"layout",
+               options_.topology.describe() + ", " + std::to_string(world_.size()) + " MPI ranks"},
+              {"packs", "M=" + std::to_string(options_.max_seqlen_per_dp_cp_rank) + ", capacity " +
+                            std::to_string(job_.capacity()) + ", padding divisor " +
+                            std::to_string(job_.divisor)},
+              {"reading", options_.reading == ReadingMode::kMegatron ? "megatron" : "all-ranks"},
+              {"batch", std::to_string(job_.global_batch) + " samples per step"}},
+             options_.scheduler,
+             steps_});
 }
 
 }  // namespace thdpack::cli

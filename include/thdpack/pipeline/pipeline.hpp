@@ -30,7 +30,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -43,6 +42,7 @@
 #include "thdpack/schedule/cp_cost_model.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
 #include "thdpack/schedule/global_batch.hpp"
+#include "thdpack/schedule/plan_file.hpp"
 #include "thdpack/schedule/scheduler.hpp"
 
 namespace thdpack {
@@ -186,10 +186,11 @@ struct MicrobatchCpGroup {
 struct StepResult {
   /// The global list every rank agreed on (ids, real and padded lengths, samples per DP rank).
   GlobalBatch batch;
-  /// The fixed-CP plan; empty (no packs) with a dynamic-CP scheduler.
+  /// The plan every rank computed (plan.hpp): with a fixed-CP scheduler dp groups of size cp per
+  /// micro-batch, with a dynamic-CP one groups of their own sizes over the dp×cp indices.
   Plan plan;
-  /// The dynamic-CP plan (groups over dp_cp indices), with a dynamic-CP scheduler only.
-  std::optional<DynamicCpPlan> dynamic_cp_plan;
+  /// Whether a dynamic-CP scheduler made the plan (samples padded to 2·dp·cp).
+  bool dynamic_cp = false;
   /// One per micro-batch: this rank's CP group. Each micro-batch's PackedBatch holds this rank's
   /// zigzag slice over that group (cp_size = local_cp_size, cp_rank) of the group's samples, with
   /// the group's global cu_seqlens; every member of a group holds the same metadata.
@@ -202,9 +203,7 @@ struct StepResult {
   /// Fields of each of this rank's virtual stages (vpp entries).
   std::vector<StageFields> virtual_stages;
 
-  int64_t num_microbatches() const {
-    return dynamic_cp_plan ? dynamic_cp_plan->num_microbatches() : plan.num_microbatches();
-  }
+  int64_t num_microbatches() const { return plan.num_microbatches(); }
   /// One iterator per virtual stage of this rank (vpp of them).
   std::vector<MicroBatchIterator> iterators() const;
 };
@@ -239,6 +238,17 @@ class Pipeline {
   StepResult run_step(std::span<const SampleView> local_samples,
                       std::span<const int64_t> group_ids = {});
 
+  /// The same, delivering `planned` (a plan made elsewhere, for instance by a driver process from
+  /// the lengths: plan_file.hpp) instead of planning: the scheduler is not run, and the result's
+  /// plan is planned.plan. Every rank must be given the same planned batch. Before any sample
+  /// moves, every rank checks it against the gathered step (check_planned_batch) and the ranks
+  /// compare digests in one more allreduce; a plan that does not fit, or different plans on
+  /// different ranks, throw InvalidArgument on every rank.
+  StepResult run_planned_step(std::span<const Sample> local_samples, const PlannedBatch& planned,
+                              std::span<const int64_t> group_ids = {});
+  StepResult run_planned_step(std::span<const SampleView> local_samples,
+                              const PlannedBatch& planned, std::span<const int64_t> group_ids = {});
+
   /// Collective: this rank's part in a step whose samples it could not prepare (a malformed
   /// sample, a failed read), called instead of run_step. The peers, inside run_step, learn it from
   /// the first gather and throw InvalidArgument naming this rank; this rank throws
@@ -253,7 +263,10 @@ class Pipeline {
 
  private:
   struct State;
-  /// Steps 2-4 with a fixed-CP scheduler.
+  /// One step: gather, then `planned`'s plan (checked) or the scheduler's, then delivery.
+  StepResult run(std::span<const SampleView> local_samples, std::span<const int64_t> group_ids,
+                 const PlannedBatch* planned);
+  /// Steps 3-4 of result.plan with a fixed-CP scheduler.
   void deliver_fixed_cp(StepResult& result, std::span<const SampleView> local_samples);
   std::unique_ptr<State> state_;
 };
@@ -272,13 +285,18 @@ GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& opti
 /// InvalidArgument naming this rank; this rank throws InvalidArgument(error). Collective.
 [[noreturn]] void fail_global_batch_gather(Communicator& world, const std::string& error);
 
-/// The plan every rank computes for a gathered batch.
+/// The plan every rank computes for a gathered batch, with any scheduler. With a dynamic-CP one,
+/// throws InvalidArgument when the batch has group ids, when the scheduler refuses, or when a
+/// group's size does not divide the padding (2·dp·cp not a multiple of 2·size).
 Plan plan_global_batch(const GlobalBatch& batch, const PipelineOptions& options);
 
-/// The dynamic-CP plan every rank computes for a gathered batch (a dynamic-CP scheduler in
-/// options). Throws InvalidArgument when the batch has group ids, when the scheduler refuses, or
-/// when a group's size does not divide the padding (2·dp·cp not a multiple of 2·size).
-DynamicCpPlan plan_dynamic_cp_batch(const GlobalBatch& batch, const PipelineOptions& options);
+/// Throws InvalidArgument, in one line, when `planned` cannot be delivered as `batch` under
+/// `options`: its layout is not the job's dp and cp; its ids or padded lengths are not the batch's
+/// (same order); it breaks a contract of the options' scheduler layout (fixed CP: validate_plan
+/// under schedule_options_of; dynamic CP: check_dynamic_cp_plan); or a group cannot slice the
+/// padding. No communication.
+void check_planned_batch(const PlannedBatch& planned, const GlobalBatch& batch,
+                         const PipelineOptions& options);
 
 /// Bytes the sample exchange must move at least, summed over ranks: the rows of every sample whose
 /// DP replica changes, once, sliced for CP, in the fields each stage needs, for each rank that
@@ -289,23 +307,16 @@ DynamicCpPlan plan_dynamic_cp_batch(const GlobalBatch& batch, const PipelineOpti
 /// labels (labels and loss mask follow from them; one stage needs all real tokens at pp = 1).
 int64_t minimum_exchange_bytes(const StepResult& result, const PipelineOptions& options);
 
-/// The micro-batches `rank` must end with, computed in one process: the plan's packs for its DP
-/// index packed whole from the samples (sample_of(id) returns the sample with that id), sliced for
-/// its CP rank, restricted to its stage's fields. The reference the distributed result is checked
-/// against.
+/// The micro-batches `rank` must end with, computed in one process: for every micro-batch of
+/// `plan` (fixed or dynamic CP), the whole pack of the rank's CP group built from the samples
+/// (sample_of(id) returns the sample with that id, truncated here to the batch's real length),
+/// sliced for its position in the group, restricted to its stage's fields (rank_microbatches in
+/// plan_delivery.hpp). The reference the distributed result is checked against.
 std::vector<PackedBatch> reference_microbatches(const GlobalBatch& batch, const Plan& plan,
                                                 const std::function<Sample(int64_t)>& sample_of,
                                                 const PipelineOptions& options, int rank);
 
-/// The same for a dynamic-CP plan: for every micro-batch, the whole pack of `rank`'s CP group
-/// sliced for its position in the group (dynamic_cp_rank_microbatches), restricted to its stage's
-/// fields.
-std::vector<PackedBatch> reference_dynamic_cp_microbatches(
-    const GlobalBatch& batch, const DynamicCpPlan& plan,
-    const std::function<Sample(int64_t)>& sample_of, const PipelineOptions& options, int rank);
-
 /// This rank's CP group in every micro-batch of `plan` (StepResult::cp_groups).
-std::vector<MicrobatchCpGroup> dynamic_cp_groups_of(const DynamicCpPlan& plan,
-                                                    const Topology& topology, int rank);
+std::vector<MicrobatchCpGroup> cp_groups_of(const Plan& plan, const Topology& topology, int rank);
 
 }  // namespace thdpack

@@ -1,7 +1,6 @@
 #pragma once
 // Checks a pipeline step end to end, on every rank (the `thdpack run` verification and the tests'):
-//   - this rank's micro-batches equal reference_microbatches (reference_dynamic_cp_microbatches
-//     with dynamic CP) for its coordinates, field by field;
+//   - this rank's micro-batches equal reference_microbatches for its coordinates, field by field;
 //   - every rank of one DP index (with dynamic CP: of one dp×cp index) holds bit-identical
 //     metadata (cu_seqlens, cu_seqlens_padded, max_seqlen, sample ids), also intermediate PP
 //     stages and TP ranks > 0;

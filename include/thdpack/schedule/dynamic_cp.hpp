@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "thdpack/schedule/cp_cost_model.hpp"
+#include "thdpack/schedule/plan.hpp"
 #include "thdpack/schedule/scheduler.hpp"
 
 namespace thdpack {
@@ -40,34 +41,6 @@ struct DynamicCpOptions {
   int ranks() const { return dp * cp; }
 };
 
-/// One CP group of one micro-batch: ranks [first_rank, first_rank + size) run `ids` (in order).
-struct CpGroup {
-  int first_rank = 0;
-  int size = 1;
-  std::vector<int64_t> ids;
-
-  bool operator==(const CpGroup&) const = default;
-};
-
-/// The groups of one micro-batch, in rank order.
-struct DynamicCpMicrobatch {
-  std::vector<CpGroup> groups;
-
-  /// The group that holds `rank` (its local_cp_size is that group's size). Throws
-  /// InvalidArgument when no group holds it.
-  const CpGroup& group_of(int rank) const;
-  bool operator==(const DynamicCpMicrobatch&) const = default;
-};
-
-/// A dynamic-CP schedule for one global batch over G ranks.
-struct DynamicCpPlan {
-  int ranks = 1;
-  std::vector<DynamicCpMicrobatch> microbatches;
-
-  int64_t num_microbatches() const { return static_cast<int64_t>(microbatches.size()); }
-  bool operator==(const DynamicCpPlan&) const = default;
-};
-
 /// Smallest CP size a sample of `length` padded tokens needs: max(min_cp, 2^ceil(log2(L/M))),
 /// computed exactly in integers. Requires length >= 1, M >= 1, min_cp >= 1.
 int cp_min_for_length(int64_t length, int64_t max_seqlen_per_dp_cp_rank, int min_cp);
@@ -80,17 +53,17 @@ int cp_min_for_length(int64_t length, int64_t max_seqlen_per_dp_cp_rank, int min
 /// Throws InvalidArgument on bad input, when the longest sample needs more than G ranks, and in the
 /// cases where Megatron itself fails (doubling that cannot cover G during the VPP split, no
 /// micro-batch left to split).
-DynamicCpPlan schedule_default_dynamic_cp(std::span<const int64_t> ids,
-                                          std::span<const int64_t> padded_lengths,
-                                          const DynamicCpOptions& options);
+Plan schedule_default_dynamic_cp(std::span<const int64_t> ids,
+                                 std::span<const int64_t> padded_lengths,
+                                 const DynamicCpOptions& options);
 
 /// Ours: chooses each sample's CP size, group and micro-batch together to minimise the modeled
 /// step under options.cost, with the same contracts (docs/schedulers.md); never slower under it
 /// than schedule_default_dynamic_cp's plan, which it makes first and returns as it is when its
 /// modeled step is within 0.25% of the lower bound. One thread.
-DynamicCpPlan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
-                                           std::span<const int64_t> padded_lengths,
-                                           const DynamicCpOptions& options);
+Plan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
+                                  std::span<const int64_t> padded_lengths,
+                                  const DynamicCpOptions& options);
 
 /// True when a group of `size` ranks is one a dynamic-CP plan may use: G itself, or a power of
 /// two, or min_cp times a power of two, at most G.
@@ -106,7 +79,7 @@ struct DynamicCpStats {
   int64_t microbatches = 0;
   int64_t groups = 0;
 };
-DynamicCpStats evaluate_dynamic_cp_plan(const DynamicCpPlan& plan, std::span<const int64_t> ids,
+DynamicCpStats evaluate_dynamic_cp_plan(const Plan& plan, std::span<const int64_t> ids,
                                         std::span<const int64_t> padded_lengths,
                                         const DynamicCpOptions& options, const CpCostModel& cost);
 
@@ -117,13 +90,12 @@ double fixed_cp_modeled_step(const Plan& plan, std::span<const int64_t> ids,
                              std::span<const int64_t> padded_lengths, int cp,
                              const CpCostModel& cost);
 
-/// Names of the dynamic-CP schedulers: "default_dynamic_cp", "balanced_dynamic_cp".
-std::vector<std::string> dynamic_cp_scheduler_names();
-/// The plan of the dynamic-CP scheduler `name`; throws InvalidArgument listing the names when
-/// unknown, and whatever that scheduler throws.
-DynamicCpPlan schedule_dynamic_cp(const std::string& name, std::span<const int64_t> ids,
-                                  std::span<const int64_t> padded_lengths,
-                                  const DynamicCpOptions& options);
+/// The dynamic-CP schedulers' options implied by scheduler options (scheduler.hpp): dp, cp,
+/// microbatch_multiple, M, min_cp and cp_cost. make_scheduler("default_dynamic_cp") and
+/// make_scheduler("balanced_dynamic_cp") plan through the functions above with these.
+DynamicCpOptions dynamic_cp_options(const ScheduleOptions& options);
+/// The inverse: scheduler options that plan as `options` with make_scheduler(name)->schedule.
+ScheduleOptions schedule_options(const DynamicCpOptions& options);
 
 /// Checks options (dp, cp, microbatch_multiple, min_cp >= 1, M >= 1) and input (same sizes,
 /// lengths >= 1, unique ids); throws InvalidArgument. Every dynamic-CP scheduler calls it first.
@@ -133,7 +105,7 @@ void validate_dynamic_cp_input(std::span<const int64_t> ids,
 
 /// Verifies the contracts above for `plan` against the input it was made from; throws
 /// InternalError naming the micro-batch and group of the first violation.
-void check_dynamic_cp_plan(const DynamicCpPlan& plan, std::span<const int64_t> ids,
+void check_dynamic_cp_plan(const Plan& plan, std::span<const int64_t> ids,
                            std::span<const int64_t> padded_lengths,
                            const DynamicCpOptions& options);
 

@@ -25,6 +25,8 @@
 
 #include "thdpack/core/topology.hpp"
 #include "thdpack/schedule/cost_model.hpp"
+#include "thdpack/schedule/cp_cost_model.hpp"
+#include "thdpack/schedule/plan.hpp"
 
 namespace thdpack {
 
@@ -55,6 +57,11 @@ struct ScheduleOptions {
   /// cu_seqlens shapes). dp_balanced closes a pack when it is full; balanced and local split packs
   /// over the cap and then even out the micro-batch counts. Not with group ids.
   int64_t max_sequences_per_pack = 0;
+  /// Dynamic-CP schedulers only: the smallest CP group a sample may use (Megatron's min_cp_size).
+  int min_cp = 1;
+  /// Dynamic-CP schedulers only: what a sample costs one rank of its CP group. default_dynamic_cp
+  /// ignores it (Megatron's L²/c); balanced_dynamic_cp minimises the modeled step under it.
+  CpCostModel cp_cost = CpCostModel::megatron_workload();
 
   /// dp, cp, pp and microbatch_multiple from a topology.
   static ScheduleOptions from_topology(const Topology& topology, int64_t max_seqlen_per_dp_cp_rank,
@@ -63,41 +70,17 @@ struct ScheduleOptions {
   int64_t capacity() const { return max_seqlen_per_dp_cp_rank * cp; }
 };
 
-/// A schedule for one global batch. Pack (k, r) is micro-batch k of DP replica r.
-class Plan {
- public:
-  Plan() = default;
-  /// `packs` are in micro-batch-major order: pack index k·dp + r. Their count must be a multiple
-  /// of dp.
-  Plan(int dp, const std::vector<std::vector<int64_t>>& packs);
-  /// The same from flat arrays: pack p holds ids[offsets[p] .. offsets[p+1]); offsets starts at 0,
-  /// is non-decreasing and ends at ids.size(); offsets.size()-1 is a multiple of dp.
-  Plan(int dp, std::vector<int64_t> offsets, std::vector<int64_t> ids);
+/// How a scheduler's plans use the dp×cp ranks (plan.hpp): fixed CP (every micro-batch dp groups
+/// of size cp; samples padded to 2·cp) or dynamic CP (groups of their own sizes over all dp·cp
+/// ranks; samples padded to 2·dp·cp, one sample up to M·dp·cp tokens).
+enum class CpLayout { kFixed, kDynamic };
 
-  int dp() const { return dp_; }
-  /// Micro-batches per replica, K.
-  int64_t num_microbatches() const { return num_packs() / dp_; }
-  int64_t num_packs() const { return static_cast<int64_t>(offsets_.size()) - 1; }
-  /// Ordered global ids of micro-batch `k` of replica `replica`.
-  std::span<const int64_t> pack(int64_t k, int replica) const { return pack_at(k * dp_ + replica); }
-  /// Pack by flat index k·dp + r.
-  std::span<const int64_t> pack_at(int64_t index) const;
-  /// All ids, pack after pack.
-  std::span<const int64_t> all_ids() const { return ids_; }
-
-  bool operator==(const Plan&) const = default;
-
- private:
-  int dp_ = 1;
-  std::vector<int64_t> offsets_{0};
-  std::vector<int64_t> ids_;
-};
-
-/// The scheduler interface; implementations are stateless and thread-safe.
+/// The scheduler interface, one for all schedulers; implementations are stateless and thread-safe.
 class Scheduler {
  public:
   virtual ~Scheduler() = default;
   virtual std::string name() const = 0;
+  virtual CpLayout layout() const = 0;
   /// One line for --help and docs.
   virtual std::string description() const = 0;
   /// Computes the plan. Throws InvalidArgument on bad input (see the contracts above) and when no
@@ -105,8 +88,13 @@ class Scheduler {
   virtual Plan schedule(const ScheduleInput& input, const ScheduleOptions& options) const = 0;
 };
 
-/// Names in the registry: "balanced", "dp_balanced", "local".
+/// Names in the registry: "balanced", "dp_balanced", "local" (fixed CP), "default_dynamic_cp",
+/// "balanced_dynamic_cp" (dynamic CP, dynamic_cp.hpp).
 std::vector<std::string> scheduler_names();
+/// The names of the schedulers of one layout, in registry order.
+std::vector<std::string> scheduler_names(CpLayout layout);
+/// The layout of scheduler `name`; throws InvalidArgument listing the names when unknown.
+CpLayout scheduler_layout(const std::string& name);
 /// A scheduler by name; throws InvalidArgument listing the names when unknown.
 std::unique_ptr<Scheduler> make_scheduler(const std::string& name);
 

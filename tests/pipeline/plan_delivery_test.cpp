@@ -1,5 +1,6 @@
-// Dynamic-CP delivery, single process: for every micro-batch, the zigzag slices of a group's
-// members put back together are exactly the group's whole pack, and each rank knows its group.
+// A plan's delivery, single process (rank_microbatches): for every micro-batch of fixed- and
+// dynamic-CP plans, the slices of a group's members put back together are exactly the group's
+// whole pack, and each rank knows its group.
 
 #include <gtest/gtest.h>
 
@@ -8,7 +9,9 @@
 
 #include "thdpack/core/errors.hpp"
 #include "thdpack/packing/cp_partition.hpp"
-#include "thdpack/pipeline/dynamic_cp_delivery.hpp"
+#include "thdpack/pipeline/plan_delivery.hpp"
+#include "thdpack/schedule/dynamic_cp.hpp"
+#include "thdpack/schedule/scheduler.hpp"
 
 namespace thdpack {
 namespace {
@@ -48,15 +51,14 @@ TEST(DynamicCpDelivery, GroupSlicesReassembleToTheGroupPackForBothSchedulers) {
             std::clamp<int64_t>(static_cast<int64_t>(dist(rng)), 1, 256 * widest - pack.divisor);
         padded[i] = round_up(real[i], pack.divisor);
       }
-      const DynamicCpPlan plan = schedule_dynamic_cp(name, ids, padded, o);
+      const Plan plan = make_scheduler(name)->schedule({ids, padded, {}, {}}, schedule_options(o));
       auto sample_of = [&](int64_t id) {
         return mock_sample(id, real[static_cast<size_t>(id - 7)]);
       };
-      std::vector<std::vector<DynamicCpRankMicrobatch>> per_rank;
-      for (int r = 0; r < g; ++r)
-        per_rank.push_back(dynamic_cp_rank_microbatches(plan, sample_of, pack, r));
-      for (size_t k = 0; k < plan.microbatches.size(); ++k) {
-        for (const CpGroup& group : plan.microbatches[k].groups) {
+      std::vector<std::vector<RankMicrobatch>> per_rank;
+      for (int r = 0; r < g; ++r) per_rank.push_back(rank_microbatches(plan, sample_of, pack, r));
+      for (int64_t k = 0; k < plan.num_microbatches(); ++k) {
+        for (const CpGroupView group : plan.microbatch(k)) {
           std::vector<Sample> samples;
           std::vector<SampleView> views;
           for (const int64_t id : group.ids) samples.push_back(sample_of(id));
@@ -64,15 +66,16 @@ TEST(DynamicCpDelivery, GroupSlicesReassembleToTheGroupPackForBothSchedulers) {
           const PackedBatch whole = pack_samples(views, pack);
           std::vector<PackedBatchView> slices;
           for (int r = group.first_rank; r < group.first_rank + group.size; ++r) {
-            const auto& mine = per_rank[static_cast<size_t>(r)][k];
+            const auto& mine = per_rank[static_cast<size_t>(r)][static_cast<size_t>(k)];
             ASSERT_EQ(mine.local_cp_size, group.size) << name << " seed " << seed;
             ASSERT_EQ(mine.group_first_rank, group.first_rank);
             ASSERT_EQ(mine.pack.num_rows() * group.size, whole.num_rows());
             slices.push_back(mine.pack.view());
           }
-          const PackedBatch back = group.size > 1
-                                       ? cp_unslice(slices)
-                                       : per_rank[static_cast<size_t>(group.first_rank)][k].pack;
+          const PackedBatch back =
+              group.size > 1
+                  ? cp_unslice(slices)
+                  : per_rank[static_cast<size_t>(group.first_rank)][static_cast<size_t>(k)].pack;
           ASSERT_TRUE(same_pack(back, whole)) << name << " seed " << seed << " mb " << k;
         }
       }
@@ -85,13 +88,13 @@ TEST(DynamicCpDelivery, RefusesARankOutsideTheGroupAndADivisorGroupsCannotSlice)
   o.dp = 4;
   o.max_seqlen_per_dp_cp_rank = 100;
   const std::vector<int64_t> ids{0}, lengths{400};
-  const DynamicCpPlan plan = schedule_default_dynamic_cp(ids, lengths, o);
+  const Plan plan = schedule_default_dynamic_cp(ids, lengths, o);
   auto sample_of = [](int64_t id) { return mock_sample(id, 400); };
   PackOptions pack;
   pack.divisor = 8;
-  EXPECT_THROW(dynamic_cp_rank_microbatches(plan, sample_of, pack, 4), InvalidArgument);
+  EXPECT_THROW(rank_microbatches(plan, sample_of, pack, 4), InvalidArgument);
   pack.divisor = 2;
-  EXPECT_THROW(dynamic_cp_rank_microbatches(plan, sample_of, pack, 0), InvalidArgument);
+  EXPECT_THROW(rank_microbatches(plan, sample_of, pack, 0), InvalidArgument);
 }
 
 }  // namespace

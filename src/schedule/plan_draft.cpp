@@ -1,0 +1,39 @@
+#include "schedule/plan_draft.hpp"
+
+#include <string>
+
+#include "thdpack/core/errors.hpp"
+
+namespace thdpack::detail {
+
+const CpGroup& DraftMicrobatch::group_of(int rank) const {
+  for (const auto& g : groups) {
+    if (rank >= g.first_rank && rank < g.first_rank + g.size) return g;
+  }
+  throw InvalidArgument("dynamic CP micro-batch: no group holds rank " + std::to_string(rank));
+}
+
+Plan to_plan(const DraftPlan& draft, int dp, int cp) {
+  Plan plan(dp, cp);
+  if (plan.ranks() != draft.ranks) {
+    throw InternalError("plan draft over " + std::to_string(draft.ranks) +
+                        " ranks, expected dp*cp = " + std::to_string(plan.ranks()));
+  }
+  for (const DraftMicrobatch& mb : draft.microbatches) {
+    plan.begin_microbatch();
+    for (const CpGroup& g : mb.groups) plan.add_group(g);
+  }
+  return plan;
+}
+
+DraftPlan to_draft(const Plan& plan) {
+  DraftPlan draft;
+  draft.ranks = plan.ranks();
+  draft.microbatches.reserve(static_cast<size_t>(plan.num_microbatches()));
+  for (int64_t k = 0; k < plan.num_microbatches(); ++k) {
+    draft.microbatches.push_back({plan.microbatch(k).groups()});
+  }
+  return draft;
+}
+
+}  // namespace thdpack::detail
