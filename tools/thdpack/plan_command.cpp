@@ -14,10 +14,12 @@
 #include "plan_html_report.hpp"
 #include "plan_report.hpp"
 #include "progress.hpp"
+#include "static_shape_flags.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/output_file.hpp"
 #include "thdpack/data/workloads.hpp"
 #include "thdpack/packing/packed_batch.hpp"
+#include "thdpack/pipeline/pipeline.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
 #include "thdpack/schedule/global_batch.hpp"
 #include "thdpack/schedule/plan_stats.hpp"
@@ -37,7 +39,20 @@ struct PlanFlags {
   int64_t report_step = 0;
   bool no_progress = false;
   DynamicCpFlags dynamic_cp;
+  StaticShapeFlags shapes;  ///< the fixed-CP plan's sequence cap follows fixed_cu_seqlens_entries
 };
+
+// The scheduler options `thdpack run` would plan with for the same flags (schedule_options_of of
+// the pipeline options), so that the plan command and a run plan alike.
+ScheduleOptions fixed_cp_schedule_options(const PlanFlags& f, const Job& job) {
+  PipelineOptions o;
+  o.topology = job.topology;
+  o.max_seqlen_per_dp_cp_rank = job.max_seqlen_per_dp_cp_rank;
+  o.cost = job.cost;
+  o.max_sequences_per_pack = job.max_sequences_per_pack;
+  f.shapes.apply_to(o);
+  return schedule_options_of(o);
+}
 
 int run_plan(const PlanFlags& f) {
   if (f.report_step < 0 || f.report_step >= f.steps)
@@ -55,12 +70,17 @@ int run_plan(const PlanFlags& f) {
                           "; write the report somewhere else");
   }
   if (is_dynamic_cp_scheduler(f.scheduler)) {
+    if (f.shapes.tail_align != "none" || f.shapes.fixed_cu_seqlens_entries > 0) {
+      throw InvalidArgument(
+          "--tail-align and --fixed-cu-seqlens-entries (static shapes) are not "
+          "supported by the dynamic CP schedulers; leave them out with "
+          "--scheduler " +
+          f.scheduler);
+    }
     return run_dynamic_cp_plan(job, f.scheduler, f.steps, f.gpu_tflops, f.dynamic_cp,
                                {f.plan_out, f.report, f.report_step}, f.json, std::cout);
   }
-  ScheduleOptions options =
-      ScheduleOptions::from_topology(job.topology, job.max_seqlen_per_dp_cp_rank, job.cost);
-  options.max_sequences_per_pack = job.max_sequences_per_pack;
+  const ScheduleOptions options = fixed_cp_schedule_options(f, job);
   PlanRunInfo info;
   info.workload = job.workload.name;
   info.workload_description = job.workload.description;
@@ -196,6 +216,7 @@ Command add_plan_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-progress", flags->no_progress, "no progress bar");
   flags->dynamic_cp.add_to(*cmd);
+  flags->shapes.add_to(*cmd);
   return {cmd, [flags] { return run_plan(*flags); }};
 }
 
