@@ -45,12 +45,14 @@ std::span<const T> span_of(const std::vector<T>& v) {
 void bind_packing(py::module_& m) {
   m.def(
       "padding_divisor",
-      [](int cp, int tp, bool sp, bool dynamic_cp, int dp) {
-        return padding_divisor({cp, tp, sp, dynamic_cp, dp});
+      [](int cp, int tp, bool sp, bool dynamic_cp, int dp, int min_cp) {
+        return padding_divisor({cp, tp, sp, dynamic_cp, dp, min_cp});
       },
       py::kw_only(), py::arg("cp") = 1, py::arg("tp") = 1, py::arg("sequence_parallel") = false,
-      py::arg("dynamic_cp") = false, py::arg("dp") = 1,
-      "2*cp if cp > 1 else 1, times tp with sequence parallelism (2*dp*cp with dynamic CP).");
+      py::arg("dynamic_cp") = false, py::arg("dp") = 1, py::arg("min_cp") = 1,
+      "2*cp if cp > 1 else 1, times tp with sequence parallelism; with dynamic CP 2*lcm of every "
+      "CP group size of dp*cp ranks replaces 2*cp (2*dp*cp when dp*cp and min_cp are powers of "
+      "two).");
 
   py::class_<PackedBatch, std::shared_ptr<PackedBatch>>(
       m, "PackedBatch",

@@ -117,7 +117,21 @@ int64_t padding_divisor(const PaddingSpec& spec) {
   }
   int64_t d = 1;
   if (spec.dynamic_cp) {
-    d = checked_mul(2LL * spec.dp, spec.cp, "padding divisor 2 x dp x cp");
+    if (spec.min_cp < 1) throw InvalidArgument("padding divisor: min_cp must be >= 1");
+    const int64_t ranks = checked_mul(spec.dp, spec.cp, "padding divisor dp x cp");
+    // Every group size is G or divides the largest member of one of two chains of doublings
+    // (powers of two, min_cp times powers of two) that stays within G.
+    auto lcm = [](int64_t a, int64_t b) {
+      return checked_mul(a / std::gcd(a, b), b, "padding divisor: lcm of the CP group sizes");
+    };
+    int64_t sizes = ranks;
+    int64_t power = 1;
+    while (power * 2 <= ranks) power *= 2;
+    if (power >= spec.min_cp) sizes = lcm(sizes, power);
+    int64_t scaled = spec.min_cp;
+    while (scaled * 2 <= ranks) scaled *= 2;
+    if (scaled <= ranks) sizes = lcm(sizes, scaled);
+    d = checked_mul(int64_t{2}, sizes, "padding divisor 2 x lcm of the CP group sizes");
   } else if (spec.cp > 1) {
     d = 2LL * spec.cp;
   }

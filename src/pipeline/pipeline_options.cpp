@@ -83,7 +83,8 @@ PackOptions pack_options_of(const PipelineOptions& o) {
                                .tp = o.topology.tp(),
                                .sequence_parallel = o.sequence_parallel,
                                .dynamic_cp = dynamic,
-                               .dp = o.topology.dp()});
+                               .dp = o.topology.dp(),
+                               .min_cp = o.min_cp});
   // With dynamic CP one sample may spread over the whole dp×cp group.
   p.capacity = checked_mul(o.max_seqlen_per_dp_cp_rank,
                            dynamic ? int64_t{o.topology.cp()} * o.topology.dp() : o.topology.cp(),

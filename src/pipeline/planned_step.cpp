@@ -21,7 +21,7 @@ void check_group_slicing(const Plan& plan, int64_t divisor) {
                               std::to_string(g.size) +
                               " ranks, which cannot zigzag-slice samples "
                               "padded to " +
-                              std::to_string(divisor) + " (2*dp*cp); use a power-of-two dp*cp");
+                              std::to_string(divisor) + " (the padding divisor)");
       }
     }
   }

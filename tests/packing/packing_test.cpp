@@ -89,6 +89,9 @@ TEST(PaddingDivisor, RejectsSizesBelowOne) {
   EXPECT_THROW(padding_divisor({.cp = 0}), InvalidArgument);
   EXPECT_THROW(padding_divisor({.cp = 1, .tp = 0}), InvalidArgument);
   EXPECT_THROW(padding_divisor({.cp = 1, .dynamic_cp = true, .dp = 0}), InvalidArgument);
+  EXPECT_THROW(padding_divisor({.cp = 1, .dynamic_cp = true, .dp = 2, .min_cp = 0}),
+               InvalidArgument);
+
   EXPECT_THROW(padding_divisor({.cp = -2}), InvalidArgument);
 }
 

@@ -155,17 +155,40 @@ TEST(PipelineDynamicCpOptions, GroupIdsAreRefusedOnEveryRank) {
       "group ids");
 }
 
-// dp·cp = 6 is not a power of two: samples padded to 12 (2·dp·cp) split over a group of 2 but
-// not over a group of 4, which samples over 2·M need. Every rank refuses alike.
-TEST(PipelineDynamicCpOptions, GroupSizesThePaddingCannotSliceAreRefused) {
-  PipelineCase c;
-  c.cp = 2;
-  c.dp = 3;
-  c.scheduler = "default_dynamic_cp";
-  c.max_seqlen_per_dp_cp_rank = 128;
-  expect_error_on_every_rank(
-      c.world_size(), [&](Communicator& world) { testing::run_case(world, c); },
-      "cannot zigzag-slice");
+// dp·cp = 6 and 12 are not powers of two: samples are padded to 2·lcm of the group sizes (24 for
+// groups of 1, 2, 4, 6; 48 with min_cp 3 for 1, 2, 3, 4, 6, 8, 12), so groups of 4 and 6 slice
+// them, and every rank's micro-batches equal the reference, in both dynamic-CP schedulers.
+TEST(PipelineDynamicCpLayouts, NonPowerOfTwoLayoutsArePaddedNotRefused) {
+  for (const char* scheduler : {"default_dynamic_cp", "balanced_dynamic_cp"}) {
+    for (const auto& [cp, dp] : {std::pair{2, 3}, std::pair{3, 2}, std::pair{1, 6}}) {
+      PipelineCase c;
+      c.cp = cp;
+      c.dp = dp;
+      c.scheduler = scheduler;
+      c.max_seqlen_per_dp_cp_rank = 128;
+      c.oversize = OversizePolicy::kTruncate;
+      c.steps = 4;
+      SCOPED_TRACE(c.name());
+      std::atomic<int> widest{0};
+      run_local(c.world_size(), [&](Communicator& world) {
+        const PipelineOptions o = testing::options_of(c);
+        EXPECT_EQ(pack_options_of(o).divisor, 24);
+        Pipeline p(world, o);
+        for (int64_t step = 0; step < c.steps; ++step) {
+          const auto local = testing::local_samples(o, world.rank(), step, 6 * 8);
+          const StepResult r = p.run_step(local);
+          verify_step(world, o, r, local,
+                      [step](int64_t id) { return testing::case_sample(id, step); });
+          for (const MicrobatchCpGroup& g : r.cp_groups) {
+            int seen = widest.load();
+            while (g.local_cp_size > seen && !widest.compare_exchange_weak(seen, g.local_cp_size)) {
+            }
+          }
+        }
+      });
+      EXPECT_GE(widest.load(), 4) << "no group of 4 or 6 ranks: the case did not test the padding";
+    }
+  }
 }
 
 }  // namespace

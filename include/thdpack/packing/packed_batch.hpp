@@ -22,12 +22,17 @@ struct PaddingSpec {
   int cp = 1;
   int tp = 1;
   bool sequence_parallel = false;  ///< multiply by tp
-  bool dynamic_cp = false;         ///< use 2·dp·cp in place of 2·cp
+  bool dynamic_cp = false;         ///< pad for every CP group size of dp·cp ranks (below)
   int dp = 1;                      ///< only read with dynamic_cp
+  int min_cp = 1;                  ///< only read with dynamic_cp: the smallest CP group
 };
 
-/// d = (2·cp if cp > 1 else 1) · (tp if sequence parallel) ; with dynamic CP 2·dp·cp replaces 2·cp.
-/// Throws InvalidArgument on sizes < 1.
+/// d = (2·cp if cp > 1 else 1) · (tp if sequence parallel). With dynamic CP, 2·cp is replaced by
+/// 2·lcm of every CP group size a plan over G = dp·cp ranks may use (G, the powers of two and
+/// min_cp times the powers of two, each from min_cp up to G), so every group can zigzag-slice
+/// every sample into 2·size equal chunks: 2·G when G and min_cp are powers of two (Megatron's
+/// 2·dp·cp), 4·G for G = 6, say (groups of 4 and 6). Throws InvalidArgument on sizes < 1 and on
+/// a divisor that overflows int64.
 int64_t padding_divisor(const PaddingSpec& spec);
 
 /// `length` rounded up to a multiple of `divisor` (both >= 1); InvalidArgument when the padded
