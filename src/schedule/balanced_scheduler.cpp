@@ -73,16 +73,16 @@ enum class FirstFit { kWorst, kTight };
 
 // From this many items on, one placement pass costs tens of milliseconds, so placement avoids
 // passes that may not succeed: it skips worst fit (which spreads tokens over the packs and, with K
-// only just enough, failed after a full pass on a third of the large benchmark inputs; the tight
-// fit placed every one of them, at the same quality)...
+// only just enough, often failed after a full pass on large inputs, where the tight fit placed
+// them at the same quality)...
 constexpr int64_t kLargeInput = int64_t{1} << 16;
-// ... unless the packs would be at most this full: then worst fit has ample room (it failed at
-// fills from 0.89 up on the benchmark inputs), and the tight fit would leave packs empty (with few
-// packs per replica, first fit puts a replica's short items all into its first pack; refilling
-// the others cost 150 ms at a million chat-like samples over dp 16384).
+// ... unless the packs would be at most this full: then worst fit has ample room (it fails only on
+// fuller packs), and the tight fit would leave packs empty (with few packs per replica, first fit
+// puts a replica's short items all into its first pack, and refilling the others is costly on
+// many samples over many replicas).
 constexpr double kWorstFitMaxFill = 0.85;
-// Refinement stops after this much work whatever the input size (about 60 ms), so a million items
-// are not refined for seconds after the plan is within a few 1e-4 of the bound.
+// Refinement stops after this much work whatever the input size, so a million items are not
+// refined for seconds after the plan is within a few 1e-4 of the bound.
 constexpr int64_t kRefineWorkCap = int64_t{1} << 22;
 
 // One K: longest-first placement (worst fit, then the tight fit), else (kDealPacks) the global
