@@ -20,9 +20,9 @@
 //    ours (on batches of many samples per rank Megatron's greedy is near the bound, and under the
 //    full cost model it can beat the packing), so the plan is never slower than Megatron's.
 // 6. A batch of at least twice max(2^11, 8·G) samples is planned by replicating the plan (steps
-//    1-5) of a stride sample of its samples by length (dynamic_cp_template.hpp): steps 1-4 took
-//    up to 1.8 s on 16,384 samples on 256 ranks, the template costs about what 2,048 samples do,
-//    and on the benchmark's batches of 64 samples per rank its plans are within 1% of theirs.
+//    1-5) of a stride sample of its samples by length (dynamic_cp_template.hpp): steps 1-4 on all
+//    its samples cost far more than the template, which costs about what 2,048 samples do, and on
+//    batches of many samples per rank the replicated plan comes close to theirs.
 
 #include <algorithm>
 #include <cmath>
@@ -82,36 +82,35 @@ struct Item {
 // least one VPP multiple), and then more while the last kKMisses did not all fail to improve.
 // Past the first kTriesAtKGrowth tries, each K that improves doubles the growth to the next (a
 // miss resets it to kKGrowth). On a batch of few micro-batches that is K + 1 .. K + 6; on one of
-// hundreds the step falls by a third from the first K that packs (tokens then fill every
-// micro-batch, so long samples share groups) to about a quarter more micro-batches, and under
-// L²/c it goes on falling, ever more slowly, over several times more: the doubling gets there in
-// a few tries instead of dozens. (Doubling from the first try lowered the benchmark's mean
-// speedup under the full cost model from 1.151x to 1.149x; from the fourth it changed no plan of
-// that table under the full cost model and improved every one under L²/c.)
+// hundreds the step falls steeply from the first K that packs (tokens then fill every
+// micro-batch, so long samples share groups) over somewhat more micro-batches, and under L²/c it
+// goes on falling, ever more slowly, over several times more: the doubling gets there in a few
+// tries instead of dozens. The first kTriesAtKGrowth tries keep the small step: doubling from
+// the first skips the Ks just past the first that packs, where the full cost model's best K
+// usually lies.
 constexpr int64_t kExtraKTries = 6;
 constexpr int64_t kTriesAtKGrowth = 3;
 constexpr double kKGrowth = 0.04;
 constexpr int64_t kKMisses = 2;
 // A K improves on the best only when its step is lower by kKMinGain per doubling of the best K's
 // micro-batches (log2 of their ratio): the cost models price no micro-batch, so under L²/c the
-// step falls towards one sample per micro-batch on all ranks, by ever less (2,048 samples on 256
-// ranks: K 58 was within 0.12% of K 1,267, which the search reached before; a million samples
-// then took 650,000 micro-batches). Under the full cost model no plan of the benchmark's table
-// changed.
+// step falls towards one sample per micro-batch on all ranks, by ever less, and without this rule
+// the search chases negligible gains out to micro-batches of one or two samples each, paying a
+// whole plan per K tried.
 constexpr double kKMinGain = 0.001;
 constexpr double kMostKGrowth = 16;  // K never grows past 17 times the last tried, in range
 // Above this many samples, K is searched on every stride-th sample (as many as this) and the
 // K found, scaled to all samples, is planned once (or the next of kSampledKTries multiples that
-// packs): each K tried costs a whole plan, and the search tries about ten. (At 2^14, 16,383
-// samples on 1,024 ranks took up to 155 ms in the benchmark, now at most 65 ms; their plans moved
-// by -1.8% to +1.6% of the bound, and no plan of the benchmark's quality table changed.)
+// packs): each K tried costs a whole plan, and the search tries about ten, so on a large batch
+// the search on all samples costs several plans while the sampled K plans about as well.
 constexpr int64_t kSampledKSearchAbove = int64_t{1} << 12;
 constexpr int64_t kSampledKTries = 8;
 // A plan is dealt again by the rank-times its packing gave the samples at most this many times.
 constexpr int kRedeals = 3;
 // Up to this many samples every K tried is dealt again; above (to kSampledKSearchAbove), only the
-// K the search finds (each dealing costs a try: 4,095 samples on 256 ranks took up to 71 ms under
-// L²/c, now at most 34, mostly on the first Ks, where the step is still far from its best).
+// K the search finds: each dealing costs a try, so dealing again at every K cost more than the
+// search itself on large batches, mostly on the first Ks, where the step is still far from its
+// best.
 constexpr int64_t kRedealEveryKUpTo = 2048;
 // A batch of at least twice as many samples as this, and as this many per rank, is planned from
 // the plan of a stride sample of that many (step 6).
@@ -119,9 +118,9 @@ constexpr int64_t kTemplateSamples = int64_t{1} << 11;
 constexpr int64_t kTemplateSamplesPerRank = 8;
 
 // Megatron's plan (step 5) is kept without making ours when its modeled step is within this
-// fraction of the lower bound: ours could be faster by no more. On a million samples its plans
-// land within 0.03-0.26% of the bound, where ours (the template's) was never faster, and making
-// ours cost 20-45 ms of the 75-115.
+// fraction of the lower bound: ours could be faster by no more. On very large batches its plans
+// often land that near the bound, and making ours (the template's) would then be a large part of
+// the planning time for no gain.
 constexpr double kNearBound = 0.0025;
 // The height search stops within this fraction of the best height found.
 constexpr double kHeightTolerance = 0.004;
@@ -250,8 +249,7 @@ bool move_to_free_ranks(Level& level, const PackContext& ctx) {
 /// Step 3's cover of the free ranks, one growth at a time: the growth that raises the height
 /// least, ties to the smallest group, then the first. Each choice costs O(log groups) (a fall of
 /// the height, rare, rebuilds the sets) where a scan of every group made a micro-batch of
-/// thousands of groups cost O(groups²) (on 4,096 ranks, the slowest of four length distributions
-/// under both costs from 4,095 to a million samples took 810 ms, now 190-300 over four runs).
+/// thousands of groups cost O(groups²), which dominated planning on thousands of ranks.
 /// Groups whose grown time keeps within the height all tie, by size and index; the others rank by
 /// that time.
 class GrowthChooser {
@@ -801,11 +799,11 @@ detail::DraftPlan plan_by_packing(std::span<const int64_t> ids,
   return plan;
 }
 
-/// schedule_balanced_dynamic_cp's plan, as a draft (the template planner plans its samples with
-/// it).
-detail::DraftPlan balanced_dynamic_cp_draft(std::span<const int64_t> ids,
-                                            std::span<const int64_t> padded_lengths,
-                                            const DynamicCpOptions& options) {
+}  // namespace
+
+Plan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
+                                  std::span<const int64_t> padded_lengths,
+                                  const DynamicCpOptions& options) {
   validate_dynamic_cp_input(ids, padded_lengths, options);
   // A plan's modeled step: as its scheduler reported it, else (steps 1-4, a VPP split) summed.
   auto step_of = [&](const detail::ScoredPlan& scored) {
@@ -832,8 +830,13 @@ detail::DraftPlan balanced_dynamic_cp_draft(std::span<const int64_t> ids,
   // Step 6 (declines batches under twice the template), else steps 1-4.
   std::optional<detail::TemplatePlan> by_template;
   try {
-    by_template = detail::plan_by_template(by_length, options, template_samples(options),
-                                           balanced_dynamic_cp_draft);
+    by_template = detail::plan_by_template(
+        by_length, options, template_samples(options),
+        [](std::span<const int64_t> template_ids, std::span<const int64_t> template_lengths,
+           const DynamicCpOptions& template_options) {
+          return detail::to_draft(
+              schedule_balanced_dynamic_cp(template_ids, template_lengths, template_options));
+        });
   } catch (const InvalidArgument&) {
     // The template's samples could not be planned (too few micro-batches for the VPP group):
     // plan all of them.
@@ -841,7 +844,9 @@ detail::DraftPlan balanced_dynamic_cp_draft(std::span<const int64_t> ids,
   std::optional<detail::ScoredPlan> ours;
   if (!by_template) {
     try {
-      ours = detail::ScoredPlan{plan_by_packing(ids, padded_lengths, options), {}};
+      ours = detail::ScoredPlan{
+          detail::to_plan(plan_by_packing(ids, padded_lengths, options), options.dp, options.cp),
+          {}};
     } catch (const InvalidArgument&) {
       // No micro-batch count in a VPP multiple packs: Megatron's plan, where its split made one.
       if (!theirs) throw;
@@ -849,20 +854,12 @@ detail::DraftPlan balanced_dynamic_cp_draft(std::span<const int64_t> ids,
     }
   }
   // Never slower than Megatron's plan under the same cost; on a tie, Megatron's plan, made
-  // already (a template plan is built only where it is faster: a million samples that each fill
-  // their group make a million groups, whose building and freeing took 120 ms).
+  // already (a template plan is built only where it is faster: samples that each fill their group
+  // make one group per sample, whose building and freeing is a cost worth skipping).
   const double our_step = by_template ? by_template->step() : step_of(*ours);
   if (theirs && their_step <= our_step) return std::move(theirs->plan);
-  return by_template ? by_template->build(by_length) : std::move(ours->plan);
-}
-
-}  // namespace
-
-Plan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
-                                  std::span<const int64_t> padded_lengths,
-                                  const DynamicCpOptions& options) {
-  return detail::to_plan(balanced_dynamic_cp_draft(ids, padded_lengths, options), options.dp,
-                         options.cp);
+  return by_template ? detail::to_plan(by_template->build(by_length), options.dp, options.cp)
+                     : std::move(ours->plan);
 }
 
 }  // namespace thdpack

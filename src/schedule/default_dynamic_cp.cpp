@@ -367,9 +367,7 @@ ScoredPlan default_dynamic_cp_scored(const LengthGroups& by_length, const Dynami
                                      const CpCostModel* cost) {
   const int ranks = options.ranks();
   const int64_t m = options.max_seqlen_per_dp_cp_rank;
-  ScoredPlan scored;
-  scored.plan.ranks = ranks;
-  scored.step = 0.0;
+  ScoredPlan scored{Plan(options.dp, options.cp), 0.0};
   if (by_length.ids.empty()) return scored;
   WaitingSamples waiting(
       by_length, [&](int64_t length) { return cp_min_for_length(length, m, options.min_cp); });
@@ -385,17 +383,31 @@ ScoredPlan default_dynamic_cp_scored(const LengthGroups& by_length, const Dynami
   if (cost != nullptr) time.emplace(*cost);
   std::vector<Touched> touched;
   std::vector<SizeIndex> by_size;
-  auto& mbs = scored.plan.microbatches;
+  // Without VPP each round's micro-batch goes straight into the plan while its groups are hot;
+  // the VPP split (step 5) regroups micro-batches, so with it they are kept as a draft first.
+  const bool vpp = options.microbatch_multiple > 1;
+  DraftPlan draft{ranks, {}};
+  scored.plan.reserve(0, 0, static_cast<int64_t>(by_length.ids.size()));
   while (waiting.open_from(0) < waiting.size()) {
     double height = 0;
-    mbs.push_back(
-        next_microbatch(waiting, options, touched, by_size, time ? &*time : nullptr, height));
+    DraftMicrobatch mb =
+        next_microbatch(waiting, options, touched, by_size, time ? &*time : nullptr, height);
     *scored.step += height;
+    if (vpp) {
+      draft.microbatches.push_back(std::move(mb));
+      continue;
+    }
+    scored.plan.begin_microbatch();
+    for (const CpGroup& g : mb.groups) scored.plan.add_group(g);
   }
-  const size_t rounds = mbs.size();
-  if (options.microbatch_multiple > 1) align_to_multiple(mbs, options.microbatch_multiple, ranks);
-  // The VPP split regroups micro-batches: their heights are no longer the rounds'.
-  if (cost == nullptr || mbs.size() != rounds) scored.step.reset();
+  if (vpp) {
+    const size_t rounds = draft.microbatches.size();
+    align_to_multiple(draft.microbatches, options.microbatch_multiple, ranks);
+    scored.plan = to_plan(draft, options.dp, options.cp);
+    // The VPP split regroups micro-batches: their heights are no longer the rounds'.
+    if (draft.microbatches.size() != rounds) scored.step.reset();
+  }
+  if (cost == nullptr) scored.step.reset();
   return scored;
 }
 
@@ -405,10 +417,9 @@ Plan schedule_default_dynamic_cp(std::span<const int64_t> ids,
                                  std::span<const int64_t> padded_lengths,
                                  const DynamicCpOptions& options) {
   validate_dynamic_cp_input(ids, padded_lengths, options);
-  return detail::to_plan(detail::default_dynamic_cp_scored(
-                             detail::group_by_length(ids, padded_lengths), options, nullptr)
-                             .plan,
-                         options.dp, options.cp);
+  return detail::default_dynamic_cp_scored(detail::group_by_length(ids, padded_lengths), options,
+                                           nullptr)
+      .plan;
 }
 
 }  // namespace thdpack

@@ -50,7 +50,7 @@ double lower_bound(const LengthGroups& by_length, const DynamicCpOptions& option
 
 /// A plan and, where known, its modeled step (bit-identical to modeled_step's).
 struct ScoredPlan {
-  detail::DraftPlan plan;
+  Plan plan;
   std::optional<double> step;
 };
 

@@ -50,7 +50,8 @@ Plan::Plan(int dp, int cp, const std::vector<std::vector<int64_t>>& packs) : Pla
   }
   size_t total = 0;
   for (const auto& p : packs) total += p.size();
-  ids_.reserve(total);
+  reserve(static_cast<int64_t>(packs.size() / static_cast<size_t>(dp)),
+          static_cast<int64_t>(packs.size()), static_cast<int64_t>(total));
   for (size_t p = 0; p < packs.size(); ++p) {
     if (p % static_cast<size_t>(dp) == 0) begin_microbatch();
     add_group(static_cast<int>(p % static_cast<size_t>(dp)) * cp, cp, packs[p]);
@@ -77,6 +78,14 @@ Plan::Plan(int dp, int cp, std::vector<int64_t> offsets, std::vector<int64_t> id
   for (size_t k = 0; k < microbatch_starts_.size(); ++k) {
     microbatch_starts_[k] = static_cast<int64_t>(k * dp);
   }
+}
+
+void Plan::reserve(int64_t microbatches, int64_t groups, int64_t ids) {
+  microbatch_starts_.reserve(microbatch_starts_.size() + static_cast<size_t>(microbatches));
+  first_ranks_.reserve(first_ranks_.size() + static_cast<size_t>(groups));
+  sizes_.reserve(sizes_.size() + static_cast<size_t>(groups));
+  group_starts_.reserve(group_starts_.size() + static_cast<size_t>(groups));
+  ids_.reserve(ids_.size() + static_cast<size_t>(ids));
 }
 
 void Plan::begin_microbatch() {

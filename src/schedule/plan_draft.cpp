@@ -19,6 +19,13 @@ Plan to_plan(const DraftPlan& draft, int dp, int cp) {
     throw InternalError("plan draft over " + std::to_string(draft.ranks) +
                         " ranks, expected dp*cp = " + std::to_string(plan.ranks()));
   }
+  int64_t groups = 0;
+  int64_t ids = 0;
+  for (const DraftMicrobatch& mb : draft.microbatches) {
+    groups += static_cast<int64_t>(mb.groups.size());
+    for (const CpGroup& g : mb.groups) ids += static_cast<int64_t>(g.ids.size());
+  }
+  plan.reserve(draft.num_microbatches(), groups, ids);
   for (const DraftMicrobatch& mb : draft.microbatches) {
     plan.begin_microbatch();
     for (const CpGroup& g : mb.groups) plan.add_group(g);

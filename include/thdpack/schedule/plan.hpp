@@ -104,6 +104,8 @@ class Plan {
   /// is non-decreasing and ends at ids.size(); offsets.size()-1 is a multiple of dp.
   Plan(int dp, int cp, std::vector<int64_t> offsets, std::vector<int64_t> ids);
 
+  /// Room for this many more micro-batches, groups and ids (a builder that knows the sizes).
+  void reserve(int64_t microbatches, int64_t groups, int64_t ids);
   /// Starts a new micro-batch (empty until groups are added).
   void begin_microbatch();
   /// Appends a group to the last micro-batch (begin_microbatch first). The plan's contracts are
