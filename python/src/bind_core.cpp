@@ -226,40 +226,8 @@ void read_sample(py::handle object, int64_t ignore_id, Sample& s, py::object* bo
   }
 }
 
-}  // namespace
-
-Sample sample_from_python(py::handle object, int64_t default_id, int64_t ignore_id) {
-  Sample s;
-  s.id = default_id;
-  std::span<const int64_t> ids;
-  read_sample(object, ignore_id, s, nullptr, ids);
-  return s;
-}
-
-SampleView sample_view_from_python(py::handle object, int64_t ignore_id, Sample& storage,
-                                   py::object& borrowed) {
-  std::span<const int64_t> ids;
-  read_sample(object, ignore_id, storage, &borrowed, ids);
-  SampleView view = view_of(storage);
-  view.input_ids = ids;
-  return view;
-}
-
-py::dict sample_to_python(const Sample& s) {
-  py::dict d;
-  d["id"] = s.id;
-  d["input_ids"] = copy_of(std::span<const int64_t>(s.input_ids));
-  if (!s.loss_mask.empty()) d["loss_mask"] = copy_of(std::span<const float>(s.loss_mask));
-  if (!s.labels.empty()) {
-    d["labels"] = copy_of(std::span<const int64_t>(s.labels));
-    // Packing the dict again must read the labels the same way (shifting twice is wrong).
-    d["labels_shifted"] = s.labels_shifted;
-  }
-  return d;
-}
-
-void bind_core(py::module_& m) {
-  // ---- topology ----
+/// Topology.
+void bind_topology(py::module_& m) {
   py::class_<Topology>(m, "Topology",
                        "A parallel layout and its rank order (Megatron's by default).")
       .def(py::init([](py::handle tp, py::handle cp, py::handle dp, py::handle pp, py::handle ep,
@@ -311,8 +279,10 @@ void bind_core(py::module_& m) {
           py::arg("kind"))
       .def("check_world_size", &Topology::check_world_size, py::arg("world_size"))
       .def("__repr__", [](const Topology& t) { return "Topology(" + t.describe() + ")"; });
+}
 
-  // ---- model, cost, FLOPs ----
+/// Model, cost, FLOPs.
+void bind_costs(py::module_& m) {
   py::class_<ModelSpec>(m, "ModelSpec", "Shape of a decoder-only transformer.")
       .def(py::init([](std::string name, int64_t hidden, int64_t layers, int64_t heads,
                        int64_t kv_heads, int64_t head_dim, int64_t ffn, int64_t vocab, bool swiglu,
@@ -344,8 +314,10 @@ void bind_core(py::module_& m) {
       .def_readonly("linear", &CostModel::linear)
       .def_readonly("quadratic", &CostModel::quadratic)
       .def("cost", &CostModel::cost, py::arg("length"));
+}
 
-  // ---- datasets ----
+/// Datasets.
+void bind_mock_datasets(py::module_& m) {
   py::class_<Dataset, std::shared_ptr<Dataset>>(m, "Dataset", "Random-access samples.")
       .def("__len__", &Dataset::size)
       .def_property_readonly("size", &Dataset::size)
@@ -409,8 +381,10 @@ void bind_core(py::module_& m) {
       "default_global_batch",
       [](const std::string& name, int dp) { return default_global_batch(workload(name), dp); },
       py::arg("workload"), py::arg("dp"));
+}
 
-  // ---- global batches ----
+/// Global batches.
+void bind_global_batches(py::module_& m) {
   py::class_<GlobalBatch>(m, "GlobalBatch", "The lengths of one global batch, DP-rank-major.")
       .def_property_readonly(
           "ids", [](py::object self) { return view_of(self.cast<const GlobalBatch&>().ids, self); })
@@ -458,8 +432,10 @@ void bind_core(py::module_& m) {
       py::arg("dataset"), py::arg("step"), py::kw_only(), py::arg("global_batch"), py::arg("dp"),
       py::arg("divisor") = 1, py::arg("capacity"), py::arg("oversize") = "error",
       py::arg("order") = "contiguous");
+}
 
-  // ---- schedulers and plans ----
+/// Schedulers and plans.
+void bind_scheduling(py::module_& m) {
   py::class_<Plan>(m, "Plan",
                    "One global batch's plan, for every scheduler: micro-batches of CP groups "
                    "(first_rank, size, ids) over the dp*cp ranks. With fixed CP, group r of "
@@ -553,8 +529,10 @@ void bind_core(py::module_& m) {
       py::arg("max_seqlen_per_dp_cp_rank"), py::arg("cp") = 1, py::arg("pp") = 1,
       py::arg("cost") = CostModel{}, py::arg("ids") = py::none(),
       py::arg("real_lengths") = py::none());
+}
 
-  // ---- offline bin packing ----
+/// Offline bin packing.
+void bind_bin_packing(py::module_& m) {
   m.def(
       "best_fit_decreasing",
       [](const py::handle& l, int64_t c, bool flat) {
@@ -599,6 +577,48 @@ void bind_core(py::module_& m) {
         return bins_lower_bound_l2(int64_values(l, "lengths"), c);
       },
       py::arg("lengths"), py::arg("capacity"));
+}
+
+}  // namespace
+
+Sample sample_from_python(py::handle object, int64_t default_id, int64_t ignore_id) {
+  Sample s;
+  s.id = default_id;
+  std::span<const int64_t> ids;
+  read_sample(object, ignore_id, s, nullptr, ids);
+  return s;
+}
+
+SampleView sample_view_from_python(py::handle object, int64_t ignore_id, Sample& storage,
+                                   py::object& borrowed) {
+  std::span<const int64_t> ids;
+  read_sample(object, ignore_id, storage, &borrowed, ids);
+  SampleView view = view_of(storage);
+  view.input_ids = ids;
+  return view;
+}
+
+py::dict sample_to_python(const Sample& s) {
+  py::dict d;
+  d["id"] = s.id;
+  d["input_ids"] = copy_of(std::span<const int64_t>(s.input_ids));
+  if (!s.loss_mask.empty()) d["loss_mask"] = copy_of(std::span<const float>(s.loss_mask));
+  if (!s.labels.empty()) {
+    d["labels"] = copy_of(std::span<const int64_t>(s.labels));
+    // Packing the dict again must read the labels the same way (shifting twice is wrong).
+    d["labels_shifted"] = s.labels_shifted;
+  }
+  return d;
+}
+
+void bind_core(py::module_& m) {
+  // In this order: later bindings take earlier types as defaults.
+  bind_topology(m);
+  bind_costs(m);
+  bind_mock_datasets(m);
+  bind_global_batches(m);
+  bind_scheduling(m);
+  bind_bin_packing(m);
 }
 
 }  // namespace thdpack::python

@@ -79,9 +79,8 @@ struct PyPipeline {
   std::unique_ptr<Pipeline> pipeline;
 };
 
-}  // namespace
-
-void bind_pipeline(py::module_& m) {
+/// The pipeline options (PipelineOptions).
+void bind_pipeline_options(py::module_& m) {
   py::class_<PipelineOptions>(m, "PipelineOptions")
       .def(py::init([](const Topology& topology, int64_t max_seqlen, const std::string& scheduler,
                        const CostModel& cost, const std::string& reading, bool sequence_parallel,
@@ -146,7 +145,10 @@ void bind_pipeline(py::module_& m) {
       .def("describe", &PipelineOptions::describe)
       .def("__repr__",
            [](const PipelineOptions& o) { return "PipelineOptions(" + o.describe() + ")"; });
+}
 
+/// What a step returns (StepResult).
+void bind_step_result(py::module_& m) {
   py::class_<StepResult>(m, "StepResult", "This rank's share of one global batch.")
       .def_readonly("batch", &StepResult::batch)
       .def_readonly("plan", &StepResult::plan)
@@ -212,7 +214,10 @@ void bind_pipeline(py::module_& m) {
         for (StageFields f : r.virtual_stages) out.append(fields_dict(f));
         return out;
       });
+}
 
+/// Plans made elsewhere: PlannedBatch and plan files.
+void bind_planned_batches(py::module_& m) {
   py::class_<PlannedBatch>(
       m, "PlannedBatch",
       "A plan with the samples it was made for (ids and padded lengths in gathered order): what a "
@@ -254,7 +259,10 @@ void bind_pipeline(py::module_& m) {
       py::arg("result"), py::arg("scheduler"),
       "The PlannedBatch of a step's result (its gathered ids and lengths and its plan), to hand "
       "to other ranks or a later run.");
+}
 
+/// The pipeline itself.
+void bind_pipeline_class(py::module_& m) {
   py::class_<PyPipeline>(
       m, "Pipeline", "The distributed pipeline (collective over `world`); see docs/pipeline.md.")
       .def(py::init([](std::shared_ptr<Communicator> world, const PipelineOptions& options,
@@ -331,7 +339,10 @@ void bind_pipeline(py::module_& m) {
                                return d;
                              })
       .def_property_readonly("options", [](const PyPipeline& p) { return p.pipeline->options(); });
+}
 
+/// The pieces of a step that work on their own, and the checks.
+void bind_pipeline_pieces(py::module_& m) {
   m.def(
       "reads_data",
       [](const Topology& t, const std::string& reading, int rank) {
@@ -380,6 +391,17 @@ void bind_pipeline(py::module_& m) {
       py::arg("world"), py::arg("options"), py::arg("result"), py::arg("local_samples"),
       py::arg("sample_of"),
       "Collective: checks the step against the reference on every rank (InternalError if not).");
+}
+
+}  // namespace
+
+void bind_pipeline(py::module_& m) {
+  // In this order: later bindings take earlier types as arguments.
+  bind_pipeline_options(m);
+  bind_step_result(m);
+  bind_planned_batches(m);
+  bind_pipeline_class(m);
+  bind_pipeline_pieces(m);
 }
 
 }  // namespace thdpack::python

@@ -54,14 +54,22 @@ bool is_dynamic_cp_scheduler(const std::string& name) {
   return std::find(dynamic.begin(), dynamic.end(), name) != dynamic.end();
 }
 
-int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, double gpu_tflops,
-                        const DynamicCpFlags& flags, const DynamicCpOutputs& outputs, bool json,
-                        std::ostream& out) {
+namespace {
+
+// What every step of the run plans with, resolved once from the job and flags.
+struct DynamicCpSetup {
+  ScheduleOptions fixed_cp;    ///< the fixed-CP schedulers' (dp_balanced, balanced)
+  ScheduleOptions dynamic_cp;  ///< the dynamic-CP schedulers'
+  DynamicCpOptions dynamic;    ///< the same, as the dynamic-CP statistics take them
+  int64_t divisor = 1;         ///< dynamic CP's padding divisor
+  CpCostModel cost;
+};
+
+DynamicCpSetup setup_of(const Job& job, double gpu_tflops, const DynamicCpFlags& flags,
+                        const std::string& name) {
   if (!(flags.link_gbps >= 0)) throw InvalidArgument("--cp-link-gbps must be >= 0");
   if (!(flags.step_overhead_us >= 0)) throw InvalidArgument("--cp-step-overhead-us must be >= 0");
   if (flags.min_cp < 1) throw InvalidArgument("--min-cp must be >= 1");
-  const CpCostModel cost = cost_for(job, gpu_tflops, flags);
-  const Topology& t = job.topology;
   // The dynamic-CP schedulers have no cap on the sequences of a pack: refused rather than ignored.
   if (job.max_sequences_per_pack > 0) {
     throw InvalidArgument(
@@ -69,20 +77,41 @@ int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, 
         "schedulers; leave it out with --scheduler " +
         name);
   }
-  const ScheduleOptions fixed_cp =
-      ScheduleOptions::from_topology(t, job.max_seqlen_per_dp_cp_rank, job.cost);
-  ScheduleOptions dynamic_cp = fixed_cp;
-  dynamic_cp.min_cp = flags.min_cp;
-  dynamic_cp.cp_cost = cost;
-  const DynamicCpOptions dynamic = dynamic_cp_options(dynamic_cp);
+  const Topology& t = job.topology;
+  DynamicCpSetup s;
+  s.cost = cost_for(job, gpu_tflops, flags);
+  s.fixed_cp = ScheduleOptions::from_topology(t, job.max_seqlen_per_dp_cp_rank, job.cost);
+  s.dynamic_cp = s.fixed_cp;
+  s.dynamic_cp.min_cp = flags.min_cp;
+  s.dynamic_cp.cp_cost = s.cost;
+  s.dynamic = dynamic_cp_options(s.dynamic_cp);
   const bool sequence_parallel = job.divisor != padding_divisor({.cp = t.cp()});
-  const int64_t dynamic_divisor = padding_divisor({.cp = t.cp(),
-                                                   .tp = t.tp(),
-                                                   .sequence_parallel = sequence_parallel,
-                                                   .dynamic_cp = true,
-                                                   .dp = t.dp()});
+  s.divisor = padding_divisor({.cp = t.cp(),
+                               .tp = t.tp(),
+                               .sequence_parallel = sequence_parallel,
+                               .dynamic_cp = true,
+                               .dp = t.dp(),
+                               .min_cp = flags.min_cp});
+  return s;
+}
 
-  // Fixed CP first, then every dynamic-CP scheduler.
+DynamicCpRunInfo run_info_of(const Job& job, const DynamicCpSetup& s) {
+  DynamicCpRunInfo info;
+  info.workload = job.workload.name;
+  info.topology = job.topology.describe();
+  info.dp = job.topology.dp();
+  info.cp = job.topology.cp();
+  info.max_seqlen_per_dp_cp_rank = job.max_seqlen_per_dp_cp_rank;
+  info.microbatch_multiple = s.dynamic.microbatch_multiple;
+  info.min_cp = s.dynamic.min_cp;
+  info.divisor = s.divisor;
+  info.fixed_cp_divisor = job.divisor;
+  info.cost = s.cost;
+  return info;
+}
+
+// Fixed CP first (dp_balanced, balanced), then every dynamic-CP scheduler.
+std::vector<Row> rows_of(const Topology& t) {
   std::vector<Row> rows(2);
   rows[0].name = "dp_balanced";
   rows[1].name = "balanced";
@@ -92,17 +121,102 @@ int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, 
     rows.back().name = n;
     rows.back().cp = "dynamic";
   }
-  DynamicCpRunInfo info;
-  info.workload = job.workload.name;
-  info.topology = t.describe();
-  info.dp = t.dp();
-  info.cp = t.cp();
-  info.max_seqlen_per_dp_cp_rank = job.max_seqlen_per_dp_cp_rank;
-  info.microbatch_multiple = dynamic.microbatch_multiple;
-  info.min_cp = dynamic.min_cp;
-  info.divisor = dynamic_divisor;
-  info.fixed_cp_divisor = job.divisor;
-  info.cost = cost;
+  return rows;
+}
+
+// The plans of one step, added up in `rows` (a scheduler that fails keeps its first error and
+// plans no more steps), written to `writer` and, when `report` is given, kept for the page.
+struct ReportedPlans {
+  std::vector<ReportedFixedCpPlan> fixed;
+  std::vector<ReportedDynamicCpPlan> dynamic;
+};
+void plan_step(int64_t step, const GlobalBatch& batch, std::span<const int64_t> dyn_lengths,
+               const DynamicCpSetup& s, int dp, int cp, std::vector<Row>& rows,
+               PlanFileWriter* writer, ReportedPlans* report) {
+  if (writer) writer->begin_step(step, batch.ids);
+  for (Row& row : rows) {
+    if (!row.error.empty()) continue;
+    try {
+      if (row.cp != "dynamic") {
+        const Plan plan = make_scheduler(row.name)->schedule(
+            {batch.ids, batch.padded_lengths, batch.samples_per_rank, {}}, s.fixed_cp);
+        row.microbatches += static_cast<double>(plan.num_microbatches());
+        row.groups += dp;
+        row.step += fixed_cp_modeled_step(plan, batch.ids, batch.padded_lengths, cp, s.cost);
+        if (writer) writer->add_plan(row.name, plan, batch.padded_lengths);
+        if (report) report->fixed.push_back({row.name, plan});
+        continue;
+      }
+      const Plan plan =
+          make_scheduler(row.name)->schedule({batch.ids, dyn_lengths, {}, {}}, s.dynamic_cp);
+      check_dynamic_cp_plan(plan, batch.ids, dyn_lengths, s.dynamic);
+      const DynamicCpStats stats =
+          evaluate_dynamic_cp_plan(plan, batch.ids, dyn_lengths, s.dynamic, s.cost);
+      row.microbatches += static_cast<double>(stats.microbatches);
+      row.groups += static_cast<double>(stats.groups) / static_cast<double>(stats.microbatches);
+      row.step += stats.step;
+      if (writer) writer->add_plan(row.name, plan, dyn_lengths);
+      if (report) report->dynamic.push_back({row.name, plan});
+    } catch (const InvalidArgument& e) {
+      row.error = "step " + std::to_string(step) + ": " + e.what();
+    }
+  }
+  if (writer) writer->end_step();
+}
+
+void print_json(std::ostream& out, const Job& job, int64_t steps, const DynamicCpSetup& s,
+                const DynamicCpFlags& flags, double lower_bound_mean,
+                const std::vector<Row>& rows) {
+  nlohmann::json j = {{"workload", job.workload.name},
+                      {"ranks", s.dynamic.ranks()},
+                      {"dp", job.topology.dp()},
+                      {"cp", job.topology.cp()},
+                      {"steps", steps},
+                      {"lower_bound_mean", lower_bound_mean},
+                      {"cp_link_gbps", flags.link_gbps},
+                      {"cp_step_overhead_us", flags.step_overhead_us},
+                      {"schedulers", nlohmann::json::array()}};
+  for (const auto& row : rows) {
+    j["schedulers"].push_back({{"name", row.name},
+                               {"cp", row.cp},
+                               {"microbatches_mean", row.microbatches},
+                               {"groups_per_microbatch", row.groups},
+                               {"step_mean", row.step},
+                               {"step_ratio", row.ratio},
+                               {"error", row.error}});
+  }
+  out << j.dump(2) << '\n';
+}
+
+void print_table(std::ostream& out, const Job& job, int64_t steps, const DynamicCpSetup& s,
+                 const std::string& cost_description, const std::vector<Row>& rows) {
+  out << "workload   " << job.workload.name << ": " << job.workload.description << '\n'
+      << "layout     " << job.topology.describe() << " (dynamic CP over all " << s.dynamic.ranks()
+      << " dp x cp ranks, padding divisor " << s.divisor << ")\n"
+      << "cost       " << cost_description << "\n"
+      << "steps      " << steps << " x global batch " << job.global_batch << " samples\n\n";
+  Table table({"scheduler", "cp", "mb/step", "groups/mb", "step s", "vs bound"});
+  for (const auto& row : rows) {
+    if (!row.error.empty()) {
+      table.add_row({row.name, "failed: " + row.error});
+      continue;
+    }
+    table.add_row({row.name, row.cp, fixed(row.microbatches, 1), fixed(row.groups, 1),
+                   fixed(row.step, 3), fixed(row.ratio, 4) + "x"});
+  }
+  table.left_align(0);
+  table.print(out);
+}
+
+}  // namespace
+
+int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, double gpu_tflops,
+                        const DynamicCpFlags& flags, const DynamicCpOutputs& outputs, bool json,
+                        std::ostream& out) {
+  const DynamicCpSetup s = setup_of(job, gpu_tflops, flags, name);
+  const Topology& t = job.topology;
+  std::vector<Row> rows = rows_of(t);
+  const DynamicCpRunInfo info = run_info_of(job, s);
   std::unique_ptr<PlanFileWriter> writer;
   if (!outputs.plan_out.empty()) {
     writer = std::make_unique<PlanFileWriter>(outputs.plan_out, plan_file_head(info));
@@ -111,8 +225,7 @@ int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, 
   std::optional<GlobalBatch> report_batch;
   std::vector<int64_t> report_lengths;
   double report_bound = 0;
-  std::vector<ReportedFixedCpPlan> report_fixed;
-  std::vector<ReportedDynamicCpPlan> report_dynamic;
+  ReportedPlans reported_plans;
 
   double bound_sum = 0;
   const GlobalBatchOptions batch_options = job.batch_options();
@@ -120,11 +233,11 @@ int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, 
     const GlobalBatch batch = make_global_batch(*job.workload.dataset, step, batch_options);
     std::vector<int64_t> dyn_lengths(batch.real_lengths.size());
     for (size_t i = 0; i < dyn_lengths.size(); ++i) {
-      dyn_lengths[i] = round_up(batch.real_lengths[i], dynamic_divisor);
+      dyn_lengths[i] = round_up(batch.real_lengths[i], s.divisor);
     }
-    const double bound = evaluate_dynamic_cp_plan(Plan(dynamic.dp, dynamic.cp), batch.ids,
-                                                  dyn_lengths, dynamic, cost)
-                             .lower_bound;
+    const double bound =
+        evaluate_dynamic_cp_plan(Plan(t.dp(), t.cp()), batch.ids, dyn_lengths, s.dynamic, s.cost)
+            .lower_bound;
     bound_sum += bound;
     const bool reported = !outputs.report.empty() && step == outputs.report_step;
     if (reported) {
@@ -132,41 +245,8 @@ int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, 
       report_lengths = dyn_lengths;
       report_bound = bound;
     }
-    if (writer) writer->begin_step(step, batch.ids);
-    const ScheduleInput input{batch.ids, batch.padded_lengths, batch.samples_per_rank, {}};
-    for (size_t r = 0; r < 2; ++r) {
-      Row& row = rows[r];
-      if (!row.error.empty()) continue;
-      try {
-        const Plan plan = make_scheduler(row.name)->schedule(input, fixed_cp);
-        row.microbatches += static_cast<double>(plan.num_microbatches());
-        row.groups += t.dp();
-        row.step += fixed_cp_modeled_step(plan, batch.ids, batch.padded_lengths, t.cp(), cost);
-        if (writer) writer->add_plan(row.name, plan, batch.padded_lengths);
-        if (reported) report_fixed.push_back({row.name, plan});
-      } catch (const InvalidArgument& e) {
-        row.error = "step " + std::to_string(step) + ": " + e.what();
-      }
-    }
-    for (size_t r = 2; r < rows.size(); ++r) {
-      Row& row = rows[r];
-      if (!row.error.empty()) continue;
-      try {
-        const Plan plan =
-            make_scheduler(row.name)->schedule({batch.ids, dyn_lengths, {}, {}}, dynamic_cp);
-        check_dynamic_cp_plan(plan, batch.ids, dyn_lengths, dynamic);
-        const DynamicCpStats stats =
-            evaluate_dynamic_cp_plan(plan, batch.ids, dyn_lengths, dynamic, cost);
-        row.microbatches += static_cast<double>(stats.microbatches);
-        row.groups += static_cast<double>(stats.groups) / static_cast<double>(stats.microbatches);
-        row.step += stats.step;
-        if (writer) writer->add_plan(row.name, plan, dyn_lengths);
-        if (reported) report_dynamic.push_back({row.name, plan});
-      } catch (const InvalidArgument& e) {
-        row.error = "step " + std::to_string(step) + ": " + e.what();
-      }
-    }
-    if (writer) writer->end_step();
+    plan_step(step, batch, dyn_lengths, s, t.dp(), t.cp(), rows, writer.get(),
+              reported ? &reported_plans : nullptr);
   }
   const auto n = static_cast<double>(steps);
   for (auto& row : rows) {
@@ -185,45 +265,12 @@ int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, 
         outputs.report,
         {info, job.workload.description, steps, job.global_batch, outputs.report_step,
          cost_description, rows, report_batch->ids, report_lengths, report_batch->padded_lengths,
-         report_bound, report_fixed, report_dynamic});
+         report_bound, reported_plans.fixed, reported_plans.dynamic});
   }
   if (json) {
-    nlohmann::json j = {{"workload", job.workload.name},
-                        {"ranks", dynamic.ranks()},
-                        {"dp", t.dp()},
-                        {"cp", t.cp()},
-                        {"steps", steps},
-                        {"lower_bound_mean", bound_sum / n},
-                        {"cp_link_gbps", flags.link_gbps},
-                        {"cp_step_overhead_us", flags.step_overhead_us},
-                        {"schedulers", nlohmann::json::array()}};
-    for (const auto& row : rows) {
-      j["schedulers"].push_back({{"name", row.name},
-                                 {"cp", row.cp},
-                                 {"microbatches_mean", row.microbatches},
-                                 {"groups_per_microbatch", row.groups},
-                                 {"step_mean", row.step},
-                                 {"step_ratio", row.ratio},
-                                 {"error", row.error}});
-    }
-    out << j.dump(2) << '\n';
+    print_json(out, job, steps, s, flags, bound_sum / n, rows);
   } else {
-    out << "workload   " << job.workload.name << ": " << job.workload.description << '\n'
-        << "layout     " << t.describe() << " (dynamic CP over all " << dynamic.ranks()
-        << " dp x cp ranks, padding divisor " << dynamic_divisor << ")\n"
-        << "cost       " << cost_description << "\n"
-        << "steps      " << steps << " x global batch " << job.global_batch << " samples\n\n";
-    Table table({"scheduler", "cp", "mb/step", "groups/mb", "step s", "vs bound"});
-    for (const auto& row : rows) {
-      if (!row.error.empty()) {
-        table.add_row({row.name, "failed: " + row.error});
-        continue;
-      }
-      table.add_row({row.name, row.cp, fixed(row.microbatches, 1), fixed(row.groups, 1),
-                     fixed(row.step, 3), fixed(row.ratio, 4) + "x"});
-    }
-    table.left_align(0);
-    table.print(out);
+    print_table(out, job, steps, s, cost_description, rows);
     if (!outputs.plan_out.empty()) out << "plans written to " << outputs.plan_out << '\n';
     if (!outputs.report.empty()) out << "report written to " << outputs.report << '\n';
   }
