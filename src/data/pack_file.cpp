@@ -11,9 +11,9 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "core/hash64.hpp"
 #include "data/readers.hpp"
 #include "thdpack/core/errors.hpp"
+#include "thdpack/core/hash64.hpp"
 #include "thdpack/data/indexed_dataset.hpp"
 #include "thdpack/data/input_file.hpp"
 #include "thdpack/data/jsonl_dataset.hpp"
@@ -31,7 +31,7 @@ constexpr char kMagic[8] = {'T', 'H', 'D', 'P', 'A', 'C', 'K', 'S'};
 constexpr uint64_t kVersion = 3;
 
 /// Adds a whole open file's bytes to `hash`, read in chunks.
-void hash_file(const InputFile& file, detail::Hash64& hash) {
+void hash_file(const InputFile& file, Hash64& hash) {
   std::vector<char> chunk(size_t{1} << 20);
   int64_t at = 0;
   while (const size_t got = file.read_at(at, chunk.data(), chunk.size())) {
@@ -52,7 +52,7 @@ std::vector<std::string> data_path_words(const std::string& spec) {
 
 OpenedPackSource open_pack_source_once(const PackSource& source,
                                        const JsonlOptions& jsonl_options) {
-  detail::Hash64 hash;
+  Hash64 hash;
   hash.update(source.kind.data(), source.kind.size());
   OpenedPackSource out;
   if (source.kind == "indexed") {
@@ -123,7 +123,7 @@ class Writer {
 
  private:
   OutputFile file_;
-  detail::Hash64 hash_;
+  Hash64 hash_;
 };
 
 class Reader {
@@ -160,7 +160,7 @@ class Reader {
   bool at_end() const { return at_ == data_.size(); }
   size_t position() const { return at_; }
   /// XXH64 of the bytes before the current position.
-  uint64_t checksum() const { return detail::Hash64::of(data_.data(), at_); }
+  uint64_t checksum() const { return Hash64::of(data_.data(), at_); }
   size_t size() const { return data_.size(); }
 
  private:
@@ -220,7 +220,7 @@ void write_pack_file(const std::string& path, const Bins& packs, int64_t capacit
 }
 
 uint64_t source_fingerprint(const PackSource& source) {
-  detail::Hash64 hash;
+  Hash64 hash;
   hash.update(source.kind.data(), source.kind.size());
   if (source.kind == "indexed") {
     const std::vector<std::string> words = data_path_words(source.spec);
@@ -297,7 +297,7 @@ detail::PackFileContents detail::parse_pack_file(std::span<const std::byte> byte
   const size_t checksum_at = r.size() - 8;
   uint64_t stored = 0;
   std::memcpy(&stored, bytes.data() + checksum_at, 8);
-  if (stored != detail::Hash64::of(bytes.data(), checksum_at)) {
+  if (stored != Hash64::of(bytes.data(), checksum_at)) {
     r.fail_at(checksum_at, "the checksum of the file does not match: the file is damaged");
   }
   r.array(d.offsets, packs + 1, "the pack offsets");

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "thdpack/core/errors.hpp"
+#include "thdpack/core/hash64.hpp"
 
 namespace thdpack {
 namespace {
@@ -67,20 +68,15 @@ void for_each_row_field(const PackedBatchView& from, PackedBatch& to, F&& f) {
   f(from.padding_mask, to.padding_mask);
 }
 
-// FNV-1a over the bytes of every per-row field of a whole pack.
+// The digest of every per-row field of a whole pack.
 uint64_t digest_of(const PackedBatchView& whole) {
-  uint64_t h = 1469598103934665603ull;
-  const auto mix = [&h](auto values) {
-    for (const std::byte b : std::as_bytes(values)) {
-      h = (h ^ static_cast<uint64_t>(b)) * 1099511628211ull;
-    }
-  };
-  mix(whole.tokens);
-  mix(whole.labels);
-  mix(whole.loss_mask);
-  mix(whole.position_ids);
-  mix(whole.padding_mask);
-  return h | 1;  // never 0, which means "not known"
+  Hash64 h;
+  h.add_all(whole.tokens)
+      .add_all(whole.labels)
+      .add_all(whole.loss_mask)
+      .add_all(whole.position_ids)
+      .add_all(whole.padding_mask);
+  return h.digest() | 1;  // never 0, which means "not known"
 }
 
 // Σ_{p=a}^{b-1} (p+1)

@@ -10,6 +10,7 @@
 
 #include "pipeline/planned_step.hpp"
 #include "thdpack/core/errors.hpp"
+#include "thdpack/core/hash64.hpp"
 #include "thdpack/packing/packed_batch.hpp"
 #include "thdpack/pipeline/pipeline.hpp"
 
@@ -39,17 +40,9 @@ void check_no_rank_failed(std::span<const ReaderHeader> headers) {
   }
 }
 
-// FNV-1a over the ids, lengths and group ids.
+// The digest of the ids, lengths and group ids.
 uint64_t fingerprint(std::span<const int64_t> payload) {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&h](int64_t v) {
-    for (int b = 0; b < 8; ++b) {
-      h ^= static_cast<uint64_t>(v >> (8 * b)) & 0xffu;
-      h *= 1099511628211ull;
-    }
-  };
-  for (int64_t v : payload) mix(v);
-  return h;
+  return Hash64().add_all(payload).digest();
 }
 
 std::string where(const Topology& t, int rank) {

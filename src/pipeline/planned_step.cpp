@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "core/hash64.hpp"
 #include "thdpack/core/errors.hpp"
+#include "thdpack/core/hash64.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
 #include "thdpack/schedule/plan_stats.hpp"
 
@@ -31,22 +31,14 @@ namespace {
 
 uint64_t digest_of(const PlannedBatch& planned) {
   Hash64 h;
-  h.update(planned.scheduler.data(), planned.scheduler.size());
-  auto add = [&h](std::span<const int64_t> values) {
-    const auto n = static_cast<int64_t>(values.size());
-    h.update(&n, sizeof n);
-    h.update(values.data(), values.size_bytes());
-  };
-  add(planned.ids);
-  add(planned.padded_lengths);
+  h.add_all(std::span<const char>(planned.scheduler))
+      .add_all(std::span<const int64_t>(planned.ids))
+      .add_all(std::span<const int64_t>(planned.padded_lengths));
   const Plan& plan = planned.plan;
-  const int64_t layout[] = {plan.dp(), plan.cp(), plan.num_microbatches()};
-  add(layout);
+  h.add(plan.dp()).add(plan.cp()).add(plan.num_microbatches());
   for (int64_t k = 0; k < plan.num_microbatches(); ++k) {
     for (const CpGroupView g : plan.microbatch(k)) {
-      const int64_t head[] = {k, g.first_rank, g.size};
-      add(head);
-      add(g.ids);
+      h.add(k).add(g.first_rank).add(g.size).add_all(g.ids);
     }
   }
   return h.digest();

@@ -3,6 +3,7 @@
 // thread, one window ahead.
 
 #include "thdpack/pipeline/reorder_exchange.hpp"
+#include "thdpack/core/hash64.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -30,23 +31,24 @@ struct WindowHeader {
   int64_t error = 0;  // 1: this rank's samples are bad (its message follows)
 };
 
-uint64_t mix(uint64_t h, uint64_t v) {
-  h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
-  return h * 0xBF58476D1CE4E5B9ull;
-}
-
 /// A hash of the options that decide sizes, the assignment and whether anything moves: ranks
 /// that differ in any of them would disagree on the collectives' sizes.
 uint64_t settings_hash(const ReorderOptions& o, int64_t groups) {
-  uint64_t h = 0;
-  for (int64_t v :
-       {o.microbatch_size, groups, static_cast<int64_t>(o.window), static_cast<int64_t>(o.reorder),
-        static_cast<int64_t>(o.assignment.method), o.assignment.max_swaps, o.cost.image_token_id,
-        o.cost.spatial_merge_size, o.cost.pad_id, o.max_exchange_bytes}) {
-    h = mix(h, static_cast<uint64_t>(v));
-  }
-  h = mix(h, std::bit_cast<uint64_t>(o.cost.vision_weight));
-  return mix(h, std::bit_cast<uint64_t>(o.cost.text_weight));
+  const int64_t values[] = {o.microbatch_size,
+                            groups,
+                            static_cast<int64_t>(o.window),
+                            static_cast<int64_t>(o.reorder),
+                            static_cast<int64_t>(o.assignment.method),
+                            o.assignment.max_swaps,
+                            o.cost.image_token_id,
+                            o.cost.spatial_merge_size,
+                            o.cost.pad_id,
+                            o.max_exchange_bytes};
+  return Hash64()
+      .add_all(std::span<const int64_t>(values))
+      .add(o.cost.vision_weight)
+      .add(o.cost.text_weight)
+      .digest();
 }
 
 /// Bytes one alltoallv may hold per rank (the MPI backend's counts and offsets are ints).

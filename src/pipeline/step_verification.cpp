@@ -5,6 +5,7 @@
 
 #include "pipeline/pack_segments.hpp"
 #include "thdpack/core/errors.hpp"
+#include "thdpack/core/hash64.hpp"
 
 namespace thdpack {
 namespace {
@@ -20,25 +21,6 @@ struct Digest {
   uint64_t source_sum = 0;
   int64_t held_rows = 0;  // real tokens held by first-stage TP-rank-0 ranks
   uint64_t held_sum = 0;
-};
-
-class Hash {
- public:
-  void add(uint64_t v) {
-    for (int b = 0; b < 8; ++b) {
-      h_ ^= (v >> (8 * b)) & 0xffu;
-      h_ *= 1099511628211ull;
-    }
-  }
-  template <typename T>
-  void add_all(std::span<const T> values) {
-    add(values.size());
-    for (const T& v : values) add(static_cast<uint64_t>(v));
-  }
-  uint64_t value() const { return h_; }
-
- private:
-  uint64_t h_ = 1469598103934665603ull;
 };
 
 // Token checksum weighted by position in the sample, so moves within a sample show.
@@ -106,20 +88,20 @@ void verify_step(Communicator& world, const PipelineOptions& options, const Step
   d.dp = result.dynamic_cp ? me.dp * t.cp() + me.cp : me.dp;
   d.microbatches = static_cast<int64_t>(mine.size());
   d.failed = failure.empty() ? 0 : 1;
-  Hash metadata;
+  Hash64 metadata;
   for (const PackedBatch& m : mine) {
     metadata.add_all(std::span<const int32_t>(m.cu_seqlens));
     metadata.add_all(std::span<const int32_t>(m.cu_seqlens_padded));
     metadata.add(static_cast<uint64_t>(m.max_seqlen));
     metadata.add_all(std::span<const int64_t>(m.sample_ids));
   }
-  d.metadata = metadata.value();
-  Hash sums;
+  d.metadata = metadata.digest();
+  Hash64 sums;
   for (double v :
        {result.sums.s1_real, result.sums.s2_real, result.sums.s1_padded, result.sums.s2_padded}) {
-    sums.add(static_cast<uint64_t>(v));
+    sums.add(v);
   }
-  d.sums = sums.value();
+  d.sums = sums.digest();
   if (me.tp == 0 && me.cp == 0 && me.pp == 0) {
     const int64_t first = [&] {
       int64_t at = 0;

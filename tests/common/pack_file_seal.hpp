@@ -12,7 +12,7 @@
 #include <cstring>
 #include <string>
 
-#include "core/hash64.hpp"
+#include "thdpack/core/hash64.hpp"
 
 namespace thdpack::testing {
 
@@ -35,11 +35,11 @@ inline size_t pack_file_header_checksum_at(const std::string& bytes) {
 inline std::string resealed_pack_file(std::string bytes) {
   const size_t at = pack_file_header_checksum_at(bytes);
   if (at == 0) return bytes;
-  const uint64_t header = detail::Hash64::of(bytes.data(), at);
+  const uint64_t header = Hash64::of(bytes.data(), at);
   std::memcpy(bytes.data() + at, &header, 8);
   if (bytes.size() >= at + 16) {
     const size_t end = bytes.size() - 8;
-    const uint64_t file = detail::Hash64::of(bytes.data(), end);
+    const uint64_t file = Hash64::of(bytes.data(), end);
     std::memcpy(bytes.data() + end, &file, 8);
   }
   return bytes;

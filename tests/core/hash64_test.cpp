@@ -6,7 +6,7 @@
 #include <random>
 #include <string>
 
-#include "core/hash64.hpp"
+#include "thdpack/core/hash64.hpp"
 
 namespace thdpack::detail {
 namespace {

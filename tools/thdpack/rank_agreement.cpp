@@ -5,6 +5,7 @@
 #include <span>
 
 #include "thdpack/core/errors.hpp"
+#include "thdpack/core/hash64.hpp"
 
 namespace thdpack::cli {
 namespace {
@@ -55,12 +56,6 @@ RankSetup decode(const std::string& text) {
   return setup;
 }
 
-uint64_t fnv1a(uint64_t h, const void* data, size_t bytes) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
 }  // namespace
 
 void agree_across_ranks(Communicator& world, const RankSetup& mine) {
@@ -92,21 +87,18 @@ void agree_across_ranks(Communicator& world, const RankSetup& mine) {
 
 std::string dataset_fingerprint(const Dataset& dataset, int64_t probes) {
   const int64_t n = dataset.size();
-  uint64_t h = fnv1a(1469598103934665603ull, &n, sizeof n);
+  Hash64 h;
+  h.add(n);
   const int64_t count = std::min(n, probes);
   for (int64_t k = 0; k < count; ++k) {
     const int64_t i = count > 1 ? (n - 1) / (count - 1) * k : 0;
     const Sample s = dataset.sample(i);
-    h = fnv1a(h, s.input_ids.data(), s.input_ids.size() * sizeof(int64_t));
-    h = fnv1a(h, s.loss_mask.data(), s.loss_mask.size() * sizeof(float));
-    h = fnv1a(h, s.labels.data(), s.labels.size() * sizeof(int64_t));
-    const int64_t sizes[3] = {static_cast<int64_t>(s.input_ids.size()),
-                              static_cast<int64_t>(s.loss_mask.size()),
-                              static_cast<int64_t>(s.labels.size())};
-    h = fnv1a(h, sizes, sizeof sizes);
+    h.add_all(std::span<const int64_t>(s.input_ids))
+        .add_all(std::span<const float>(s.loss_mask))
+        .add_all(std::span<const int64_t>(s.labels));
   }
   char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(h));
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(h.digest()));
   return std::to_string(n) + " samples, digest " + text;
 }
 

@@ -1,13 +1,16 @@
 #pragma once
-// XXH64 (Yann Collet's xxHash, 64-bit variant), streaming: the checksum of pack files and the
-// fingerprint of their sources. Fast (8 bytes per multiply) and with full avalanche, so one flipped
-// bit anywhere changes the digest; not a cryptographic hash.
+// XXH64 (Yann Collet's xxHash, 64-bit variant), streaming: thdpack's one digest, of pack files and
+// their sources, of plans and gathered batches the ranks compare, of the options and data the CLI's
+// ranks agree on. Fast (8 bytes per multiply) and with full avalanche, so one flipped bit anywhere
+// changes the digest; not a cryptographic hash.
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <span>
+#include <type_traits>
 
-namespace thdpack::detail {
+namespace thdpack {
 
 class Hash64 {
  public:
@@ -64,6 +67,21 @@ class Hash64 {
     return h;
   }
 
+  /// Hashes the bytes of `value` (a number, or any trivially copyable value).
+  template <class T>
+  Hash64& add(const T& value) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    return update(&value, sizeof value);
+  }
+  /// Hashes the count of `values`, then their bytes: spans of different lengths never collide by
+  /// concatenation.
+  template <class T>
+  Hash64& add_all(std::span<const T> values) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    add(static_cast<uint64_t>(values.size()));
+    return update(values.data(), values.size_bytes());
+  }
+
   /// XXH64 of one buffer.
   static uint64_t of(const void* data, size_t n, uint64_t seed = 0) {
     return Hash64(seed).update(data, n).digest();
@@ -95,4 +113,4 @@ class Hash64 {
   size_t buffered_ = 0;
 };
 
-}  // namespace thdpack::detail
+}  // namespace thdpack
