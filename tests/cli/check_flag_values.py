@@ -21,7 +21,7 @@ HUGE = os.path.join(WORK, "huge.csv")
 with open(HUGE, "w") as f:
     f.write("5\n9223372036854775807\n")
 
-# Values each kind of flag refuses (the kinds are those of tools/thdpack/flag_values.hpp).
+# Values each kind of flag refuses (the kinds are those of tools/thdpack/flags/flag_values.hpp).
 BAD = {
     "positive": ["0", "-1", "nan", "1e30", "", "abc", "1.5", "99999999999999999999"],
     "non_negative": ["-1", "nan", "1e30", "", "abc", "1.5", "99999999999999999999"],

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "mpi_job.hpp"
+#include "mpi/mpi_job.hpp"
 #include "thdpack/comm/mpi_communicator.hpp"
 #include "thdpack/core/errors.hpp"
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "parse_errors.hpp"
+#include "flags/parse_errors.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/core/version.hpp"
 

@@ -1,0 +1,44 @@
+#pragma once
+// `thdpack plan --scheduler default_dynamic_cp | balanced_dynamic_cp`: fixed CP and dynamic CP side
+// by side under the CP cost model (docs/schedulers.md), over the same global batches.
+
+#include <CLI/CLI.hpp>
+#include <ostream>
+#include <string>
+
+#include "flags/job_flags.hpp"
+#include "thdpack/schedule/cp_cost_model.hpp"
+
+namespace thdpack::cli {
+
+// Largest --gpu-tflops taken (plan and run): far beyond any GPU, small enough that times stay
+// meaningful.
+inline constexpr double kMaxGpuTflops = 1e6;
+
+struct DynamicCpFlags {
+  double link_gbps = kDefaultCpLinkGBps;
+  double step_overhead_us = kDefaultCpStepOverheadUs;
+  int min_cp = 1;
+
+  void add_to(CLI::App& command);
+};
+
+/// True for the names of dynamic-CP schedulers.
+bool is_dynamic_cp_scheduler(const std::string& name);
+
+/// Where `plan` writes the plans and the report ("" for none); the caller has checked the paths.
+struct DynamicCpOutputs {
+  std::string plan_out;  ///< plan_file_writer.hpp
+  std::string report;    ///< dynamic_cp_html_report.hpp
+  int64_t report_step = 0;
+};
+
+/// Plans `steps` global batches with dp_balanced and balanced at the layout's fixed cp and with
+/// every dynamic-CP scheduler over all dp·cp ranks; prints a table (or JSON) of micro-batches, CP
+/// groups and modeled step time against the shared lower bound, and writes the outputs asked
+/// for. Returns 2 when the scheduler `name` failed, else 0.
+int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, double gpu_tflops,
+                        const DynamicCpFlags& flags, const DynamicCpOutputs& outputs, bool json,
+                        std::ostream& out);
+
+}  // namespace thdpack::cli

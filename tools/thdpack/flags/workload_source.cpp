@@ -1,0 +1,150 @@
+#include "flags/workload_source.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "flags/flag_values.hpp"
+#include "thdpack/core/errors.hpp"
+#include "thdpack/data/indexed_dataset.hpp"
+#include "thdpack/data/jsonl_dataset.hpp"
+#include "thdpack/data/mock_dataset.hpp"
+#include "thdpack/data/workloads.hpp"
+
+namespace thdpack::cli {
+namespace {
+
+// Prefixes made absolute, weights kept: pack files must reopen their source from anywhere.
+std::string absolute_data_path(const std::string& data_path) {
+  std::istringstream in(data_path);
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) words.push_back(w);
+  std::string out;
+  for (size_t i = 0; i < words.size(); ++i) {
+    const bool prefix = words.size() == 1 || i % 2 == 1;
+    out += (out.empty() ? "" : " ") +
+           (prefix ? std::filesystem::absolute(words[i]).string() : words[i]);
+  }
+  return out;
+}
+
+// The dataset of `source`, each of its files opened by path once, and the fingerprint of what was
+// read (recorded by `pack`).
+void open_once(ResolvedWorkload& r, const PackSource& source, const JsonlOptions& options = {}) {
+  OpenedPackSource opened = open_pack_source_once(source, options);
+  r.dataset = std::move(opened.dataset);
+  r.source_fingerprint = opened.fingerprint;
+}
+
+ResolvedWorkload resolve_source(const WorkloadFlags& f) {
+  ResolvedWorkload r;
+  if (!f.data_path.empty()) {
+    open_once(r, {"indexed", f.data_path, 0});
+    r.name = "indexed";
+    r.description = r.dataset->describe();
+    r.source = {"indexed", absolute_data_path(f.data_path), 0};
+    return r;
+  }
+  if (!f.dataset_config.empty()) {
+    std::string text = f.dataset_config;
+    std::string base_dir;
+    const bool inline_json = text.find('{') != std::string::npos;
+    if (!inline_json) {
+      if (!std::filesystem::exists(text)) {
+        throw InvalidArgument("--dataset-config: '" + text +
+                              "' is neither JSON nor a readable file");
+      }
+      const auto lease = std::make_shared<InputLease>(text, "--dataset-config file");
+      r.inputs.push_back(lease);
+      base_dir = std::filesystem::path(text).parent_path().string();
+      text = lease->file().read_all(kMaxConfigFileBytes);
+    }
+    const MockConfig config =
+        parse_mock_config(text, base_dir, inline_json ? "" : f.dataset_config);
+    open_once(r, {"mock", to_json(config), 0});
+    r.source = {"mock", to_json(config), 0};
+    r.name = "dataset-config";
+    r.description = r.dataset->describe();
+    return r;
+  }
+  if (!f.lengths_file.empty()) {
+    MockConfig config;
+    config.mode = MockConfig::Mode::kFile;
+    config.path = std::filesystem::absolute(f.lengths_file).string();
+    open_once(r, {"mock", to_json(config), 0});
+    r.source = {"mock", to_json(config), 0};
+    r.name = "lengths";
+    r.description = r.dataset->describe();
+    return r;
+  }
+  if (!f.jsonl_file.empty()) {
+    JsonlOptions options;
+    options.ignore_unknown_keys = f.jsonl_ignore_unknown_keys;
+    open_once(r, {"jsonl", f.jsonl_file, 0}, options);
+    r.source = {"jsonl", std::filesystem::absolute(f.jsonl_file).string(), 0};
+    r.name = "jsonl";
+    r.description = r.dataset->describe();
+    return r;
+  }
+  if (f.seq_length > 0) {
+    r.dataset = make_mock_dataset(default_mock_config(f.seq_length));
+    r.source = {"mock", to_json(default_mock_config(f.seq_length)), 0};
+    r.name = "mock-seq-" + std::to_string(f.seq_length);
+    r.description = "Megatron default mock for S=" + std::to_string(f.seq_length);
+    r.max_seqlen_per_dp_cp_rank = f.seq_length;
+    return r;
+  }
+  const Workload w = workload(f.workload.empty() ? "sft-8k" : f.workload);
+  r.dataset = make_mock_dataset(w.dataset);
+  r.source = {"mock", to_json(w.dataset), 0};
+  r.name = w.name;
+  r.description = w.description;
+  r.max_seqlen_per_dp_cp_rank = w.max_seqlen_per_dp_cp_rank;
+  r.cp = w.cp;
+  r.workload_name = w.name;
+  return r;
+}
+
+}  // namespace
+
+void WorkloadFlags::add_to(CLI::App& command) {
+  std::string names;
+  for (const auto& n : workload_names()) names += (names.empty() ? "" : ", ") + n;
+  command.add_option("--workload", workload, "named workload: " + names + " (default sft-8k)")
+      ->check(non_empty());
+  command.add_option("--dataset-config,--sft-mock-dataset-config-json", dataset_config,
+                     "mock dataset config: inline JSON or a file holding it (Megatron's "
+                     "--sft-mock-dataset-config-json keys)")
+      ->check(non_empty());
+  command.add_option("--lengths", lengths_file, "file of sample lengths, one per line")
+      ->check(non_empty());
+  command.add_option(
+      "--jsonl", jsonl_file,
+      "pre-tokenized JSONL: {\"input_ids\":[...]} with optional loss_mask or labels")
+      ->check(non_empty());
+  command.add_option("--data-path", data_path,
+                     "Megatron indexed dataset: a prefix (prefix.bin + prefix.idx) or a blend "
+                     "\"w1 prefix1 w2 prefix2 ...\"")
+      ->check(non_empty());
+  command.add_option("--seq-length", seq_length,
+                     "Megatron's default mock for sequence length S (lognormal, [S/2, S], mean "
+                     "S//4*3, sigma 1.1); also sets the default cap M = S")
+      ->check(positive_integer());
+  command.add_flag("--jsonl-ignore-unknown-keys", jsonl_ignore_unknown_keys,
+                   "skip JSONL keys other than input_ids, loss_mask, labels");
+}
+
+ResolvedWorkload resolve_workload(const WorkloadFlags& f) {
+  const int sources = !f.workload.empty() + !f.dataset_config.empty() + !f.lengths_file.empty() +
+                      !f.jsonl_file.empty() + !f.data_path.empty() + (f.seq_length > 0);
+  if (sources > 1) {
+    throw InvalidArgument(
+        "give one workload source: --workload, --dataset-config, --lengths, --jsonl, --data-path "
+        "or --seq-length");
+  }
+  ResolvedWorkload r = resolve_source(f);
+  r.source.size = r.dataset->size();
+  return r;
+}
+
+}  // namespace thdpack::cli

@@ -1,0 +1,105 @@
+#include "mpi/rank_agreement.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <span>
+
+#include "thdpack/core/errors.hpp"
+#include "thdpack/core/hash64.hpp"
+
+namespace thdpack::cli {
+namespace {
+
+// Every rank's text, gathered on every rank.
+std::vector<std::string> allgather_strings(Communicator& world, const std::string& mine) {
+  const std::vector<int64_t> sizes =
+      allgather_value<int64_t>(world, static_cast<int64_t>(mine.size()));
+  const std::vector<char> all = allgather_vector<char>(world, std::span(mine.data(), mine.size()));
+  std::vector<std::string> out;
+  size_t at = 0;
+  for (int64_t size : sizes) {
+    out.emplace_back(all.data() + at, static_cast<size_t>(size));
+    at += static_cast<size_t>(size);
+  }
+  return out;
+}
+
+// A value as quoted in a message: long ones (inline mock configs) are cut.
+std::string excerpt(const std::string& value) {
+  constexpr size_t kMax = 80;
+  return "'" + (value.size() <= kMax ? value : value.substr(0, kMax) + "...") + "'";
+}
+
+// Lines "code error" then "name\tvalue" per option; names and values never hold '\n'.
+std::string encode(const RankSetup& setup) {
+  std::string error = setup.error;
+  for (char& c : error) c = c == '\n' ? ' ' : c;
+  std::string out = std::to_string(setup.code) + " " + error + "\n";
+  for (const auto& [name, value] : setup.options) out += name + "\t" + value + "\n";
+  return out;
+}
+
+RankSetup decode(const std::string& text) {
+  RankSetup setup;
+  size_t line_end = text.find('\n');
+  const std::string head = text.substr(0, line_end);
+  const size_t space = head.find(' ');
+  setup.code = std::stoi(head.substr(0, space));
+  setup.error = space == std::string::npos ? "" : head.substr(space + 1);
+  while (line_end != std::string::npos && line_end + 1 < text.size()) {
+    const size_t next = text.find('\n', line_end + 1);
+    const std::string line = text.substr(line_end + 1, next - line_end - 1);
+    const size_t tab = line.find('\t');
+    setup.options.emplace_back(line.substr(0, tab), line.substr(tab + 1));
+    line_end = next;
+  }
+  return setup;
+}
+
+}  // namespace
+
+void agree_across_ranks(Communicator& world, const RankSetup& mine) {
+  const std::vector<std::string> texts = allgather_strings(world, encode(mine));
+  std::vector<RankSetup> setups;
+  for (const std::string& text : texts) setups.push_back(decode(text));
+  for (size_t r = 0; r < setups.size(); ++r) {
+    if (setups[r].code == 0) continue;
+    const std::string message = "rank " + std::to_string(r) + ": " + setups[r].error;
+    if (setups[r].code == 2) throw InvalidArgument(message);
+    throw Error(message);
+  }
+  const RankSetup& reference = setups[0];
+  for (size_t r = 1; r < setups.size(); ++r) {
+    const auto& theirs = setups[r].options;
+    for (size_t i = 0; i < std::max(theirs.size(), reference.options.size()); ++i) {
+      const AgreedOption none{"?", "(none)"};
+      const AgreedOption& a = i < reference.options.size() ? reference.options[i] : none;
+      const AgreedOption& b = i < theirs.size() ? theirs[i] : none;
+      if (a == b) continue;
+      throw InvalidArgument("ranks disagree on " + (a.first == "?" ? b.first : a.first) +
+                            ": rank 0 has " + excerpt(a.second) + ", rank " + std::to_string(r) +
+                            " has " + excerpt(b.second) +
+                            "; every rank must be given the same options and data, as they decide "
+                            "which samples each step reads");
+    }
+  }
+}
+
+std::string dataset_fingerprint(const Dataset& dataset, int64_t probes) {
+  const int64_t n = dataset.size();
+  Hash64 h;
+  h.add(n);
+  const int64_t count = std::min(n, probes);
+  for (int64_t k = 0; k < count; ++k) {
+    const int64_t i = count > 1 ? (n - 1) / (count - 1) * k : 0;
+    const Sample s = dataset.sample(i);
+    h.add_all(std::span<const int64_t>(s.input_ids))
+        .add_all(std::span<const float>(s.loss_mask))
+        .add_all(std::span<const int64_t>(s.labels));
+  }
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(h.digest()));
+  return std::to_string(n) + " samples, digest " + text;
+}
+
+}  // namespace thdpack::cli

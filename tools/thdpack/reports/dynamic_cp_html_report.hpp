@@ -1,0 +1,65 @@
+#pragma once
+// `thdpack plan --scheduler <dynamic CP> --report FILE.html`: fixed CP and dynamic CP side by side
+// on one self-contained page (html_page.hpp): the means over every step, the modeled step of each
+// scheduler on the reported step against the shared lower bound, then per rank how each plan
+// spends that step: fixed CP per DP replica (every rank of a replica runs its packs on cp ranks),
+// dynamic CP per dp·cp rank (each micro-batch the time of the CP group holding the rank, then idle
+// until the slowest group ends), with every micro-batch's CP groups (size, member ranks, samples,
+// tokens, time) in tables.
+//
+// Every drawn number is also in data-* attributes (data-scheduler, data-replica, data-rank,
+// data-k, data-group-size, data-part, data-value) for tests to read back.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "reports/dynamic_cp_run_info.hpp"
+#include "thdpack/schedule/dynamic_cp.hpp"
+#include "thdpack/schedule/scheduler.hpp"
+
+namespace thdpack::cli {
+
+/// One scheduler's means over every step (the rows `plan` prints).
+struct DynamicCpSummaryRow {
+  std::string name;
+  std::string cp;  ///< the fixed cp, or "dynamic"
+  double microbatches = 0;
+  double groups = 0;  ///< CP groups per micro-batch (fixed CP: dp)
+  double step = 0;
+  double ratio = 0;
+  std::string error;
+};
+
+struct ReportedFixedCpPlan {
+  std::string scheduler;
+  Plan plan;
+};
+
+struct ReportedDynamicCpPlan {
+  std::string scheduler;
+  Plan plan;
+};
+
+/// What the page draws: the run, every scheduler's means, and the plans of step `step`.
+struct DynamicCpReportInput {
+  const DynamicCpRunInfo& info;
+  std::string workload_description;
+  int64_t steps = 0;
+  int64_t global_batch = 0;
+  int64_t step = 0;
+  std::string cost_description;
+  const std::vector<DynamicCpSummaryRow>& rows;
+  std::span<const int64_t> ids;
+  std::span<const int64_t> padded_lengths;           ///< to the dynamic-CP divisor
+  std::span<const int64_t> fixed_cp_padded_lengths;  ///< to the fixed-CP divisor
+  double lower_bound = 0;                            ///< of step `step`
+  const std::vector<ReportedFixedCpPlan>& fixed;
+  const std::vector<ReportedDynamicCpPlan>& dynamic;
+};
+
+/// Writes the page to `path`. Throws InvalidArgument when the file cannot be written.
+void write_dynamic_cp_html_report(const std::string& path, const DynamicCpReportInput& input);
+
+}  // namespace thdpack::cli
