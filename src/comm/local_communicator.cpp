@@ -65,7 +65,7 @@ class LocalGroup {
     while (round_ == round) {
       check_aborted(op);
       if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && round_ == round) {
-        throw CommError(std::string(op) + " did not complete within " + std::to_string(timeout) +
+        fail<CommError>(op, " did not complete within ", std::to_string(timeout),
                         " s: a rank skipped the collective or is stuck");
       }
     }
@@ -151,9 +151,8 @@ class LocalCommunicator final : public Communicator {
       const int64_t n = counts[static_cast<size_t>(r)];
       if (n != group_->slot(r).size) {
         // As in alltoallv: reported on this rank (a peer whose counts agree goes on).
-        throw CommError("allgatherv: rank " + std::to_string(r) + " sends " +
-                        std::to_string(group_->slot(r).size) + " bytes, rank " +
-                        std::to_string(rank_) + " expects " + std::to_string(n));
+        fail<CommError>("allgatherv: rank ", r, " sends ", group_->slot(r).size, " bytes, rank ",
+                        rank_, " expects ", n);
       }
       if (n > 0) std::memcpy(recv.data() + offset, group_->slot(r).send, static_cast<size_t>(n));
       if (r != rank_) stats_.bytes_received += n;
@@ -185,9 +184,8 @@ class LocalCommunicator final : public Communicator {
       const int64_t n = peer.counts[rank_];
       if (n != recv_counts[static_cast<size_t>(s)]) {
         // Unblock the peers' second rendezvous before failing would race; report on this rank.
-        throw CommError("alltoallv: rank " + std::to_string(s) + " sends " + std::to_string(n) +
-                        " bytes to rank " + std::to_string(rank_) + ", which expects " +
-                        std::to_string(recv_counts[static_cast<size_t>(s)]));
+        fail<CommError>("alltoallv: rank ", s, " sends ", n, " bytes to rank ", rank_,
+                        ", which expects ", recv_counts[static_cast<size_t>(s)]);
       }
       if (n > 0) std::memcpy(recv.data() + at, peer.send + from, static_cast<size_t>(n));
       if (s != rank_) {
@@ -215,7 +213,7 @@ class LocalCommunicator final : public Communicator {
 
   void broadcast(std::span<std::byte> data, int root) override {
     const char* op = "broadcast";
-    require(root >= 0 && root < size(), op, "root " + std::to_string(root) + " out of range");
+    require(root >= 0 && root < size(), op, message("root ", root, " out of range"));
     begin(op);
     mine().recv = data.data();
     mine().size = static_cast<int64_t>(data.size());
@@ -223,7 +221,7 @@ class LocalCommunicator final : public Communicator {
     const Slot& from = group_->slot(root);
     if (rank_ != root) {
       require(from.size == static_cast<int64_t>(data.size()), op,
-              "size differs from the root's (" + std::to_string(from.size) + " bytes)");
+              message("size differs from the root's (", from.size, " bytes)"));
       if (!data.empty()) std::memcpy(data.data(), from.recv, data.size());
       stats_.bytes_received += static_cast<int64_t>(data.size());
     } else {

@@ -35,7 +35,7 @@ std::string mpi_error_text(int code) {
   char text[MPI_MAX_ERROR_STRING] = {};
   int length = 0;
   if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) {
-    return "MPI error code " + std::to_string(code);
+    return message("MPI error code ", code);
   }
   return std::string(text, static_cast<size_t>(length));
 }
@@ -48,7 +48,7 @@ std::string seconds_text(double seconds) {
 
 /// Bad arguments, found before anything was posted: the communicator stays usable.
 CommError invalid(const char* op, int rank, const std::string& what) {
-  return CommError(std::string(op) + " on rank " + std::to_string(rank) + ": " + what);
+  return CommError(message(op, " on rank ", rank, ": ", what));
 }
 
 struct PollOutcome {
@@ -82,16 +82,14 @@ int64_t checked_total(const char* op, int rank, int size, const char* name,
                       std::span<const int64_t> counts) {
   if (static_cast<int64_t>(counts.size()) != size) {
     throw invalid(op, rank,
-                  std::string(name) + " has " + std::to_string(counts.size()) +
-                      " entries but the communicator has " + std::to_string(size) +
-                      " ranks; pass one count per rank");
+                  message(name, " has ", counts.size(), " entries but the communicator has ", size,
+                          " ranks; pass one count per rank"));
   }
   int64_t total = 0;
   for (size_t r = 0; r < counts.size(); ++r) {
     if (counts[r] < 0) {
       throw invalid(op, rank,
-                    std::string(name) + "[" + std::to_string(r) + "] is " +
-                        std::to_string(counts[r]) + "; counts must be non-negative");
+                    message(name, "[", r, "] is ", counts[r], "; counts must be non-negative"));
     }
     if (counts[r] > INT64_MAX - total) {
       throw invalid(op, rank, std::string(name) + " sum to more than INT64_MAX bytes");
@@ -105,9 +103,8 @@ void require_span_size(const char* op, int rank, const char* span_name, int64_t 
                        const char* counts_name, int64_t total) {
   if (span_bytes != total) {
     throw invalid(op, rank,
-                  std::string(span_name) + " has " + std::to_string(span_bytes) + " bytes but " +
-                      counts_name + " sum to " + std::to_string(total) +
-                      "; pass a buffer of exactly the summed counts");
+                  message(span_name, " has ", span_bytes, " bytes but ", counts_name, " sum to ",
+                          total, "; pass a buffer of exactly the summed counts"));
   }
 }
 
@@ -131,12 +128,11 @@ MpiCounts alltoallv_counts(const char* op, int rank, int64_t limit, const char* 
     if (counts[r] > 0 && static_cast<int>(r) != rank) {
       if (counts[r] > limit || offset > limit) {
         throw invalid(op, rank,
-                      std::string(name) + "[" + std::to_string(r) +
-                          "] = " + std::to_string(counts[r]) + " bytes at offset " +
-                          std::to_string(offset) + " exceeds " + std::to_string(limit) +
-                          ", the largest count or displacement MPI takes (MPI counts are int); "
-                          "split the exchange into several alltoallv calls (peers that passed "
-                          "smaller counts will time out in this one)");
+                      message(name, "[", r, "] = ", counts[r], " bytes at offset ", offset,
+                              " exceeds ", limit,
+                              ", the largest count or displacement MPI takes (MPI counts are int); "
+                              "split the exchange into several alltoallv calls (peers that passed "
+                              "smaller counts will time out in this one)"));
       }
       out.counts[r] = static_cast<int>(counts[r]);
       out.displs[r] = static_cast<int>(offset);
@@ -162,11 +158,11 @@ AlltoallvPlan prepare_alltoallv(const char* op, int rank, int size, int64_t limi
   require_span_size(op, rank, "recv", static_cast<int64_t>(recv.size()), "recv_counts", recv_total);
   const auto self = static_cast<size_t>(rank);
   if (send_counts[self] != recv_counts[self]) {
-    throw invalid(op, rank,
-                  "send_counts[" + std::to_string(rank) + "] is " +
-                      std::to_string(send_counts[self]) + " but recv_counts[" +
-                      std::to_string(rank) + "] is " + std::to_string(recv_counts[self]) +
-                      "; the part a rank sends itself must equal the part it receives from itself");
+    throw invalid(
+        op, rank,
+        message("send_counts[", rank, "] is ", send_counts[self], " but recv_counts[", rank,
+                "] is ", recv_counts[self],
+                "; the part a rank sends itself must equal the part it receives from itself"));
   }
   AlltoallvPlan plan{alltoallv_counts(op, rank, limit, "send_counts", send_counts),
                      alltoallv_counts(op, rank, limit, "recv_counts", recv_counts)};
@@ -186,9 +182,9 @@ MPI_Op mpi_op(ReduceOp op, int rank) {
     case ReduceOp::kMin:
       return MPI_MIN;
   }
-  throw invalid("allreduce", rank,
-                "unknown ReduceOp value " + std::to_string(static_cast<int>(op)) +
-                    "; use kSum, kMax or kMin");
+  throw invalid(
+      "allreduce", rank,
+      message("unknown ReduceOp value ", static_cast<int>(op), "; use kSum, kMax or kMin"));
 }
 
 }  // namespace
@@ -210,21 +206,21 @@ struct MpiCommunicator::State {
 
   void require_usable(const char* op) const {
     if (failure.empty()) return;
-    throw CommError(std::string(op) + " on rank " + std::to_string(rank) +
-                    ": this communicator is unusable after an earlier failure (" + failure +
-                    "); MPI cannot cancel a collective in flight, so the ranks may disagree on "
-                    "which collective comes next: create a new communicator or abort the job");
+    // Qualified: State::fail (below) hides thdpack::fail.
+    thdpack::fail<CommError>(
+        op, " on rank ", rank, ": this communicator is unusable after an earlier failure (",
+        failure,
+        "); MPI cannot cancel a collective in flight, so the ranks may disagree on "
+        "which collective comes next: create a new communicator or abort the job");
   }
 
   std::string mpi_failure(const char* op, const char* mpi_function, int rc) const {
-    return std::string(op) + " failed on rank " + std::to_string(rank) + ": " + mpi_function +
-           ": " + mpi_error_text(rc);
+    return message(op, " failed on rank ", rank, ": ", mpi_function, ": ", mpi_error_text(rc));
   }
 
   std::string timeout_failure(const char* op) const {
-    return std::string(op) + " did not complete within " + seconds_text(timeout_seconds) +
-           " s on rank " + std::to_string(rank) +
-           ": a peer may have died or skipped the collective";
+    return message(op, " did not complete within ", seconds_text(timeout_seconds), " s on rank ",
+                   rank, ": a peer may have died or skipped the collective");
   }
 
   /// Records the failure and keeps the unfinished requests (they are MPI's until they complete).
@@ -357,8 +353,8 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, const MpiOptions& options, bool 
       int world_rank = -1;
       MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
       comm_ = MPI_COMM_NULL;
-      throw CommError("MpiCommunicator: MPI_Comm_dup failed on world rank " +
-                      std::to_string(world_rank) + ": " + mpi_error_text(rc));
+      fail<CommError>("MpiCommunicator: MPI_Comm_dup failed on world rank ", world_rank, ": ",
+                      mpi_error_text(rc));
     }
   } else {
     comm_ = comm;
@@ -409,9 +405,8 @@ void MpiCommunicator::allgatherv(std::span<const std::byte> send, std::span<std:
   const auto self = static_cast<size_t>(rank_);
   if (counts[self] != static_cast<int64_t>(send.size())) {
     throw invalid(kOp, rank_,
-                  "counts[" + std::to_string(rank_) + "] is " + std::to_string(counts[self]) +
-                      " but send has " + std::to_string(send.size()) +
-                      " bytes; this rank's count must be the size of its send buffer");
+                  message("counts[", rank_, "] is ", counts[self], " but send has ", send.size(),
+                          " bytes; this rank's count must be the size of its send buffer"));
   }
   require_span_size(kOp, rank_, "recv", static_cast<int64_t>(recv.size()), "counts", total);
 
@@ -523,9 +518,8 @@ void MpiCommunicator::broadcast(std::span<std::byte> data, int root) {
   state_->require_usable(kOp);
   if (root < 0 || root >= size_) {
     throw invalid(kOp, rank_,
-                  "root " + std::to_string(root) + " is out of range for a communicator of " +
-                      std::to_string(size_) + " ranks (roots are 0.." + std::to_string(size_ - 1) +
-                      ")");
+                  message("root ", root, " is out of range for a communicator of ", size_,
+                          " ranks (roots are 0..", size_ - 1, ")"));
   }
   const auto bytes = static_cast<int64_t>(data.size());
   stats_.collectives += 1;
@@ -593,8 +587,7 @@ std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
     const int c = all[static_cast<size_t>(2 * r)];
     if (c < 0) {
       throw invalid(kOp, rank_,
-                    "rank " + std::to_string(r) + " passed color " + std::to_string(c) +
-                        "; colors must be non-negative");
+                    message("rank ", r, " passed color ", c, "; colors must be non-negative"));
     }
   }
   MPI_Comm out = MPI_COMM_NULL;

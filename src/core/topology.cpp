@@ -62,9 +62,7 @@ std::array<Dim, 4> parse_order(const std::string& order) {
 }
 
 void require_positive(int value, const char* name) {
-  if (value < 1) {
-    throw InvalidArgument(std::string(name) + " must be >= 1, got " + std::to_string(value));
-  }
+  check(value >= 1, name, " must be >= 1, got ", value);
 }
 
 }  // namespace
@@ -76,24 +74,18 @@ Topology::Topology(const TopologyConfig& config) : config_(config) {
   require_positive(config.pp, "pp");
   require_positive(config.ep, "ep");
   require_positive(config.vpp, "vpp");
-  if (config.vpp_group < 0) {
-    throw InvalidArgument("vpp_group must be >= 0 (0 means pp), got " +
-                          std::to_string(config.vpp_group));
-  }
+  check(config.vpp_group >= 0, "vpp_group must be >= 0 (0 means pp), got ", config.vpp_group);
   // Every product of sizes the topology forms (world size, strides, dp*cp) must fit an int.
   int64_t world = 1;
   for (const int size : {config.tp, config.cp, config.dp, config.pp}) {
     world *= size;
     if (world > std::numeric_limits<int>::max()) {
-      throw InvalidArgument("tp*cp*dp*pp = " + std::to_string(config.tp) + "*" +
-                            std::to_string(config.cp) + "*" + std::to_string(config.dp) + "*" +
-                            std::to_string(config.pp) + " ranks exceeds 2^31-1");
+      fail("tp*cp*dp*pp = ", config.tp, "*", config.cp, "*", config.dp, "*", config.pp,
+           " ranks exceeds 2^31-1");
     }
   }
-  if ((config.dp * config.cp) % config.ep != 0) {
-    throw InvalidArgument("ep=" + std::to_string(config.ep) +
-                          " must divide dp*cp=" + std::to_string(config.dp * config.cp));
-  }
+  check((config.dp * config.cp) % config.ep == 0, "ep=", config.ep,
+        " must divide dp*cp=", config.dp * config.cp);
   order_ = parse_order(config.order);
   int stride = 1;
   for (Dim d : order_) {
@@ -113,16 +105,14 @@ int Topology::size_of(Dim d) const {
 
 void Topology::check_world_size(int world) const {
   if (world != world_size()) {
-    throw InvalidArgument("world size " + std::to_string(world) + " does not match the layout " +
-                          describe() +
-                          ", which needs tp*cp*dp*pp = " + std::to_string(world_size()) + " ranks");
+    fail("world size ", world, " does not match the layout ", describe(),
+         ", which needs tp*cp*dp*pp = ", world_size(), " ranks");
   }
 }
 
 Coordinates Topology::coordinates(int rank) const {
   if (rank < 0 || rank >= world_size()) {
-    throw InvalidArgument("rank " + std::to_string(rank) + " is outside the world of size " +
-                          std::to_string(world_size()) + " (" + describe() + ")");
+    fail("rank ", rank, " is outside the world of size ", world_size(), " (", describe(), ")");
   }
   Coordinates c;
   int rest = rank;
@@ -139,9 +129,8 @@ int Topology::rank_of(const Coordinates& c) const {
     const int v = c.*kCoordinateOf[static_cast<size_t>(d)];
     if (v < 0 || v >= size_of(d)) {
       static constexpr const char* kNames[] = {"tp", "cp", "dp", "pp"};
-      throw InvalidArgument(std::string("coordinate ") + kNames[static_cast<size_t>(d)] + "=" +
-                            std::to_string(v) + " is outside [0, " + std::to_string(size_of(d)) +
-                            ") in " + describe());
+      fail("coordinate ", kNames[static_cast<size_t>(d)], "=", v, " is outside [0, ", size_of(d),
+           ") in ", describe());
     }
     rank += v * stride_of_[static_cast<size_t>(d)];
   }

@@ -22,14 +22,11 @@ BlendedDataset::BlendedDataset(std::vector<std::shared_ptr<const Dataset>> datas
   for (size_t i = 0; i < weights_.size(); ++i) {
     // An infinite weight would make every normalised weight NaN (or 0) and the blend arbitrary.
     if (!(weights_[i] > 0) || !std::isfinite(weights_[i])) {
-      std::ostringstream w;
-      w << weights_[i];
-      throw InvalidArgument("blend weight " + std::to_string(i) + " is " + w.str() +
-                            "; weights must be finite and > 0");
+      // Written as an ostream writes a double ("0.5"), not as std::to_string would ("0.500000").
+      fail("blend weight ", i, " is ", weights_[i], "; weights must be finite and > 0");
     }
     if (datasets_[i]->size() == 0) {
-      throw InvalidArgument("blend dataset " + std::to_string(i) + " (" + datasets_[i]->describe() +
-                            ") is empty");
+      fail("blend dataset ", i, " (", datasets_[i]->describe(), ") is empty");
     }
     total += weights_[i];
   }
@@ -87,10 +84,7 @@ void BlendedDataset::warn_of_repeats(const std::vector<int64_t>& taken) const {
 }
 
 std::pair<int, int64_t> BlendedDataset::source(int64_t index) const {
-  if (index < 0 || index >= size()) {
-    throw InvalidArgument("blend sample " + std::to_string(index) + " outside [0, " +
-                          std::to_string(size()) + ")");
-  }
+  check(index >= 0 && index < size(), "blend sample ", index, " outside [0, ", size(), ")");
   const int d = dataset_index_[static_cast<size_t>(index)];
   return {d, sample_index_[static_cast<size_t>(index)] % datasets_[static_cast<size_t>(d)]->size()};
 }

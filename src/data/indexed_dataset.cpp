@@ -64,10 +64,8 @@ struct IndexedDataset::Mapping {
     struct stat st {};
     if (::fstat(lease.file().descriptor(), &st) != 0) return;
     if (static_cast<int64_t>(st.st_size) < std::min(end, size)) {
-      throw InvalidArgument(path + ": the file shrank from " + std::to_string(size) + " to " +
-                            std::to_string(st.st_size) +
-                            " bytes while open; it was changed under a running reader, open it "
-                            "again");
+      fail(path, ": the file shrank from ", size, " to ", st.st_size,
+           " bytes while open; it was changed under a running reader, open it again");
     }
   }
 };
@@ -128,19 +126,20 @@ IndexContents parse_index(std::span<const std::byte> idx, const std::string& idx
   const std::byte* p = idx.data();
   const auto size = static_cast<int64_t>(idx.size());
   auto bad = [&idx_name](int64_t at, const std::string& what) {
-    throw InvalidArgument(idx_name + ": byte " + std::to_string(at) + ": " + what);
+    fail(idx_name, ": byte ", at, ": ", what);
   };
   if (size < kHeaderBytes) {
-    bad(0, "file of " + std::to_string(size) + " bytes is shorter than the " +
-               std::to_string(kHeaderBytes) + "-byte header of an indexed dataset");
+    bad(0, message("file of ", size, " bytes is shorter than the ", kHeaderBytes,
+                   "-byte header of an indexed dataset"));
   }
   if (std::memcmp(p, kMagic, sizeof(kMagic)) != 0) {
     bad(0, "not a Megatron indexed dataset index (magic MMIDIDX\\0\\0 expected)");
   }
   const auto version = read_at<uint64_t>(p, 9);
-  if (version != 1) bad(9, "unsupported version " + std::to_string(version) + " (expected 1)");
+  if (version != 1) bad(9, message("unsupported version ", version, " (expected 1)"));
   const auto code = read_at<uint8_t>(p, 17);
-  if (code < 1 || code > 8) bad(17, "unknown dtype code " + std::to_string(code));
+  // code is a uint8_t: std::to_string writes its number, an ostream would write it as a char.
+  if (code < 1 || code > 8) bad(17, message("unknown dtype code ", std::to_string(code)));
   IndexContents c;
   c.dtype = static_cast<TokenDType>(code);
   const auto sequences = read_at<uint64_t>(p, 18);
@@ -148,21 +147,19 @@ IndexContents parse_index(std::span<const std::byte> idx, const std::string& idx
   // Sizes as unsigned arithmetic that cannot overflow for counts bounded by the file size.
   const auto body = static_cast<uint64_t>(size - kHeaderBytes);
   if (sequences > body / 12 || documents > body / 8) {
-    bad(18, "sequence count " + std::to_string(sequences) + " and document count " +
-                std::to_string(documents) + " do not fit a " + std::to_string(size) +
-                "-byte index");
+    bad(18, message("sequence count ", sequences, " and document count ", documents,
+                    " do not fit a ", size, "-byte index"));
   }
   const uint64_t expected = 12 * sequences + 8 * documents;
   if (body != expected && body != expected + sequences) {
-    bad(18, "the index holds " + std::to_string(body) + " bytes after its header, but " +
-                std::to_string(sequences) + " sequences and " + std::to_string(documents) +
-                " documents need " + std::to_string(expected) +
-                " (or that plus one mode byte per sequence)");
+    bad(18, message("the index holds ", body, " bytes after its header, but ", sequences,
+                    " sequences and ", documents, " documents need ", expected,
+                    " (or that plus one mode byte per sequence)"));
   }
   // Megatron always writes the leading 0, so even an index without sequences has one entry.
   if (documents == 0) {
-    bad(26, "document count 0; the document indices must run from 0 to the sequence count " +
-                std::to_string(sequences));
+    bad(26, message("document count 0; the document indices must run from 0 to the sequence count ",
+                    sequences));
   }
   c.has_modes = sequences > 0 && body == expected + sequences;
   const auto n = static_cast<int64_t>(sequences);
@@ -174,19 +171,18 @@ IndexContents parse_index(std::span<const std::byte> idx, const std::string& idx
   for (int64_t i = 0; i < n; ++i) {
     const int32_t len = c.lengths[static_cast<size_t>(i)];
     if (len <= 0) {
-      bad(kHeaderBytes + 4 * i, "sequence " + std::to_string(i) + " has length " +
-                                    std::to_string(len) + "; lengths must be >= 1");
+      bad(kHeaderBytes + 4 * i,
+          message("sequence ", i, " has length ", len, "; lengths must be >= 1"));
     }
     const auto pointer = read_at<int64_t>(p, c.pointers_at + 8 * i);
     if (pointer != end) {
-      bad(c.pointers_at + 8 * i,
-          "sequence " + std::to_string(i) + " points to byte " + std::to_string(pointer) + " of " +
-              bin_name + ", but the lengths before it put it at " + std::to_string(end));
+      bad(c.pointers_at + 8 * i, message("sequence ", i, " points to byte ", pointer, " of ",
+                                         bin_name, ", but the lengths before it put it at ", end));
     }
     // A sequence covers less than 2^34 bytes: the sum can only overflow past 2^29 sequences.
     if (len * item > std::numeric_limits<int64_t>::max() - end) {
-      bad(kHeaderBytes + 4 * i, "sequence " + std::to_string(i) +
-                                    " ends past byte 2^63: the lengths cannot all be right");
+      bad(kHeaderBytes + 4 * i,
+          message("sequence ", i, " ends past byte 2^63: the lengths cannot all be right"));
     }
     end += len * item;
   }
@@ -200,18 +196,17 @@ IndexContents parse_index(std::span<const std::byte> idx, const std::string& idx
     // Equal neighbours are an empty document, which Megatron's add_document writes for a record
     // without tokens.
     if ((j == 0 && v != 0) || (j > 0 && v < previous) || v > n) {
-      bad(docs_at + 8 * j, "document index " + std::to_string(j) + " is " + std::to_string(v) +
-                               (j > 0 ? " after " + std::to_string(previous) : "") +
-                               "; document indices must not decrease and must run from 0 to "
-                               "the sequence count " +
-                               std::to_string(n));
+      bad(docs_at + 8 * j,
+          message("document index ", j, " is ", v, j > 0 ? message(" after ", previous) : "",
+                  "; document indices must not decrease and must run from 0 to "
+                  "the sequence count ",
+                  n));
     }
     c.document_indices[static_cast<size_t>(j)] = v;
   }
   if (c.document_indices.back() != n) {
-    bad(docs_at + 8 * (m - 1), "the last document index is " +
-                                   std::to_string(c.document_indices.back()) +
-                                   ", not the sequence count " + std::to_string(n));
+    bad(docs_at + 8 * (m - 1), message("the last document index is ", c.document_indices.back(),
+                                       ", not the sequence count ", n));
   }
   return c;
 }
@@ -224,21 +219,16 @@ void check_data_size(const IndexContents& index, int64_t bin_bytes, const std::s
     for (size_t i = 0; i < index.lengths.size(); ++i) {
       end += index.lengths[i] * item;
       if (end > bin_bytes) {
-        throw InvalidArgument(
-            idx_name + ": byte " + std::to_string(index.pointers_at + 8 * static_cast<int64_t>(i)) +
-            ": sequence " + std::to_string(i) + " ends at byte " + std::to_string(end) + " but " +
-            bin_name + " has only " + std::to_string(bin_bytes) +
-            " bytes (truncated data file, or an index of another dataset)");
+        fail(idx_name, ": byte ", index.pointers_at + 8 * static_cast<int64_t>(i), ": sequence ", i,
+             " ends at byte ", end, " but ", bin_name, " has only ", bin_bytes,
+             " bytes (truncated data file, or an index of another dataset)");
       }
     }
   }
   if (bin_bytes != index.data_bytes) {
-    throw InvalidArgument(bin_name + ": byte " + std::to_string(index.data_bytes) + ": " +
-                          std::to_string(bin_bytes - index.data_bytes) +
-                          " bytes after the last sequence; its index " + idx_name +
-                          " accounts for " + std::to_string(index.data_bytes) + " of its " +
-                          std::to_string(bin_bytes) +
-                          " bytes: the index does not match this data file");
+    fail(bin_name, ": byte ", index.data_bytes, ": ", bin_bytes - index.data_bytes,
+         " bytes after the last sequence; its index ", idx_name, " accounts for ", index.data_bytes,
+         " of its ", bin_bytes, " bytes: the index does not match this data file");
   }
 }
 
@@ -304,10 +294,8 @@ std::span<const std::byte> IndexedDataset::index_bytes() const {
 }
 
 int64_t IndexedDataset::length(int64_t index) const {
-  if (index < 0 || index >= size()) {
-    throw InvalidArgument("sequence " + std::to_string(index) + " outside [0, " +
-                          std::to_string(size()) + ") of " + prefix_);
-  }
+  check(index >= 0 && index < size(), "sequence ", index, " outside [0, ", size(), ") of ",
+        prefix_);
   return lengths_[static_cast<size_t>(index)];
 }
 
@@ -335,9 +323,8 @@ Sample IndexedDataset::sample(int64_t index) const {
     } else {
       value << read_at<double>(data_->data, byte);
     }
-    throw InvalidArgument(prefix_ + ".bin: byte " + std::to_string(byte) + ": token " +
-                          std::to_string(bad) + " of sequence " + std::to_string(index) + " is " +
-                          value.str() + ", not an integer token id that fits int64");
+    fail(prefix_, ".bin: byte ", byte, ": token ", bad, " of sequence ", index, " is ", value.str(),
+         ", not an integer token id that fits int64");
   }
   return s;
 }

@@ -23,8 +23,7 @@ void append_as(std::vector<std::byte>& out, std::span<const int64_t> tokens, Tok
       if (v < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
           (v > 0 &&
            static_cast<uint64_t>(v) > static_cast<uint64_t>(std::numeric_limits<T>::max()))) {
-        throw InvalidArgument("token " + std::to_string(v) + " does not fit dtype " +
-                              token_dtype_name(dtype));
+        fail("token ", v, " does not fit dtype ", token_dtype_name(dtype));
       }
     }
     const T t = static_cast<T>(v);
@@ -33,8 +32,7 @@ void append_as(std::vector<std::byte>& out, std::span<const int64_t> tokens, Tok
       // back would give another one.
       constexpr T kLimit = static_cast<T>(9223372036854775808.0);
       if (!(t >= -kLimit && t < kLimit) || static_cast<int64_t>(t) != v) {
-        throw InvalidArgument("token " + std::to_string(v) + " has no exact value in dtype " +
-                              token_dtype_name(dtype));
+        fail("token ", v, " has no exact value in dtype ", token_dtype_name(dtype));
       }
     }
     std::memcpy(out.data() + at + i * sizeof(T), &t, sizeof(T));
@@ -66,10 +64,8 @@ void IndexedDatasetWriter::require_open(const char* call) const {
 void IndexedDatasetWriter::add_sequence(std::span<const int64_t> tokens) {
   require_open("add_sequence");
   if (tokens.empty()) throw InvalidArgument("an indexed dataset sequence needs at least one token");
-  if (tokens.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
-    throw InvalidArgument("sequence of " + std::to_string(tokens.size()) +
-                          " tokens exceeds the index's int32 lengths");
-  }
+  check(tokens.size() <= static_cast<size_t>(std::numeric_limits<int32_t>::max()), "sequence of ",
+        tokens.size(), " tokens exceeds the index's int32 lengths");
   std::vector<std::byte> bytes;
   switch (dtype_) {
     case TokenDType::kUint8:
@@ -109,10 +105,8 @@ void IndexedDatasetWriter::add_sequence(std::span<const int64_t> tokens) {
 
 void IndexedDatasetWriter::add_length_only(int64_t length) {
   require_open("add_length_only");
-  if (length < 1 || length > std::numeric_limits<int32_t>::max()) {
-    throw InvalidArgument("sequence length " + std::to_string(length) +
-                          " is outside [1, 2^31) of the index's int32 lengths");
-  }
+  check(length >= 1 && length <= std::numeric_limits<int32_t>::max(), "sequence length ", length,
+        " is outside [1, 2^31) of the index's int32 lengths");
   holes_ = true;
   bin_bytes_ += length * token_size(dtype_);
   lengths_.push_back(static_cast<int32_t>(length));

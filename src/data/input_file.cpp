@@ -110,20 +110,16 @@ size_t InputFile::read_at(int64_t offset, char* out, size_t n) const {
 
 std::string InputFile::read_all(size_t max_bytes) const {
   const int64_t bytes = size();
-  if (static_cast<uint64_t>(bytes) > max_bytes) {
-    throw InvalidArgument(what_ + " '" + path_ + "' has " + std::to_string(bytes) +
-                          " bytes; the limit is " + std::to_string(max_bytes));
-  }
+  check(static_cast<uint64_t>(bytes) <= max_bytes, what_, " '", path_, "' has ", bytes,
+        " bytes; the limit is ", max_bytes);
   // Read at most one byte past the limit: a file that grew since fstat is refused, not read whole.
   const size_t most = max_bytes < SIZE_MAX ? max_bytes + 1 : max_bytes;
   std::string text(std::min(most, static_cast<size_t>(bytes) + 1), '\0');
   size_t total = 0;
   for (;;) {
     if (total == text.size()) {
-      if (total > max_bytes) {
-        throw InvalidArgument(what_ + " '" + path_ + "' is larger than the limit of " +
-                              std::to_string(max_bytes) + " bytes");
-      }
+      check(total <= max_bytes, what_, " '", path_, "' is larger than the limit of ", max_bytes,
+            " bytes");
       text.resize(std::min(most, 2 * total));
     }
     const size_t got =
@@ -166,10 +162,7 @@ bool read_bounded_line(std::istream& in, std::string& line, size_t max_bytes,
       return !line.empty();
     }
     if (c == '\n') return true;
-    if (line.size() >= max_bytes) {
-      throw InvalidArgument(where + ": line longer than " + std::to_string(max_bytes) +
-                            " bytes (the limit)");
-    }
+    check(line.size() < max_bytes, where, ": line longer than ", max_bytes, " bytes (the limit)");
     line.push_back(static_cast<char>(c));
   }
 }

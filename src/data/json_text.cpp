@@ -22,8 +22,8 @@ void check_bytes_and_depth(std::string_view text, const std::string& where) {
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (c == '\0') {
-      fail(where, "NUL byte at column " + std::to_string(i + 1) +
-                      " (a JSON text holds none; is the file binary or UTF-16?)");
+      fail(where, message("NUL byte at column ", i + 1,
+                          " (a JSON text holds none; is the file binary or UTF-16?)"));
     }
     if (in_string) {
       if (escaped) {
@@ -37,8 +37,8 @@ void check_bytes_and_depth(std::string_view text, const std::string& where) {
       in_string = true;
     } else if (c == '[' || c == '{') {
       if (++depth > kMaxJsonDepth) {
-        fail(where, "JSON nested deeper than " + std::to_string(kMaxJsonDepth) +
-                        " levels at column " + std::to_string(i + 1));
+        fail(where,
+             message("JSON nested deeper than ", kMaxJsonDepth, " levels at column ", i + 1));
       }
     } else if (c == ']' || c == '}') {
       --depth;

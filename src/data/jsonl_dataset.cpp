@@ -33,10 +33,8 @@ class JsonlDataset final : public Dataset {
 
  private:
   const Sample& at(int64_t index) const {
-    if (index < 0 || index >= size()) {
-      throw InvalidArgument("sample index " + std::to_string(index) + " outside [0, " +
-                            std::to_string(size()) + ") of " + path_);
-    }
+    check(index >= 0 && index < size(), "sample index ", index, " outside [0, ", size(), ") of ",
+          path_);
     return samples_[static_cast<size_t>(index)];
   }
 
@@ -96,22 +94,20 @@ class LineParser {
     for (size_t i = 0; i < value.size(); ++i) {
       const json& v = value[i];
       if (!v.is_number_integer()) {
-        fail("\"" + key + "\"[" + std::to_string(i) + "] must be an integer, got " +
-             detail::json_excerpt(v));
+        fail(message("\"", key, "\"[", i, "] must be an integer, got ", detail::json_excerpt(v)));
       }
       // Values past int64 would wrap when read as int64 (2^64-100 into the ignore id -100).
       if (v.is_number_unsigned() &&
           v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        fail("\"" + key + "\"[" + std::to_string(i) + "] = " + detail::json_excerpt(v) +
-             " is out of range (token ids must fit int64)");
+        fail(message("\"", key, "\"[", i, "] = ", detail::json_excerpt(v),
+                     " is out of range (token ids must fit int64)"));
       }
       const int64_t x = v.get<int64_t>();
       if (x < min_value && !(also_allowed != 0 && x == also_allowed)) {
-        std::string why = "\"" + key + "\"[" + std::to_string(i) + "] = " + std::to_string(x) +
-                          " is below the smallest allowed value " + std::to_string(min_value);
+        std::string why = message("\"", key, "\"[", i, "] = ", x,
+                                  " is below the smallest allowed value ", min_value);
         if (also_allowed != 0) {
-          why += " (the only other value allowed is " + std::to_string(also_allowed) +
-                 ", the ignore id)";
+          why += message(" (the only other value allowed is ", also_allowed, ", the ignore id)");
         }
         fail(why);
       }
@@ -128,8 +124,8 @@ class LineParser {
       const json& v = value[i];
       const bool ok =
           v.is_boolean() || (v.is_number() && (v.get<double>() == 0.0 || v.get<double>() == 1.0));
-      if (!ok) fail("\"" + key + "\"[" + std::to_string(i) + "] must be 0 or 1, got " +
-                    detail::json_excerpt(v));
+      if (!ok)
+        fail(message("\"", key, "\"[", i, "] must be 0 or 1, got ", detail::json_excerpt(v)));
       out.push_back(v.is_boolean() ? (v.get<bool>() ? 1.0f : 0.0f) : v.get<float>());
     }
     return out;
@@ -137,8 +133,7 @@ class LineParser {
 
   void check_length(const char* key, size_t got, size_t expected) const {
     if (got != expected) {
-      fail(std::string("\"") + key + "\" has " + std::to_string(got) +
-           " entries but \"input_ids\" has " + std::to_string(expected));
+      fail(message("\"", key, "\" has ", got, " entries but \"input_ids\" has ", expected));
     }
   }
 

@@ -100,10 +100,8 @@ void require(bool ok, const std::string& message) {
 
 MockConfig default_mock_config(int64_t seq_length) {
   // Below 4 the mean S//4*3 is 0, which no lognormal has.
-  if (seq_length < 4) {
-    throw InvalidArgument("sequence length for the default mock config must be >= 4, got " +
-                          std::to_string(seq_length));
-  }
+  check(seq_length >= 4, "sequence length for the default mock config must be >= 4, got ",
+        seq_length);
   MockConfig c;
   c.mode = MockConfig::Mode::kDistribution;
   c.type = LengthDistributionType::kLognormal;
@@ -136,7 +134,7 @@ MockConfig parse_mock_config(const std::string& json_text, const std::string& ba
     return c;
   }
   ensure(mode == "distribution",
-          "'mode' must be \"distribution\" or \"file\", got \"" + detail::excerpt(mode) + "\"");
+         "'mode' must be \"distribution\" or \"file\", got \"" + detail::excerpt(mode) + "\"");
 
   const std::string type = r.has("type") ? r.text("type") : "lognormal";
   if (r.has("size")) c.size = r.integer("size");
@@ -191,7 +189,7 @@ void validate(const MockConfig& c) {
     require(!c.path.empty(), "file mode needs a 'path'");
     return;
   }
-  require(c.size >= 1, "'size' must be >= 1, got " + std::to_string(c.size));
+  require(c.size >= 1, message("'size' must be >= 1, got ", c.size));
   switch (c.type) {
     case LengthDistributionType::kLognormal:
       require(std::isfinite(c.mean_seq_len) && c.mean_seq_len > 0,
@@ -202,11 +200,10 @@ void validate(const MockConfig& c) {
               "'lognormal_sigma' must be in [0, 1e150], got " + json(c.lognormal_sigma).dump());
       [[fallthrough]];
     case LengthDistributionType::kUniform:
-      require(c.min_seq_len >= 1,
-              "'min_seq_len' must be >= 1, got " + std::to_string(c.min_seq_len));
-      require(c.max_seq_len >= c.min_seq_len, "'max_seq_len' (" + std::to_string(c.max_seq_len) +
-                                                  ") must be >= 'min_seq_len' (" +
-                                                  std::to_string(c.min_seq_len) + ")");
+      require(c.min_seq_len >= 1, message("'min_seq_len' must be >= 1, got ", c.min_seq_len));
+      require(c.max_seq_len >= c.min_seq_len,
+              message("'max_seq_len' (", c.max_seq_len, ") must be >= 'min_seq_len' (",
+                      c.min_seq_len, ")"));
       break;
     case LengthDistributionType::kBimodal:
       require(c.short_min >= 1 && c.short_max >= c.short_min, "need 1 <= short_min <= short_max");

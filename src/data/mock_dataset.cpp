@@ -102,10 +102,7 @@ class MockDataset final : public Dataset {
 
  private:
   void check_index(int64_t index) const {
-    if (index < 0 || index >= size()) {
-      throw InvalidArgument("sample index " + std::to_string(index) + " outside [0, " +
-                            std::to_string(size()) + ")");
-    }
+    check(index >= 0 && index < size(), "sample index ", index, " outside [0, ", size(), ")");
   }
 
   MockConfig config_;

@@ -155,7 +155,7 @@ class Reader {
   // Errors name the byte where the value read last (or being read) starts.
   [[noreturn]] void fail(const std::string& what) const { fail_at(start_, what); }
   [[noreturn]] void fail_at(size_t at, const std::string& what) const {
-    throw InvalidArgument(path_ + ": byte " + std::to_string(at) + ": " + what);
+    thdpack::fail(path_, ": byte ", at, ": ", what);  // the member fail hides it
   }
   bool at_end() const { return at_ == data_.size(); }
   size_t position() const { return at_; }
@@ -175,8 +175,8 @@ class Reader {
 
 /// "PATH: byte B: sample index ID (entry I)", for messages about one sample index.
 std::string entry_text(const std::string& path, size_t ids_at, size_t entry, int64_t id) {
-  return path + ": byte " + std::to_string(ids_at + 8 * entry) + ": sample index " +
-         std::to_string(id) + " (entry " + std::to_string(entry) + ")";
+  return message(path, ": byte ", ids_at + 8 * entry, ": sample index ", id, " (entry ", entry,
+                 ")");
 }
 
 }  // namespace
@@ -191,15 +191,12 @@ void write_pack_file(const std::string& path, const Bins& packs, int64_t capacit
   // The format's contract: each sample of the source at most once (all of them unless packing
   // stopped at a limit); readers rely on it.
   for (int64_t id : packs.items) {
-    if (id < 0 || id >= source.size) {
-      throw InvalidArgument("write_pack_file: sample " + std::to_string(id) +
-                            " is outside the source's " + std::to_string(source.size));
-    }
+    check(id >= 0 && id < source.size, "write_pack_file: sample ", id, " is outside the source's ",
+          source.size);
   }
   if (const int64_t i = repeated_entry(packs.items, source.size); i >= 0) {
-    throw InvalidArgument("write_pack_file: sample " +
-                          std::to_string(packs.items[static_cast<size_t>(i)]) +
-                          " is in more than one pack");
+    fail("write_pack_file: sample ", packs.items[static_cast<size_t>(i)],
+         " is in more than one pack");
   }
   Writer w(path);
   w.bytes(kMagic, sizeof(kMagic));
@@ -256,18 +253,16 @@ detail::PackFileContents detail::parse_pack_file(std::span<const std::byte> byte
   }
   const auto version = r.value<uint64_t>("the version");
   if (version != kVersion) {
-    r.fail("unsupported pack file version " + std::to_string(version) + " (this build reads " +
-           std::to_string(kVersion) +
-           (version < kVersion ? ", which adds a checksum of the whole file and a fingerprint of "
-                                 "the source"
-                               : "") +
-           "; pack the dataset again)");
+    r.fail(message("unsupported pack file version ", version, " (this build reads ", kVersion,
+                   version < kVersion
+                       ? ", which adds a checksum of the whole file and a fingerprint of the source"
+                       : "",
+                   "; pack the dataset again)"));
   }
   d.capacity = r.value<int64_t>("the capacity");
   d.divisor = r.value<int64_t>("the divisor");
   if (d.capacity < 1 || d.divisor < 1) {
-    r.fail_at(16, "capacity " + std::to_string(d.capacity) + " and divisor " +
-                      std::to_string(d.divisor) + " must be >= 1");
+    r.fail_at(16, message("capacity ", d.capacity, " and divisor ", d.divisor, " must be >= 1"));
   }
   d.source.kind = r.text("the source kind");
   d.source.spec = r.text("the source");
@@ -278,7 +273,7 @@ detail::PackFileContents detail::parse_pack_file(std::span<const std::byte> byte
   const auto ids = r.value<uint64_t>("the sample count");
   // packs + 1 offsets: a count of 2^64-1 would wrap to 0 and leave no offsets at all.
   if (packs >= std::numeric_limits<uint64_t>::max() / 8) {
-    r.fail_at(packs_at, "pack count " + std::to_string(packs) + " does not fit the file");
+    r.fail_at(packs_at, message("pack count ", packs, " does not fit the file"));
   }
   const uint64_t header_checksum = r.checksum();
   if (r.value<uint64_t>("the header checksum") != header_checksum) {
@@ -290,9 +285,8 @@ detail::PackFileContents detail::parse_pack_file(std::span<const std::byte> byte
   const uint64_t arrays = (r.size() - body_at) / 8;
   if (r.size() < body_at + 8 || packs + 1 > arrays || ids > arrays - (packs + 1) ||
       body_at + 8 * (packs + 1 + ids) + 8 != r.size()) {
-    r.fail_at(packs_at, std::to_string(packs) + " packs and " + std::to_string(ids) +
-                            " sample indices do not fit the file's " + std::to_string(r.size()) +
-                            " bytes: the file is truncated or damaged");
+    r.fail_at(packs_at, message(packs, " packs and ", ids, " sample indices do not fit the file's ",
+                                r.size(), " bytes: the file is truncated or damaged"));
   }
   const size_t checksum_at = r.size() - 8;
   uint64_t stored = 0;
@@ -309,22 +303,20 @@ detail::PackFileContents detail::parse_pack_file(std::span<const std::byte> byte
                     (p + 1 < d.offsets.size() ? v <= static_cast<int64_t>(ids)
                                               : v == static_cast<int64_t>(ids));
     if (!ok) {
-      throw InvalidArgument(path + ": byte " + std::to_string(offsets_at + 8 * p) +
-                            ": pack offset " + std::to_string(p) + " is " + std::to_string(v) +
-                            "; pack offsets must rise from 0 to the sample count " +
-                            std::to_string(ids));
+      fail(path, ": byte ", offsets_at + 8 * p, ": pack offset ", p, " is ", v,
+           "; pack offsets must rise from 0 to the sample count ", ids);
     }
   }
   if (static_cast<int64_t>(ids) > d.source.size) {
-    r.fail_at(packs_at + 8, "the sample count " + std::to_string(ids) + " exceeds the source's " +
-                                std::to_string(d.source.size) +
-                                " samples; a pack file lists each sample at most once");
+    r.fail_at(packs_at + 8,
+              message("the sample count ", ids, " exceeds the source's ", d.source.size,
+                      " samples; a pack file lists each sample at most once"));
   }
   const size_t ids_at = offsets_at + 8 * d.offsets.size();
   for (size_t i = 0; i < d.ids.size(); ++i) {
     if (d.ids[i] < 0 || d.ids[i] >= d.source.size) {
-      throw InvalidArgument(entry_text(path, ids_at, i, d.ids[i]) + " is outside the source's " +
-                            std::to_string(d.source.size) + " samples");
+      fail(entry_text(path, ids_at, i, d.ids[i]), " is outside the source's ", d.source.size,
+           " samples");
     }
   }
   if (const int64_t i = repeated_entry(d.ids, d.source.size); i >= 0) {
@@ -349,8 +341,8 @@ std::unique_ptr<PackedDataset> PackedDataset::open(const std::string& path) {
   d->ids_ = std::move(c.ids);
   // The checksums make a damaged size unlikely; a real one too large cannot be opened.
   const auto too_large = [&] {
-    return InvalidArgument(path + ": its " + d->source_.kind + " source of " +
-                           std::to_string(d->source_.size) + " samples does not fit in memory");
+    return InvalidArgument(message(path, ": its ", d->source_.kind, " source of ", d->source_.size,
+                                   " samples does not fit in memory"));
   };
   uint64_t now = 0;
   try {
@@ -365,23 +357,18 @@ std::unique_ptr<PackedDataset> PackedDataset::open(const std::string& path) {
     throw too_large();
   }
   if (d->dataset_->size() != d->source_.size) {
-    throw InvalidArgument(path + ": its source " + d->source_.spec + " now has " +
-                          std::to_string(d->dataset_->size()) + " samples, not the " +
-                          std::to_string(d->source_.size) + " it was packed from");
+    fail(path, ": its source ", d->source_.spec, " now has ", d->dataset_->size(),
+         " samples, not the ", d->source_.size, " it was packed from");
   }
   if (now != c.fingerprint) {
-    throw InvalidArgument(path + ": its source " + d->source_.spec +
-                          " changed since it was packed (same " + std::to_string(d->source_.size) +
-                          " samples, other content); pack it again");
+    fail(path, ": its source ", d->source_.spec, " changed since it was packed (same ",
+         d->source_.size, " samples, other content); pack it again");
   }
   return d;
 }
 
 std::span<const int64_t> PackedDataset::pack(int64_t p) const {
-  if (p < 0 || p >= num_packs()) {
-    throw InvalidArgument("pack " + std::to_string(p) + " outside [0, " +
-                          std::to_string(num_packs()) + ")");
-  }
+  check(p >= 0 && p < num_packs(), "pack ", p, " outside [0, ", num_packs(), ")");
   const auto i = static_cast<size_t>(p);
   return std::span<const int64_t>(ids_).subspan(static_cast<size_t>(offsets_[i]),
                                                 static_cast<size_t>(offsets_[i + 1] - offsets_[i]));

@@ -95,11 +95,9 @@ Workload workload(const std::string& name) {
 }
 
 int64_t default_global_batch(const Workload& w, int dp) {
-  if (dp < 1) throw InvalidArgument("dp must be >= 1, got " + std::to_string(dp));
-  if (w.reference_batches.empty()) {
-    throw InvalidArgument("workload '" + w.name +
-                          "' has no reference batch to scale to dp=" + std::to_string(dp));
-  }
+  check(dp >= 1, "dp must be >= 1, got ", dp);
+  check(!w.reference_batches.empty(), "workload '", w.name,
+        "' has no reference batch to scale to dp=", dp);
   for (const auto& [ref_dp, batch] : w.reference_batches) {
     if (ref_dp == dp) return batch;
   }

@@ -1,7 +1,5 @@
 #include "thdpack/moe/moe_routing.hpp"
 
-#include <string>
-
 #include "thdpack/core/errors.hpp"
 
 namespace thdpack {
@@ -9,15 +7,11 @@ namespace thdpack {
 RoutingLayout routing_layout(std::span<const int64_t> topk_idx, int64_t num_tokens, int k,
                              int num_experts, int ranks) {
   if (num_tokens < 0 || k < 1 || ranks < 1 || num_experts < ranks || num_experts % ranks != 0) {
-    throw InvalidArgument("routing needs tokens >= 0, k >= 1 and a number of experts (" +
-                          std::to_string(num_experts) + ") divisible by the EP size (" +
-                          std::to_string(ranks) + ")");
+    fail("routing needs tokens >= 0, k >= 1 and a number of experts (", num_experts,
+         ") divisible by the EP size (", ranks, ")");
   }
-  if (static_cast<int64_t>(topk_idx.size()) != num_tokens * k) {
-    throw InvalidArgument("topk_idx has " + std::to_string(topk_idx.size()) +
-                          " entries, expected " + std::to_string(num_tokens) +
-                          " tokens x k=" + std::to_string(k));
-  }
+  check(static_cast<int64_t>(topk_idx.size()) == num_tokens * k, "topk_idx has ", topk_idx.size(),
+        " entries, expected ", num_tokens, " tokens x k=", k);
   RoutingLayout l;
   l.ranks = ranks;
   l.num_experts = num_experts;
@@ -30,11 +24,8 @@ RoutingLayout routing_layout(std::span<const int64_t> topk_idx, int64_t num_toke
     for (int j = 0; j < k; ++j) {
       const int64_t e = topk_idx[static_cast<size_t>(t * k + j)];
       if (e == -1) continue;
-      if (e < -1 || e >= num_experts) {
-        throw InvalidArgument("topk_idx[" + std::to_string(t) + "][" + std::to_string(j) +
-                              "] = " + std::to_string(e) + " is outside [-1, " +
-                              std::to_string(num_experts) + ")");
-      }
+      check(e >= -1 && e < num_experts, "topk_idx[", t, "][", j, "] = ", e, " is outside [-1, ",
+            num_experts, ")");
       ++l.tokens_per_expert[static_cast<size_t>(e)];
       const int r = expert_rank(e, num_experts, ranks);
       uint8_t& visits = l.token_in_rank[static_cast<size_t>(t * ranks + r)];

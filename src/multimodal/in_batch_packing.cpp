@@ -21,26 +21,19 @@ PackedBatch pack_language_shard(std::span<const MultimodalSample> shard,
   views.reserve(shard.size());
   for (const MultimodalSample& sample : shard) {
     const auto ids_it = sample.fields.find(kInputIdsField);
-    if (ids_it == sample.fields.end()) {
-      throw InvalidArgument("sample " + std::to_string(sample.id) + " has no '" + kInputIdsField +
-                            "' to pack");
-    }
+    check(ids_it != sample.fields.end(), "sample ", sample.id, " has no '", kInputIdsField,
+          "' to pack");
     const auto ids = ids_it->second.int64_values();
     SampleView view;
     view.id = sample.id;
     view.input_ids = ids.first(trimmed_length(ids, options.pad_id));
-    if (view.input_ids.empty()) {
-      throw InvalidArgument("sample " + std::to_string(sample.id) + " is all padding (pad id " +
-                            std::to_string(options.pad_id) + "); drop it before packing");
-    }
+    check(!view.input_ids.empty(), "sample ", sample.id, " is all padding (pad id ", options.pad_id,
+          "); drop it before packing");
     const auto labels_it = sample.fields.find(kLabelsField);
     if (labels_it != sample.fields.end()) {
       const auto labels = labels_it->second.int64_values();
-      if (labels.size() != ids.size()) {
-        throw InvalidArgument("sample " + std::to_string(sample.id) + " has " +
-                              std::to_string(labels.size()) + " labels for " +
-                              std::to_string(ids.size()) + " input ids");
-      }
+      check(labels.size() == ids.size(), "sample ", sample.id, " has ", labels.size(),
+            " labels for ", ids.size(), " input ids");
       view.labels = labels.first(view.input_ids.size());
     }
     views.push_back(view);

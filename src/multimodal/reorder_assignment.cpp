@@ -18,21 +18,15 @@ struct Groups {
 };
 
 void check_assignment_input(std::span<const double> costs, int64_t groups) {
-  if (groups < 1) {
-    throw InvalidArgument("the number of canonical groups must be >= 1, got " +
-                          std::to_string(groups));
-  }
+  check(groups >= 1, "the number of canonical groups must be >= 1, got ", groups);
   const auto b = static_cast<int64_t>(costs.size());
-  if (b % groups != 0) {
-    throw InvalidArgument("the micro-batch size " + std::to_string(b) +
-                          " is not a multiple of the number of canonical groups " +
-                          std::to_string(groups) +
-                          " (the lcm of the module DP sizes); use a multiple of it");
-  }
+  check(b % groups == 0, "the micro-batch size ", b,
+        " is not a multiple of the number of canonical groups ", groups,
+        " (the lcm of the module DP sizes); use a multiple of it");
   for (size_t p = 0; p < costs.size(); ++p) {
     if (!std::isfinite(costs[p]) || costs[p] < 0) {
-      throw InvalidArgument("sample cost at position " + std::to_string(p) +
-                            " must be finite and >= 0, got " + std::to_string(costs[p]));
+      fail("sample cost at position ", p, " must be finite and >= 0, got ",
+           std::to_string(costs[p]));
     }
   }
 }
@@ -238,13 +232,9 @@ int64_t samples_at_home(const std::vector<std::vector<int64_t>>& members, int64_
 /// Rank `rank`'s block of `total` items split evenly over `dp` ranks; `what` names the total.
 GroupRange rank_block(int64_t total, int dp, int rank, const std::string& what) {
   if (dp < 1 || total < 0 || total % dp != 0) {
-    throw InvalidArgument(what + " " + std::to_string(total) +
-                          " must be a multiple of the DP size " + std::to_string(dp));
+    fail(what, " ", total, " must be a multiple of the DP size ", dp);
   }
-  if (rank < 0 || rank >= dp) {
-    throw InvalidArgument("DP rank " + std::to_string(rank) + " is outside [0, " +
-                          std::to_string(dp) + ")");
-  }
+  if (rank < 0 || rank >= dp) fail("DP rank ", rank, " is outside [0, ", dp, ")");
   const int64_t per_rank = total / dp;
   return {rank * per_rank, (rank + 1) * per_rank};
 }
@@ -257,7 +247,7 @@ int64_t canonical_groups(std::span<const int> module_dp_sizes) {
   }
   int64_t g = 1;
   for (int d : module_dp_sizes) {
-    if (d < 1) throw InvalidArgument("module DP sizes must be >= 1, got " + std::to_string(d));
+    check(d >= 1, "module DP sizes must be >= 1, got ", d);
     g = std::lcm(g, int64_t{d});
     if (g > (int64_t{1} << 30)) {
       throw InvalidArgument("the lcm of the module DP sizes is too large");
@@ -267,10 +257,7 @@ int64_t canonical_groups(std::span<const int> module_dp_sizes) {
 }
 
 GroupRange owned_groups(int64_t groups, int dp, int rank) {
-  if (groups < 1) {
-    throw InvalidArgument("the number of canonical groups must be >= 1, got " +
-                          std::to_string(groups));
-  }
+  check(groups >= 1, "the number of canonical groups must be >= 1, got ", groups);
   return rank_block(groups, dp, rank, "the number of canonical groups");
 }
 
@@ -291,9 +278,7 @@ GroupAssignment home_assignment(std::span<const double> costs, int64_t groups) {
 GroupAssignment assign_groups(std::span<const double> costs, int64_t groups,
                               const AssignmentOptions& options) {
   check_assignment_input(costs, groups);
-  if (options.max_swaps < 0) {
-    throw InvalidArgument("max_swaps must be >= 0, got " + std::to_string(options.max_swaps));
-  }
+  check(options.max_swaps >= 0, "max_swaps must be >= 0, got ", options.max_swaps);
   Groups g = longest_first(costs, groups);
   if (options.method == AssignmentMethod::kLongestFirst) return finish(std::move(g.members), costs);
 

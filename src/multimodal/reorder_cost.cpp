@@ -20,7 +20,7 @@ void check_weight(double weight, const char* name) {
 }
 
 std::string sample_label(const MultimodalSample& sample) {
-  return "sample " + std::to_string(sample.id);
+  return message("sample ", sample.id);
 }
 
 }  // namespace
@@ -28,10 +28,8 @@ std::string sample_label(const MultimodalSample& sample) {
 void validate(const ReorderCost& cost, bool reordering) {
   check_weight(cost.vision_weight, "the vision weight");
   check_weight(cost.text_weight, "the text weight");
-  if (cost.spatial_merge_size < 1) {
-    throw InvalidArgument("spatial_merge_size must be >= 1, got " +
-                          std::to_string(cost.spatial_merge_size));
-  }
+  check(cost.spatial_merge_size >= 1, "spatial_merge_size must be >= 1, got ",
+        cost.spatial_merge_size);
   if (reordering && cost.vision_weight == 0 && cost.text_weight == 0) {
     throw InvalidArgument(
         "the vision and text weights are both zero, so every sample costs 0 and reordering has "
@@ -83,28 +81,22 @@ void check_vision_fields(const MultimodalSample& sample, const ReorderCost& cost
       const int64_t h = values[static_cast<size_t>(3 * i + 1)];
       const int64_t w = values[static_cast<size_t>(3 * i + 2)];
       if (t < 1 || h < 1 || w < 1) {
-        throw InvalidArgument(sample_label(sample) + ": image " + std::to_string(i) +
-                              " has grid (t, h, w) = (" + std::to_string(t) + ", " +
-                              std::to_string(h) + ", " + std::to_string(w) +
-                              "); every value must be >= 1");
+        fail(sample_label(sample), ": image ", i, " has grid (t, h, w) = (", t, ", ", h, ", ", w,
+             "); every value must be >= 1");
       }
       // Each factor within 2^20 and the product within 2^40, so nothing below overflows.
       constexpr int64_t kMaxSide = int64_t{1} << 20;
       if (h > kMaxSide || w > kMaxSide || t > kMaxSide || t * h > (int64_t{1} << 40) / w) {
-        throw InvalidArgument(sample_label(sample) + ": image " + std::to_string(i) +
-                              " has an implausibly large grid");
+        fail(sample_label(sample), ": image ", i, " has an implausibly large grid");
       }
       grid_patches += t * h * w;
       if (grid_patches > patches) break;  // already a mismatch; stop before the sum can overflow
     }
     if (grid_patches != patches) {
-      throw InvalidArgument(
-          sample_label(sample) + " has " + std::to_string(images) + " image(s) whose " +
-          kImageGridField + " sums to " + (grid_patches > patches ? "at least " : "") +
-          std::to_string(grid_patches) + " patches, but its " +
-          std::to_string(patches / per_token) + " image placeholder tokens (id " +
-          std::to_string(cost.image_token_id) + ") make " + std::to_string(patches) +
-          " patches at spatial_merge_size " + std::to_string(cost.spatial_merge_size));
+      fail(sample_label(sample), " has ", images, " image(s) whose ", kImageGridField, " sums to ",
+           grid_patches > patches ? "at least " : "", grid_patches, " patches, but its ",
+           patches / per_token, " image placeholder tokens (id ", cost.image_token_id, ") make ",
+           patches, " patches at spatial_merge_size ", cost.spatial_merge_size);
     }
   }
   const auto pixels_it = sample.fields.find(kPixelValuesField);
@@ -113,12 +105,9 @@ void check_vision_fields(const MultimodalSample& sample, const ReorderCost& cost
     const int64_t rows = pixels.shape.empty() ? -1 : pixels.shape[0];
     if (rows != patches) {
       const int64_t images = grid_it == sample.fields.end() ? -1 : grid_it->second.shape.at(0);
-      throw InvalidArgument(sample_label(sample) + " has " +
-                            (images < 0 ? std::string("its") : std::to_string(images)) +
-                            " image(s) with " + std::to_string(rows) + " rows of " +
-                            kPixelValuesField + ", but its " + std::to_string(patches / per_token) +
-                            " image placeholder tokens make " + std::to_string(patches) +
-                            " patches");
+      fail(sample_label(sample), " has ", images < 0 ? std::string("its") : std::to_string(images),
+           " image(s) with ", rows, " rows of ", kPixelValuesField, ", but its ",
+           patches / per_token, " image placeholder tokens make ", patches, " patches");
     }
   }
 }

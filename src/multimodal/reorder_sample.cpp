@@ -28,7 +28,7 @@ const FieldTypeInfo& info_of(FieldType type) {
   for (const auto& info : kFieldTypes) {
     if (info.type == type) return info;
   }
-  throw InvalidArgument("unknown field type code " + std::to_string(static_cast<int>(type)));
+  fail("unknown field type code ", static_cast<int>(type));
 }
 
 int64_t round_up_8(int64_t bytes) {
@@ -39,7 +39,7 @@ int64_t round_up_8(int64_t bytes) {
 int64_t checked_product(std::span<const int64_t> dims, const std::string& what) {
   int64_t n = 1;
   for (int64_t d : dims) {
-    if (d < 0) throw InvalidArgument(what + " has a negative dimension " + std::to_string(d));
+    check(d >= 0, what, " has a negative dimension ", d);
     if (d != 0 && n > std::numeric_limits<int64_t>::max() / 16 / d) {
       throw InvalidArgument(what + " is too large (its element count overflows)");
     }
@@ -53,10 +53,8 @@ std::string field_label(int64_t id, const std::string& name) {
 }
 
 void check_size(size_t got, int64_t expected, const char* what) {
-  if (static_cast<int64_t>(got) != expected) {
-    throw InvalidArgument(std::string(what) + " buffer has " + std::to_string(got) +
-                          " bytes but the sample's serialized size is " + std::to_string(expected));
-  }
+  check(static_cast<int64_t>(got) == expected, what, " buffer has ", got,
+        " bytes but the sample's serialized size is ", expected);
 }
 
 }  // namespace
@@ -96,8 +94,7 @@ SampleField SampleField::of_float32(std::span<const float> values, std::vector<i
   f.type = FieldType::kFloat32;
   f.shape = std::move(shape);
   if (f.elements() != static_cast<int64_t>(values.size())) {
-    throw InvalidArgument("float32 field has " + std::to_string(values.size()) +
-                          " values but its shape holds " + std::to_string(f.elements()));
+    fail("float32 field has ", values.size(), " values but its shape holds ", f.elements());
   }
   f.data.resize(values.size_bytes());
   if (!values.empty()) std::memcpy(f.data.data(), values.data(), values.size_bytes());
@@ -108,10 +105,8 @@ std::span<const int64_t> SampleField::int64_values() const {
   if (type != FieldType::kInt64) {
     throw InvalidArgument("field of type " + field_type_name(type) + " read as int64");
   }
-  if (data.size() % sizeof(int64_t) != 0) {
-    throw InvalidArgument("int64 field has " + std::to_string(data.size()) +
-                          " bytes, not a multiple of 8");
-  }
+  check(data.size() % sizeof(int64_t) == 0, "int64 field has ", data.size(),
+        " bytes, not a multiple of 8");
   // The vector's storage is allocated by operator new, aligned for any fundamental type.
   return {reinterpret_cast<const int64_t*>(data.data()), data.size() / sizeof(int64_t)};
 }
@@ -142,15 +137,12 @@ SampleSchema make_schema(std::vector<FieldSpec> fields) {
     if (i > 0 && fields[i - 1].name == f.name) {
       throw InvalidArgument("sample field '" + f.name + "' appears twice in the schema");
     }
-    if (f.rank < 0) {
-      throw InvalidArgument("sample field '" + f.name + "' has rank " + std::to_string(f.rank));
-    }
+    check(f.rank >= 0, "sample field '", f.name, "' has rank ", f.rank);
     info_of(f.type);  // rejects unknown type codes
     if (f.name == kInputIdsField) {
       if (f.type != FieldType::kInt64 || f.rank != 1) {
-        throw InvalidArgument(std::string("'") + kInputIdsField +
-                              "' must be int64 of rank 1, got " + field_type_name(f.type) +
-                              " of rank " + std::to_string(f.rank));
+        fail("'", kInputIdsField, "' must be int64 of rank 1, got ", field_type_name(f.type),
+             " of rank ", f.rank);
       }
       has_input_ids = true;
     }
@@ -183,15 +175,11 @@ std::vector<int64_t> sample_dims(const MultimodalSample& sample, const SampleSch
       throw InvalidArgument(label + " is " + field_type_name(f.type) + " but the schema says " +
                             field_type_name(spec.type));
     }
-    if (static_cast<int>(f.shape.size()) != spec.rank) {
-      throw InvalidArgument(label + " has rank " + std::to_string(f.shape.size()) +
-                            " but the schema says " + std::to_string(spec.rank));
-    }
+    check(static_cast<int>(f.shape.size()) == spec.rank, label, " has rank ", f.shape.size(),
+          " but the schema says ", spec.rank);
     const int64_t bytes = checked_product(f.shape, label) * field_type_size(f.type);
-    if (static_cast<int64_t>(f.data.size()) != bytes) {
-      throw InvalidArgument(label + " holds " + std::to_string(f.data.size()) +
-                            " bytes but its shape needs " + std::to_string(bytes));
-    }
+    check(static_cast<int64_t>(f.data.size()) == bytes, label, " holds ", f.data.size(),
+          " bytes but its shape needs ", bytes);
     dims.insert(dims.end(), f.shape.begin(), f.shape.end());
   }
   if (sample.fields.size() != schema.fields.size()) {
@@ -207,8 +195,7 @@ std::vector<int64_t> sample_dims(const MultimodalSample& sample, const SampleSch
 
 int64_t serialized_size(const SampleSchema& schema, std::span<const int64_t> dims) {
   if (static_cast<int64_t>(dims.size()) != schema.total_dims()) {
-    throw InvalidArgument("sample dims have " + std::to_string(dims.size()) +
-                          " values but the schema has " + std::to_string(schema.total_dims()));
+    fail("sample dims have ", dims.size(), " values but the schema has ", schema.total_dims());
   }
   int64_t total = 0;
   size_t at = 0;

@@ -21,8 +21,9 @@ enum Stream : uint64_t {
   kImageSide,  // two per image (height, width), from this stream on
 };
 
-void require(bool ok, const std::string& key, const std::string& rule) {
-  if (!ok) throw InvalidArgument("vision-language workload: " + key + " " + rule);
+template <class... Rule>
+void require(bool ok, const char* key, const Rule&... rule) {
+  check(ok, "vision-language workload: ", key, " ", rule...);
 }
 
 double uniform(const VisionLanguageWorkload& w, int64_t index, uint64_t stream) {
@@ -64,25 +65,23 @@ int64_t text_tokens(const VisionLanguageWorkload& w, int64_t index) {
 
 void validate(const VisionLanguageWorkload& w) {
   require(w.text_only_fraction >= 0 && w.text_only_fraction <= 1, "text_only_fraction",
-          "must be in [0, 1], got " + std::to_string(w.text_only_fraction));
-  require(std::isfinite(w.mean_images) && w.mean_images >= 1, "mean_images",
-          "must be >= 1, got " + std::to_string(w.mean_images));
-  require(w.max_images >= 1, "max_images", "must be >= 1, got " + std::to_string(w.max_images));
-  require(w.min_side >= 1 && w.min_side <= w.max_side, "min_side",
-          "must be in [1, max_side], got " + std::to_string(w.min_side) + " with max_side " +
-              std::to_string(w.max_side));
-  require(w.max_side <= 4096, "max_side", "must be <= 4096, got " + std::to_string(w.max_side));
+          "must be in [0, 1], got ", std::to_string(w.text_only_fraction));
+  require(std::isfinite(w.mean_images) && w.mean_images >= 1, "mean_images", "must be >= 1, got ",
+          std::to_string(w.mean_images));
+  require(w.max_images >= 1, "max_images", "must be >= 1, got ", w.max_images);
+  require(w.min_side >= 1 && w.min_side <= w.max_side, "min_side", "must be in [1, max_side], got ",
+          w.min_side, " with max_side ", w.max_side);
+  require(w.max_side <= 4096, "max_side", "must be <= 4096, got ", w.max_side);
   require(w.median_text_tokens >= 1 && w.median_text_tokens <= w.max_text_tokens,
-          "median_text_tokens",
-          "must be in [1, max_text_tokens], got " + std::to_string(w.median_text_tokens));
+          "median_text_tokens", "must be in [1, max_text_tokens], got ", w.median_text_tokens);
   require(std::isfinite(w.text_sigma) && w.text_sigma >= 0, "text_sigma",
-          "must be finite and >= 0, got " + std::to_string(w.text_sigma));
-  require(w.pixel_dim >= 1, "pixel_dim", "must be >= 1, got " + std::to_string(w.pixel_dim));
+          "must be finite and >= 0, got ", std::to_string(w.text_sigma));
+  require(w.pixel_dim >= 1, "pixel_dim", "must be >= 1, got ", w.pixel_dim);
   require(w.spatial_merge_size >= 1 && w.spatial_merge_size <= 64, "spatial_merge_size",
-          "must be in [1, 64], got " + std::to_string(w.spatial_merge_size));
-  require(w.vocab >= 2, "vocab", "must be >= 2, got " + std::to_string(w.vocab));
+          "must be in [1, 64], got ", w.spatial_merge_size);
+  require(w.vocab >= 2, "vocab", "must be >= 2, got ", w.vocab);
   require(w.image_token_id < 0 || w.image_token_id >= w.vocab, "image_token_id",
-          "must lie outside the text ids [0, vocab), got " + std::to_string(w.image_token_id));
+          "must lie outside the text ids [0, vocab), got ", w.image_token_id);
 }
 
 MultimodalSample vl_sample(const VisionLanguageWorkload& w, int64_t index) {

@@ -196,20 +196,13 @@ Bins best_fit_tree(const detail::SortedItems& sorted, int64_t capacity) {
 
 void check_items_fit(std::span<const int64_t> lengths, int64_t capacity, const std::string& what,
                      const std::string& capacity_name, const std::string& remedy) {
-  if (capacity < 1)
-    throw InvalidArgument("pack capacity must be >= 1, got " + std::to_string(capacity));
+  check(capacity >= 1, "pack capacity must be >= 1, got ", capacity);
   int64_t total = 0;  // in range: no sum of some of the lengths can overflow
   const std::string total_label = "the total length of the " + what + "s";
   for (size_t i = 0; i < lengths.size(); ++i) {
-    if (lengths[i] < 1) {
-      throw InvalidArgument(what + " " + std::to_string(i) + " has length " +
-                            std::to_string(lengths[i]) + "; lengths must be >= 1");
-    }
-    if (lengths[i] > capacity) {
-      throw InvalidArgument(what + " " + std::to_string(i) + " has " + std::to_string(lengths[i]) +
-                            " tokens but " + capacity_name + " is " + std::to_string(capacity) +
-                            "; " + remedy);
-    }
+    check(lengths[i] >= 1, what, " ", i, " has length ", lengths[i], "; lengths must be >= 1");
+    check(lengths[i] <= capacity, what, " ", i, " has ", lengths[i], " tokens but ", capacity_name,
+          " is ", capacity, "; ", remedy);
     total = checked_add(total, lengths[i], total_label);
   }
 }

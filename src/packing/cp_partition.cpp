@@ -43,11 +43,9 @@ void check_row_fields(const PackedBatchView& p, const std::string& who) {
   const auto rows = p.tokens.size();
   if (p.labels.size() != rows || p.loss_mask.size() != rows || p.position_ids.size() != rows ||
       p.padding_mask.size() != rows) {
-    throw InvalidArgument(who + ": per-row fields differ in length (tokens " +
-                          std::to_string(rows) + ", labels " + std::to_string(p.labels.size()) +
-                          ", loss_mask " + std::to_string(p.loss_mask.size()) + ", position_ids " +
-                          std::to_string(p.position_ids.size()) + ", padding_mask " +
-                          std::to_string(p.padding_mask.size()) + ")");
+    fail(who, ": per-row fields differ in length (tokens ", rows, ", labels ", p.labels.size(),
+         ", loss_mask ", p.loss_mask.size(), ", position_ids ", p.position_ids.size(),
+         ", padding_mask ", p.padding_mask.size(), ")");
   }
 }
 
@@ -88,17 +86,12 @@ double arithmetic_work(int64_t a, int64_t b) {
 }  // namespace
 
 PackedBatch cp_slice(const PackedBatchView& whole, int cp, int rank, CpMode mode) {
-  if (whole.cp_size != 1) {
-    throw InvalidArgument("cp_slice needs a whole pack; this one is already CP rank " +
-                          std::to_string(whole.cp_rank) + " of " + std::to_string(whole.cp_size));
-  }
+  check(whole.cp_size == 1, "cp_slice needs a whole pack; this one is already CP rank ",
+        whole.cp_rank, " of ", whole.cp_size);
   check_row_fields(whole, "cp_slice");
   const ThdLayout layout = whole.layout();
-  if (layout.total_rows() != whole.num_rows()) {
-    throw InvalidArgument("cp_slice: cu_seqlens_padded ends at " +
-                          std::to_string(layout.total_rows()) + " but the pack has " +
-                          std::to_string(whole.num_rows()) + " rows");
-  }
+  check(layout.total_rows() == whole.num_rows(), "cp_slice: cu_seqlens_padded ends at ",
+        layout.total_rows(), " but the pack has ", whole.num_rows(), " rows");
   const auto rows = layout.cp_rows(cp, rank, mode);
   PackedBatch out;
   for_each_row_field(whole, out, [&](auto from, auto& to) { gather_rows(from, rows, to); });
@@ -114,10 +107,8 @@ PackedBatch cp_unslice(std::span<const PackedBatchView> slices) {
   if (slices.empty()) throw InvalidArgument("cp_unslice needs at least one slice");
   const PackedBatchView& first = slices[0];
   const int cp = first.cp_size;
-  if (static_cast<int>(slices.size()) != cp) {
-    throw InvalidArgument("cp_unslice got " + std::to_string(slices.size()) +
-                          " slices for cp=" + std::to_string(cp));
-  }
+  check(static_cast<int>(slices.size()) == cp, "cp_unslice got ", slices.size(),
+        " slices for cp=", cp);
   const ThdLayout layout = first.layout();
   const auto total = static_cast<size_t>(layout.total_rows());
   PackedBatch out;
@@ -125,24 +116,19 @@ PackedBatch cp_unslice(std::span<const PackedBatchView> slices) {
   for (int r = 0; r < cp; ++r) {
     const PackedBatchView& s = slices[static_cast<size_t>(r)];
     if (s.cp_rank != r || !same_metadata(s, first)) {
-      throw InvalidArgument("cp_unslice: slice " + std::to_string(r) + " is not CP rank " +
-                            std::to_string(r) + " of the same pack");
+      fail("cp_unslice: slice ", r, " is not CP rank ", r, " of the same pack");
     }
     if (s.source_digest != 0 && first.source_digest != 0 &&
         s.source_digest != first.source_digest) {
-      throw InvalidArgument("cp_unslice: slice " + std::to_string(r) +
-                            " was cut from a different pack than slice 0 (same metadata, other "
-                            "contents)");
+      fail("cp_unslice: slice ", r,
+           " was cut from a different pack than slice 0 (same metadata, other contents)");
     }
-    check_row_fields(s, "cp_unslice: slice " + std::to_string(r));
+    check_row_fields(s, message("cp_unslice: slice ", r));
     const auto rows = layout.cp_rows(cp, r, first.cp_mode);
     int64_t expected = 0;
     for (const auto& range : rows) expected += range.length;
-    if (s.num_rows() != expected) {
-      throw InvalidArgument("cp_unslice: slice " + std::to_string(r) + " has " +
-                            std::to_string(s.num_rows()) + " rows, expected " +
-                            std::to_string(expected));
-    }
+    check(s.num_rows() == expected, "cp_unslice: slice ", r, " has ", s.num_rows(),
+          " rows, expected ", expected);
     for_each_row_field(s, out, [&](auto from, auto& to) { scatter_rows(from, rows, to); });
   }
   copy_metadata(first, out);

@@ -23,11 +23,10 @@ struct Items {
 
 /// A sample that fits the capacity until it is padded to the divisor.
 InvalidArgument padded_too_long(int64_t id, int64_t length, int64_t divisor, int64_t capacity) {
-  return InvalidArgument("sample " + std::to_string(id) + " has " + std::to_string(length) +
-                         " tokens, " + std::to_string(round_up(length, divisor)) +
-                         " once padded to a multiple of the divisor " + std::to_string(divisor) +
-                         ", but the pack capacity is " + std::to_string(capacity) +
-                         "; raise the capacity (--capacity) or lower the divisor (--divisor)");
+  return InvalidArgument(
+      message("sample ", id, " has ", length, " tokens, ", round_up(length, divisor),
+              " once padded to a multiple of the divisor ", divisor, ", but the pack capacity is ",
+              capacity, "; raise the capacity (--capacity) or lower the divisor (--divisor)"));
 }
 
 Items make_items(std::span<const int64_t> lengths, const OfflinePackOptions& o) {
@@ -62,9 +61,9 @@ Items make_items(std::span<const int64_t> lengths, const OfflinePackOptions& o) 
   items.offsets.assign(count + 1, 0);
   for (int64_t i = 0; i < n; ++i) {
     const auto item = static_cast<size_t>(item_of[static_cast<size_t>(i)]);
-    items.lengths[item] = checked_add(items.lengths[item],
-                                      round_up(lengths[static_cast<size_t>(i)], o.divisor),
-                                      "the padded length of a group");
+    items.lengths[item] =
+        checked_add(items.lengths[item], round_up(lengths[static_cast<size_t>(i)], o.divisor),
+                    "the padded length of a group");
     ++items.offsets[item + 1];
   }
   std::partial_sum(items.offsets.begin(), items.offsets.end(), items.offsets.begin());
@@ -73,12 +72,10 @@ Items make_items(std::span<const int64_t> lengths, const OfflinePackOptions& o) 
       // Name the group as the caller does (its id), not by our numbering of the groups.
       int64_t first = 0;
       while (item_of[static_cast<size_t>(first)] != static_cast<int64_t>(item)) ++first;
-      throw InvalidArgument(
-          "group " + std::to_string(o.group_ids[static_cast<size_t>(first)]) + " (" +
-          std::to_string(items.offsets[item + 1] - items.offsets[item]) + " samples from sample " +
-          std::to_string(first) + ") has " + std::to_string(items.lengths[item]) +
-          " padded tokens but the pack capacity is " + std::to_string(o.capacity) +
-          "; a group is packed whole, so raise the capacity");
+      fail("group ", o.group_ids[static_cast<size_t>(first)], " (",
+           items.offsets[item + 1] - items.offsets[item], " samples from sample ", first, ") has ",
+           items.lengths[item], " padded tokens but the pack capacity is ", o.capacity,
+           "; a group is packed whole, so raise the capacity");
     }
   }
   std::vector<int64_t> cursor(items.offsets.begin(), items.offsets.end() - 1);
@@ -187,9 +184,8 @@ void StreamingPacker::close(size_t index, std::vector<std::vector<int64_t>>& clo
 void StreamingPacker::add(int64_t id, int64_t length, std::vector<std::vector<int64_t>>& closed) {
   // Checked before rounding: rounding a length near 2^63 up to the divisor would overflow.
   if (length < 1 || length > capacity_) {
-    throw InvalidArgument("sample " + std::to_string(id) + " has " + std::to_string(length) +
-                          " tokens; lengths must be >= 1 and fit the pack capacity " +
-                          std::to_string(capacity_));
+    fail("sample ", id, " has ", length, " tokens; lengths must be >= 1 and fit the pack capacity ",
+         capacity_);
   }
   if (round_up(length, divisor_) > capacity_) {
     throw padded_too_long(id, length, divisor_, capacity_);

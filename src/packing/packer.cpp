@@ -2,7 +2,6 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
-#include <string>
 
 #include "thdpack/core/checked_arithmetic.hpp"
 #include "thdpack/core/errors.hpp"
@@ -17,16 +16,14 @@ int64_t tail_target(int64_t rows, const PackOptions& o) {
       return rows;
     case TailAlign::kMultiple:
       if (o.tail_multiple < 1 || o.tail_multiple % o.divisor != 0) {
-        throw InvalidArgument("tail_multiple (" + std::to_string(o.tail_multiple) +
-                              ") must be a positive multiple of the padding divisor " +
-                              std::to_string(o.divisor));
+        fail("tail_multiple (", o.tail_multiple,
+             ") must be a positive multiple of the padding divisor ", o.divisor);
       }
       return round_up(rows, o.tail_multiple);
     case TailAlign::kCapacity:
       if (o.capacity < 1 || o.capacity % o.divisor != 0) {
-        throw InvalidArgument(
-            "aligning to capacity needs a capacity (" + std::to_string(o.capacity) +
-            ") that is a positive multiple of the padding divisor " + std::to_string(o.divisor));
+        fail("aligning to capacity needs a capacity (", o.capacity,
+             ") that is a positive multiple of the padding divisor ", o.divisor);
       }
       return o.capacity;
   }
@@ -99,15 +96,12 @@ void resize_rows(PackedBatch& p, int64_t rows) {
 
 void validate_sample(const SampleView& s) {
   const auto n = s.input_ids.size();
-  const std::string who = "sample " + std::to_string(s.id);
-  if (n == 0) throw InvalidArgument(who + " has no tokens");
+  check(n != 0, "sample ", s.id, " has no tokens");
   if (!s.loss_mask.empty() && s.loss_mask.size() != n) {
-    throw InvalidArgument(who + ": loss_mask has " + std::to_string(s.loss_mask.size()) +
-                          " entries but input_ids has " + std::to_string(n));
+    fail("sample ", s.id, ": loss_mask has ", s.loss_mask.size(), " entries but input_ids has ", n);
   }
   if (!s.labels.empty() && s.labels.size() != n) {
-    throw InvalidArgument(who + ": labels has " + std::to_string(s.labels.size()) +
-                          " entries but input_ids has " + std::to_string(n));
+    fail("sample ", s.id, ": labels has ", s.labels.size(), " entries but input_ids has ", n);
   }
 }
 
@@ -153,20 +147,13 @@ PackedBatchView PackedBatch::view() const {
 int64_t aligned_pack_rows(int64_t rows, const PackOptions& o) {
   const int64_t total = tail_target(rows, o);
   if (o.capacity > 0 && total > o.capacity && rows <= o.capacity) {
-    throw InvalidArgument("tail alignment to a multiple of " + std::to_string(o.tail_multiple) +
-                          " takes the pack from " + std::to_string(rows) + " to " +
-                          std::to_string(total) + " rows, over the capacity " +
-                          std::to_string(o.capacity) +
-                          "; use a multiple that divides the capacity");
+    fail("tail alignment to a multiple of ", o.tail_multiple, " takes the pack from ", rows, " to ",
+         total, " rows, over the capacity ", o.capacity,
+         "; use a multiple that divides the capacity");
   }
-  if (total < rows) {
-    throw InvalidArgument("pack of " + std::to_string(rows) + " rows exceeds the tail alignment " +
-                          "target " + std::to_string(total));
-  }
-  if (total > std::numeric_limits<int32_t>::max()) {
-    throw InvalidArgument("pack of " + std::to_string(total) +
-                          " rows overflows int32 cu_seqlens; use smaller packs");
-  }
+  check(total >= rows, "pack of ", rows, " rows exceeds the tail alignment target ", total);
+  check(total <= std::numeric_limits<int32_t>::max(), "pack of ", total,
+        " rows overflows int32 cu_seqlens; use smaller packs");
   return total;
 }
 
@@ -174,11 +161,8 @@ void fix_cu_seqlens_entries(std::vector<int32_t>& cu_seqlens,
                             std::vector<int32_t>& cu_seqlens_padded, const PackOptions& o) {
   if (o.fixed_cu_seqlens_entries <= 0) return;
   const auto want = static_cast<size_t>(o.fixed_cu_seqlens_entries);
-  if (cu_seqlens.size() > want) {
-    throw InvalidArgument("pack has " + std::to_string(cu_seqlens.size() - 1) +
-                          " sequences but fixed_cu_seqlens_entries=" + std::to_string(want) +
-                          " allows at most " + std::to_string(want - 1));
-  }
+  check(cu_seqlens.size() <= want, "pack has ", cu_seqlens.size() - 1,
+        " sequences but fixed_cu_seqlens_entries=", want, " allows at most ", want - 1);
   cu_seqlens.resize(want, cu_seqlens.back());
   cu_seqlens_padded.resize(want, cu_seqlens_padded.back());
 }
@@ -195,15 +179,11 @@ PackedBatch pack_samples(std::span<const SampleView> samples, const PackOptions&
   }
   if (o.capacity > 0 && rows > o.capacity) {
     if (samples.size() == 1) {
-      throw InvalidArgument("sample " + std::to_string(samples[0].id) + " has " +
-                            std::to_string(longest) + " tokens (" + std::to_string(rows) +
-                            " padded) but the pack capacity max_seqlen_per_dp_cp_rank x cp is " +
-                            std::to_string(o.capacity) +
-                            "; raise --max-seqlen-per-dp-cp-rank or truncate");
+      fail("sample ", samples[0].id, " has ", longest, " tokens (", rows,
+           " padded) but the pack capacity max_seqlen_per_dp_cp_rank x cp is ", o.capacity,
+           "; raise --max-seqlen-per-dp-cp-rank or truncate");
     }
-    throw InvalidArgument("samples of " + std::to_string(rows) +
-                          " padded tokens do not fit one pack of capacity " +
-                          std::to_string(o.capacity));
+    fail("samples of ", rows, " padded tokens do not fit one pack of capacity ", o.capacity);
   }
   const int64_t total = aligned_pack_rows(rows, o);
 

@@ -1,7 +1,6 @@
 #include "thdpack/packing/thd_layout.hpp"
 
 #include <algorithm>
-#include <string>
 
 #include "thdpack/core/errors.hpp"
 
@@ -11,18 +10,16 @@ ThdLayout::ThdLayout(std::span<const int32_t> cu_seqlens,
                      std::span<const int32_t> cu_seqlens_padded)
     : cu_(cu_seqlens), cu_padded_(cu_seqlens_padded) {
   if (cu_.empty() || cu_.size() != cu_padded_.size()) {
-    throw InvalidArgument("cu_seqlens (" + std::to_string(cu_.size()) +
-                          " entries) and cu_seqlens_padded (" + std::to_string(cu_padded_.size()) +
-                          ") must have the same number of entries, at least 1");
+    fail("cu_seqlens (", cu_.size(), " entries) and cu_seqlens_padded (", cu_padded_.size(),
+         ") must have the same number of entries, at least 1");
   }
   if (cu_[0] != 0 || cu_padded_[0] != 0) {
     throw InvalidArgument("cu_seqlens and cu_seqlens_padded must start at 0");
   }
   for (int64_t i = 0; i < num_sequences(); ++i) {
     if (real_length(i) < 0 || padded_length(i) < real_length(i)) {
-      throw InvalidArgument("sequence " + std::to_string(i) + ": real length " +
-                            std::to_string(real_length(i)) + " and padded length " +
-                            std::to_string(padded_length(i)) + " must satisfy 0 <= real <= padded");
+      fail("sequence ", i, ": real length ", real_length(i), " and padded length ",
+           padded_length(i), " must satisfy 0 <= real <= padded");
     }
   }
 }
@@ -34,31 +31,23 @@ int64_t ThdLayout::max_padded_length() const {
 }
 
 void ThdLayout::check_cp_divisible(int cp, CpMode mode) const {
-  if (cp < 1) throw InvalidArgument("cp must be >= 1, got " + std::to_string(cp));
+  check(cp >= 1, "cp must be >= 1, got ", cp);
   if (mode == CpMode::kContiguous) {
-    if (total_rows() % cp != 0) {
-      throw InvalidArgument("contiguous CP split: " + std::to_string(total_rows()) +
-                            " rows are not a multiple of cp=" + std::to_string(cp));
-    }
+    check(total_rows() % cp == 0, "contiguous CP split: ", total_rows(),
+          " rows are not a multiple of cp=", cp);
     return;
   }
   if (cp == 1) return;  // the single rank owns both chunks of every sequence: all rows, in order
   for (int64_t i = 0; i < num_sequences(); ++i) {
-    if (padded_length(i) % (2 * cp) != 0) {
-      throw InvalidArgument("zigzag CP split: sequence " + std::to_string(i) +
-                            " has padded length " + std::to_string(padded_length(i)) +
-                            ", not a multiple of 2*cp=" + std::to_string(2 * cp) +
-                            "; pack with padding divisor 2*cp");
-    }
+    check(padded_length(i) % (2 * cp) == 0, "zigzag CP split: sequence ", i, " has padded length ",
+          padded_length(i), ", not a multiple of 2*cp=", 2 * cp,
+          "; pack with padding divisor 2*cp");
   }
 }
 
 std::vector<RowRange> ThdLayout::cp_rows(int cp, int rank, CpMode mode) const {
   check_cp_divisible(cp, mode);
-  if (rank < 0 || rank >= cp) {
-    throw InvalidArgument("CP rank " + std::to_string(rank) + " outside [0, " + std::to_string(cp) +
-                          ")");
-  }
+  if (rank < 0 || rank >= cp) fail("CP rank ", rank, " outside [0, ", cp, ")");
   if (mode == CpMode::kContiguous || cp == 1) {
     const int64_t share = total_rows() / cp;
     return {RowRange{rank * share, share}};
