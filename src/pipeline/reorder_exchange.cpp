@@ -121,6 +121,33 @@ struct ReorderExchange::State {
   /// rank raises it.
   ReorderedWindow run(std::vector<std::vector<MultimodalSample>> shards,
                       const std::string& local_error = {});
+
+  /// This rank's part of a window: per sample `words` metadata words (id, cost, vision cost,
+  /// dimensions) and its serialized size.
+  struct LocalWindow {
+    std::vector<int64_t> meta;
+    std::vector<int64_t> bytes;
+  };
+  /// Fills `local` from this rank's shards; throws InvalidArgument on a malformed window or
+  /// sample.
+  void describe_window(const std::vector<std::vector<MultimodalSample>>& shards,
+                       LocalWindow& local) const;
+
+  /// Where every sample of the window goes: the window (stats, positions, empty micro-batches of
+  /// the right sizes), what this rank sends to and receives from each rank as (micro-batch,
+  /// position) pairs and their bytes, and each kept position's slot.
+  struct Moves {
+    ReorderedWindow window;
+    std::vector<std::vector<int64_t>> send_order, recv_order;
+    std::vector<int64_t> send_bytes, recv_bytes;
+    std::vector<std::vector<int64_t>> slot_of;  // per micro-batch: position -> slot, -1 elsewhere
+  };
+  /// The assignment of every micro-batch from every rank's metadata; throws InvalidArgument (on
+  /// every rank alike) when a rank would exchange more than max_exchange_bytes.
+  Moves plan_moves(int64_t window_mbs, const std::vector<int64_t>& all_meta) const;
+  /// The bytes this rank sends, in (destination, micro-batch, position) order.
+  std::vector<std::byte> serialize_leaving(const std::vector<std::vector<MultimodalSample>>& shards,
+                                           const Moves& moves, const LocalWindow& local) const;
 };
 
 void validate(const ReorderOptions& o, int dp) {
@@ -233,58 +260,13 @@ ReorderedWindow ReorderExchange::finish() {
   return out;
 }
 
-ReorderedWindow ReorderExchange::State::run(std::vector<std::vector<MultimodalSample>> shards,
-                                            const std::string& local_error) {
-  Communicator& g = *group;
-  const int64_t window_mbs = static_cast<int64_t>(shards.size());
-  const int64_t n_local = window_mbs * shard;
+namespace {
 
-  // 1. Local metadata and checks; a bad sample (or anything else thrown here) fails every rank
-  // with the same message instead of leaving the others in a collective.
-  std::vector<int64_t> meta;
-  std::vector<int64_t> local_bytes;
-  auto describe_window = [&] {
-    meta.resize(static_cast<size_t>(n_local * words));
-    local_bytes.resize(static_cast<size_t>(n_local));
-    if (window_mbs < 1 || window_mbs > options.window) {
-      throw InvalidArgument("a window holds 1 to " + std::to_string(options.window) +
-                            " micro-batches, got " + std::to_string(window_mbs));
-    }
-    for (int64_t k = 0; k < window_mbs; ++k) {
-      const auto& mb = shards[static_cast<size_t>(k)];
-      if (static_cast<int64_t>(mb.size()) != shard) {
-        throw InvalidArgument("micro-batch " + std::to_string(k) + " of the window has " +
-                              std::to_string(mb.size()) +
-                              " samples on this rank, expected B/dp = " + std::to_string(shard));
-      }
-      for (int64_t j = 0; j < shard; ++j) {
-        const MultimodalSample& sample = mb[static_cast<size_t>(j)];
-        const std::vector<int64_t> dims = sample_dims(sample, schema);
-        if (options.check_vision) check_vision_fields(sample, options.cost);
-        const std::span<const int64_t> ids = sample.fields.at(kInputIdsField).int64_values();
-        int64_t* m = meta.data() + (k * shard + j) * words;
-        m[0] = sample.id;
-        m[1] = as_word(sample_cost(ids, options.cost));
-        m[2] = as_word(options.cost.vision_weight *
-                       static_cast<double>(image_patches(ids, options.cost)));
-        std::copy(dims.begin(), dims.end(), m + kFixedWords);
-        local_bytes[static_cast<size_t>(k * shard + j)] = serialized_size(schema, dims);
-      }
-    }
-  };
-  std::string error = local_error;
-  if (error.empty()) {
-    try {
-      describe_window();
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-  }
-  const WindowHeader mine{schema.fingerprint(), settings, window_mbs, error.empty() ? 0 : 1};
-  const std::vector<WindowHeader> headers = allgather_value(g, mine);
-  raise_if_any(g, headers, error);
-  for (int r = 1; r < dp; ++r) {
-    const WindowHeader& h = headers[static_cast<size_t>(r)];
+// The ranks' window headers agree (schema, options, micro-batch count), or every rank throws the
+// same InvalidArgument naming the first rank that differs from rank 0.
+void check_headers_agree(const std::vector<WindowHeader>& headers) {
+  for (size_t r = 1; r < headers.size(); ++r) {
+    const WindowHeader& h = headers[r];
     std::string what;
     if (h.fingerprint != headers[0].fingerprint) {
       what = "sample schema (field names, types or ranks)";
@@ -301,25 +283,59 @@ ReorderedWindow ReorderExchange::State::run(std::vector<std::vector<MultimodalSa
                             what);
     }
   }
+}
 
-  // 2. Everyone's metadata: rank r's samples of micro-batch k are positions r·shard + j.
-  const std::vector<int64_t> all_meta = allgather_vector<int64_t>(g, meta);
+}  // namespace
+
+void ReorderExchange::State::describe_window(
+    const std::vector<std::vector<MultimodalSample>>& shards, LocalWindow& local) const {
+  const auto window_mbs = static_cast<int64_t>(shards.size());
+  local.meta.resize(static_cast<size_t>(window_mbs * shard * words));
+  local.bytes.resize(static_cast<size_t>(window_mbs * shard));
+  if (window_mbs < 1 || window_mbs > options.window) {
+    throw InvalidArgument("a window holds 1 to " + std::to_string(options.window) +
+                          " micro-batches, got " + std::to_string(window_mbs));
+  }
+  for (int64_t k = 0; k < window_mbs; ++k) {
+    const auto& mb = shards[static_cast<size_t>(k)];
+    if (static_cast<int64_t>(mb.size()) != shard) {
+      throw InvalidArgument("micro-batch " + std::to_string(k) + " of the window has " +
+                            std::to_string(mb.size()) +
+                            " samples on this rank, expected B/dp = " + std::to_string(shard));
+    }
+    for (int64_t j = 0; j < shard; ++j) {
+      const MultimodalSample& sample = mb[static_cast<size_t>(j)];
+      const std::vector<int64_t> dims = sample_dims(sample, schema);
+      if (options.check_vision) check_vision_fields(sample, options.cost);
+      const std::span<const int64_t> ids = sample.fields.at(kInputIdsField).int64_values();
+      int64_t* m = local.meta.data() + (k * shard + j) * words;
+      m[0] = sample.id;
+      m[1] = as_word(sample_cost(ids, options.cost));
+      m[2] = as_word(options.cost.vision_weight *
+                     static_cast<double>(image_patches(ids, options.cost)));
+      std::copy(dims.begin(), dims.end(), m + kFixedWords);
+      local.bytes[static_cast<size_t>(k * shard + j)] = serialized_size(schema, dims);
+    }
+  }
+}
+
+ReorderExchange::State::Moves ReorderExchange::State::plan_moves(
+    int64_t window_mbs, const std::vector<int64_t>& all_meta) const {
   auto record = [&](int64_t k, int64_t p) {
     const int64_t src = p / shard;
     return all_meta.data() + ((src * window_mbs + k) * shard + p % shard) * words;
   };
-
-  // 3. Assignment per micro-batch and the resulting moves.
   const int64_t B = options.microbatch_size;
   const int64_t groups_per_rank = groups / dp;
-  ReorderedWindow out;
+  Moves mv;
+  mv.send_order.resize(static_cast<size_t>(dp));
+  mv.recv_order.resize(static_cast<size_t>(dp));
+  mv.send_bytes.assign(static_cast<size_t>(dp), 0);
+  mv.recv_bytes.assign(static_cast<size_t>(dp), 0);
+  mv.slot_of.resize(static_cast<size_t>(window_mbs));
+  ReorderedWindow& out = mv.window;
   ReorderWindowStats& st = out.stats;
   st.microbatches = window_mbs;
-  std::vector<std::vector<int64_t>> send_order(static_cast<size_t>(dp));  // (k, p) pairs flat
-  std::vector<std::vector<int64_t>> recv_order(static_cast<size_t>(dp));
-  std::vector<int64_t> send_bytes(static_cast<size_t>(dp), 0);
-  std::vector<int64_t> recv_bytes(static_cast<size_t>(dp), 0);
-  std::vector<std::vector<int64_t>> slot_of(static_cast<size_t>(window_mbs));  // position -> slot
   std::vector<std::vector<double>> cost_before_all, cost_after_all;
   std::vector<int64_t> sent_by(static_cast<size_t>(dp), 0), received_by = sent_by;  // every rank
   out.microbatches.resize(static_cast<size_t>(window_mbs));
@@ -334,7 +350,7 @@ ReorderedWindow ReorderExchange::State::run(std::vector<std::vector<MultimodalSa
                                               : home_assignment(costs, groups);
     std::vector<double> vision_before(static_cast<size_t>(dp), 0.0), vision_after = vision_before;
     std::vector<double> cost_before = vision_before, cost_after = vision_before;
-    auto& slots = slot_of[static_cast<size_t>(k)];
+    auto& slots = mv.slot_of[static_cast<size_t>(k)];
     slots.assign(static_cast<size_t>(B), -1);
     for (int64_t gi = 0; gi < groups; ++gi) {
       const int dst = static_cast<int>(gi / groups_per_rank);
@@ -359,14 +375,14 @@ ReorderedWindow ReorderExchange::State::run(std::vector<std::vector<MultimodalSa
               static_cast<int64_t>(out.positions[static_cast<size_t>(k)].size());
           out.positions[static_cast<size_t>(k)].push_back(p);
           if (src != rank) {
-            recv_order[static_cast<size_t>(src)].insert(recv_order[static_cast<size_t>(src)].end(),
-                                                        {k, p});
-            recv_bytes[static_cast<size_t>(src)] += bytes;
+            auto& order = mv.recv_order[static_cast<size_t>(src)];
+            order.insert(order.end(), {k, p});
+            mv.recv_bytes[static_cast<size_t>(src)] += bytes;
           }
         } else if (src == rank) {
-          send_order[static_cast<size_t>(dst)].insert(send_order[static_cast<size_t>(dst)].end(),
-                                                      {k, p});
-          send_bytes[static_cast<size_t>(dst)] += bytes;
+          auto& order = mv.send_order[static_cast<size_t>(dst)];
+          order.insert(order.end(), {k, p});
+          mv.send_bytes[static_cast<size_t>(dst)] += bytes;
         }
       }
     }
@@ -394,29 +410,70 @@ ReorderedWindow ReorderExchange::State::run(std::vector<std::vector<MultimodalSa
                             "size");
     }
   }
+  return mv;
+}
 
-  // 4. Serialize what leaves, in (destination, micro-batch, position) order; move what stays.
+std::vector<std::byte> ReorderExchange::State::serialize_leaving(
+    const std::vector<std::vector<MultimodalSample>>& shards, const Moves& mv,
+    const LocalWindow& local) const {
   std::vector<std::byte> send(
-      static_cast<size_t>(std::accumulate(send_bytes.begin(), send_bytes.end(), int64_t{0})));
+      static_cast<size_t>(std::accumulate(mv.send_bytes.begin(), mv.send_bytes.end(), int64_t{0})));
   int64_t at = 0;
   for (int dst = 0; dst < dp; ++dst) {
-    const auto& order = send_order[static_cast<size_t>(dst)];
+    const auto& order = mv.send_order[static_cast<size_t>(dst)];
     for (size_t i = 0; i < order.size(); i += 2) {
       const int64_t k = order[i], p = order[i + 1];
       const int64_t j = p - static_cast<int64_t>(rank) * shard;
-      const int64_t bytes = local_bytes[static_cast<size_t>(k * shard + j)];
+      const int64_t bytes = local.bytes[static_cast<size_t>(k * shard + j)];
       serialize_sample(
           shards[static_cast<size_t>(k)][static_cast<size_t>(j)], schema,
           std::span<std::byte>(send).subspan(static_cast<size_t>(at), static_cast<size_t>(bytes)));
       at += bytes;
     }
   }
+  return send;
+}
+
+ReorderedWindow ReorderExchange::State::run(std::vector<std::vector<MultimodalSample>> shards,
+                                            const std::string& local_error) {
+  Communicator& g = *group;
+  const auto window_mbs = static_cast<int64_t>(shards.size());
+
+  // 1. Local metadata and checks; a bad sample (or anything else thrown here) fails every rank
+  // with the same message instead of leaving the others in a collective.
+  LocalWindow local;
+  std::string error = local_error;
+  if (error.empty()) {
+    try {
+      describe_window(shards, local);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  const WindowHeader mine{schema.fingerprint(), settings, window_mbs, error.empty() ? 0 : 1};
+  const std::vector<WindowHeader> headers = allgather_value(g, mine);
+  raise_if_any(g, headers, error);
+  check_headers_agree(headers);
+
+  // 2. Everyone's metadata: rank r's samples of micro-batch k are positions r·shard + j.
+  const std::vector<int64_t> all_meta = allgather_vector<int64_t>(g, local.meta);
+  auto record = [&](int64_t k, int64_t p) {
+    const int64_t src = p / shard;
+    return all_meta.data() + ((src * window_mbs + k) * shard + p % shard) * words;
+  };
+
+  // 3. Assignment per micro-batch and the resulting moves.
+  Moves mv = plan_moves(window_mbs, all_meta);
+  ReorderedWindow& out = mv.window;
+
+  // 4. Serialize what leaves, in (destination, micro-batch, position) order; move what stays.
+  const std::vector<std::byte> send = serialize_leaving(shards, mv, local);
   std::vector<std::vector<uint8_t>> filled(static_cast<size_t>(window_mbs));
   for (int64_t k = 0; k < window_mbs; ++k) {
     filled[static_cast<size_t>(k)].assign(out.positions[static_cast<size_t>(k)].size(), 0);
   }
   auto place = [&](int64_t k, int64_t p, MultimodalSample sample) {
-    const int64_t slot = slot_of[static_cast<size_t>(k)][static_cast<size_t>(p)];
+    const int64_t slot = mv.slot_of[static_cast<size_t>(k)][static_cast<size_t>(p)];
     auto& flag = filled[static_cast<size_t>(k)];
     if (slot < 0 || flag[static_cast<size_t>(slot)]) {
       throw InternalError("reorder: position " + std::to_string(p) + " of micro-batch " +
@@ -429,20 +486,20 @@ ReorderedWindow ReorderExchange::State::run(std::vector<std::vector<MultimodalSa
   for (int64_t k = 0; k < window_mbs; ++k) {
     for (int64_t j = 0; j < shard; ++j) {
       const int64_t p = static_cast<int64_t>(rank) * shard + j;
-      if (slot_of[static_cast<size_t>(k)][static_cast<size_t>(p)] >= 0) {
+      if (mv.slot_of[static_cast<size_t>(k)][static_cast<size_t>(p)] >= 0) {
         place(k, p, std::move(shards[static_cast<size_t>(k)][static_cast<size_t>(j)]));
       }
     }
   }
 
   // 5. One alltoallv (skipped when nothing moves anywhere), then unpack in the agreed order.
-  std::vector<std::byte> recv(
-      static_cast<size_t>(std::accumulate(recv_bytes.begin(), recv_bytes.end(), int64_t{0})));
-  if (st.samples_moved > 0) g.alltoallv(send, send_bytes, recv, recv_bytes);
-  at = 0;
+  std::vector<std::byte> recv(static_cast<size_t>(
+      std::accumulate(mv.recv_bytes.begin(), mv.recv_bytes.end(), int64_t{0})));
+  if (out.stats.samples_moved > 0) g.alltoallv(send, mv.send_bytes, recv, mv.recv_bytes);
+  int64_t at = 0;
   for (int src = 0; src < dp; ++src) {
     const int64_t begin = at;
-    const auto& order = recv_order[static_cast<size_t>(src)];
+    const auto& order = mv.recv_order[static_cast<size_t>(src)];
     for (size_t i = 0; i < order.size(); i += 2) {
       const int64_t k = order[i], p = order[i + 1];
       const int64_t* m = record(k, p);
@@ -458,10 +515,10 @@ ReorderedWindow ReorderExchange::State::run(std::vector<std::vector<MultimodalSa
                                schema, m[0], dims));
       at += bytes;
     }
-    if (at - begin != recv_bytes[static_cast<size_t>(src)]) {
+    if (at - begin != mv.recv_bytes[static_cast<size_t>(src)]) {
       throw InternalError("reorder: consumed " + std::to_string(at - begin) +
                           " bytes from DP rank " + std::to_string(src) + " but received " +
-                          std::to_string(recv_bytes[static_cast<size_t>(src)]));
+                          std::to_string(mv.recv_bytes[static_cast<size_t>(src)]));
     }
   }
   for (int64_t k = 0; k < window_mbs; ++k) {
@@ -471,7 +528,7 @@ ReorderedWindow ReorderExchange::State::run(std::vector<std::vector<MultimodalSa
                           " received no sample");
     }
   }
-  return out;
+  return std::move(out);
 }
 
 }  // namespace thdpack
