@@ -122,26 +122,20 @@ void require_token_ids(std::span<const int64_t> ids, const char* name) {
   for (const int64_t id : ids) all |= id;
   if (all >= 0) return;
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0) {
-      throw InvalidArgument(std::string(name) + "[" + std::to_string(i) +
-                            "] = " + std::to_string(ids[i]) + " is negative (token ids are >= 0)");
-    }
+    check(ids[i] >= 0, name, "[", i, "] = ", ids[i], " is negative (token ids are >= 0)");
   }
 }
 
 // Present fields must be exactly as long as input_ids: an empty list is a mismatch, not "absent".
 void require_length(const char* name, size_t got, size_t expected) {
-  if (got != expected) {
-    throw InvalidArgument(std::string(name) + " has " + std::to_string(got) +
-                          " entries but input_ids has " + std::to_string(expected));
-  }
+  check(got == expected, name, " has ", got, " entries but input_ids has ", expected);
 }
 
 // A topology size: an integer (not a bool or float) within int; Topology checks the rest.
 int int_size(py::handle value, const char* name) {
   const int64_t v = int64_value(value, name);
   if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
-    throw InvalidArgument(std::string(name) + " = " + std::to_string(v) + " is past 2^31-1");
+    fail(name, " = ", v, " is past 2^31-1");
   }
   return static_cast<int>(v);
 }
@@ -219,9 +213,8 @@ void read_sample(py::handle object, int64_t ignore_id, Sample& s, py::object* bo
   for (const int64_t label : s.labels) labels_valid &= (label >= 0) | (label == ignore_id);
   for (size_t i = 0; !labels_valid && i < s.labels.size(); ++i) {
     if (s.labels[i] < 0 && s.labels[i] != ignore_id) {
-      throw InvalidArgument(who + "labels[" + std::to_string(i) +
-                            "] = " + std::to_string(s.labels[i]) +
-                            " is negative and not the ignore id " + std::to_string(ignore_id));
+      fail(who, "labels[", i, "] = ", s.labels[i], " is negative and not the ignore id ",
+           ignore_id);
     }
   }
 }

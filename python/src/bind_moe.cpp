@@ -13,21 +13,15 @@ using Matrix = py::array_t<T, py::array::c_style | py::array::forcecast>;
 
 /// Rows and columns of a 2-D array argument (a clear error otherwise).
 std::pair<int64_t, int64_t> shape_of(const py::array& a, const char* name) {
-  if (a.ndim() != 2) {
-    throw InvalidArgument(std::string(name) + " must be two-dimensional, got " +
-                          std::to_string(a.ndim()) + " dimensions");
-  }
+  check(a.ndim() == 2, name, " must be two-dimensional, got ", a.ndim(), " dimensions");
   return {a.shape(0), a.shape(1)};
 }
 
 /// Checks that `a` is [rows, hidden] for the handle's hidden size.
 void check_width(const py::array& a, const char* name, const DispatchHandle& handle) {
   const auto [rows, cols] = shape_of(a, name);
-  if (cols != handle.hidden) {
-    throw InvalidArgument(std::string(name) + " has " + std::to_string(cols) +
-                          " columns but the dispatch moved rows of " +
-                          std::to_string(handle.hidden));
-  }
+  check(cols == handle.hidden, name, " has ", cols, " columns but the dispatch moved rows of ",
+        handle.hidden);
 }
 
 template <typename T>
@@ -98,11 +92,9 @@ void bind_moe(py::module_& m) {
         const auto [idx_tokens, k] = shape_of(topk_idx, "topk_idx");
         const auto [weight_tokens, weight_k] = shape_of(topk_weights, "topk_weights");
         if (idx_tokens != tokens || weight_tokens != tokens || weight_k != k) {
-          throw InvalidArgument("dispatch: x is [" + std::to_string(tokens) + ", " +
-                                std::to_string(hidden) + "] but topk_idx is [" +
-                                std::to_string(idx_tokens) + ", " + std::to_string(k) +
-                                "] and topk_weights [" + std::to_string(weight_tokens) + ", " +
-                                std::to_string(weight_k) + "]: all need the same tokens and k");
+          fail("dispatch: x is [", tokens, ", ", hidden, "] but topk_idx is [", idx_tokens, ", ", k,
+               "] and topk_weights [", weight_tokens, ", ", weight_k,
+               "]: all need the same tokens and k");
         }
         DispatchOptions options;
         options.num_experts = num_experts;

@@ -30,9 +30,9 @@ FieldType field_type_of(const py::dtype& dtype, int64_t id, const std::string& n
   if (kind == 'i' && size == 4) return FieldType::kInt32;
   if (kind == 'u' && size == 1) return FieldType::kUInt8;
   if (kind == 'f' && size == 4) return FieldType::kFloat32;
-  throw InvalidArgument("sample " + std::to_string(id) + " field '" + name + "' has dtype " +
-                        py::str(py::handle(dtype)).cast<std::string>() +
-                        "; fields must be int64, int32, uint8 or float32 arrays");
+  fail("sample ", id, " field '", name, "' has dtype ",
+       py::str(py::handle(dtype)).cast<std::string>(),
+       "; fields must be int64, int32, uint8 or float32 arrays");
 }
 
 template <typename T>
@@ -86,8 +86,7 @@ MultimodalSample multimodal_from_python(py::handle object, int64_t default_id) {
     if (name == "id") continue;
     const auto given = py::array::ensure(value);
     if (!given) {
-      throw InvalidArgument("sample " + std::to_string(sample.id) + " field '" + name +
-                            "' is not array-like");
+      fail("sample ", sample.id, " field '", name, "' is not array-like");
     }
     SampleField field;
     field.type = field_type_of(given.dtype(), sample.id, name);

@@ -42,9 +42,15 @@ bool element_type_matches(const py::buffer_info& info) {
   }
 }
 
-const char* element_type_name(std::byte) { return "uint8 bytes"; }
-const char* element_type_name(int64_t) { return "int64"; }
-const char* element_type_name(double) { return "float64"; }
+const char* element_type_name(std::byte) {
+  return "uint8 bytes";
+}
+const char* element_type_name(int64_t) {
+  return "int64";
+}
+const char* element_type_name(double) {
+  return "float64";
+}
 
 // Copies a buffer result (numpy array, bytes, bytearray, memoryview, CPU tensor via numpy) of
 // exactly `into.size()` elements of T; anything else is a CommError naming the operation.
@@ -57,14 +63,12 @@ void copy_result(const py::object& result, std::span<T> into, const char* op) {
   }
   const py::buffer_info info = py::reinterpret_borrow<py::buffer>(result).request();
   if (!element_type_matches<T>(info)) {
-    throw CommError(std::string(op) + ": the Python communicator returned elements of format '" +
-                    info.format + "' (" + std::to_string(info.itemsize) + " bytes), expected " +
-                    element_type_name(T{}));
+    fail<CommError>(op, ": the Python communicator returned elements of format '", info.format,
+                    "' (", info.itemsize, " bytes), expected ", element_type_name(T{}));
   }
   const auto bytes = static_cast<size_t>(info.size * info.itemsize);
   if (bytes != into.size_bytes()) {
-    throw CommError(std::string(op) + ": the callback returned " + std::to_string(bytes) +
-                    " bytes, expected " + std::to_string(into.size_bytes()));
+    fail<CommError>(op, ": the callback returned ", bytes, " bytes, expected ", into.size_bytes());
   }
   // memmove: a callback may return the very buffer it was given.
   if (bytes > 0) std::memmove(into.data(), info.ptr, bytes);
@@ -112,8 +116,7 @@ CallbackCommunicator::CallbackCommunicator(py::object impl) : impl_(std::move(im
         py::hasattr(impl_, "backend") ? impl_.attr("backend").cast<std::string>() : "callback";
   });
   if (size_ < 1 || rank_ < 0 || rank_ >= size_) {
-    throw InvalidArgument("communicator rank " + std::to_string(rank_) + " / size " +
-                          std::to_string(size_) + " is not valid");
+    fail("communicator rank ", rank_, " / size ", size_, " is not valid");
   }
 }
 
@@ -181,8 +184,7 @@ std::unique_ptr<CommRequest> CallbackCommunicator::ialltoallv(
 }
 
 void CallbackCommunicator::broadcast(std::span<std::byte> data, int root) {
-  if (root < 0 || root >= size_)
-    throw CommError("broadcast: root " + std::to_string(root) + " out of range");
+  if (root < 0 || root >= size_) fail<CommError>("broadcast: root ", root, " out of range");
   ++stats_.collectives;
   guarded("broadcast", [&] {
     if (py::hasattr(impl_, "broadcast_into")) {

@@ -19,9 +19,13 @@ std::string shown(py::handle value) {
   return text + " (" + std::string(py::str(py::type::handle_of(value).attr("__name__"))) + ")";
 }
 
-[[noreturn]] void fail(const std::string& what) { throw InvalidArgument(what); }
+[[noreturn]] void fail(const std::string& what) {
+  throw InvalidArgument(what);
+}
 
-std::string at(const std::string& name, size_t i) { return name + "[" + std::to_string(i) + "]"; }
+std::string at(const std::string& name, size_t i) {
+  return name + "[" + std::to_string(i) + "]";
+}
 
 bool is_numpy_kind(py::handle value, const char* kind) {
   // Released, never destroyed: a static py::object would be freed after the interpreter.
@@ -29,7 +33,9 @@ bool is_numpy_kind(py::handle value, const char* kind) {
   return py::isinstance(value, numpy.attr(kind));
 }
 
-bool is_bool(py::handle value) { return PyBool_Check(value.ptr()) || is_numpy_kind(value, "bool_"); }
+bool is_bool(py::handle value) {
+  return PyBool_Check(value.ptr()) || is_numpy_kind(value, "bool_");
+}
 
 bool is_integer(py::handle value) {
   return !is_bool(value) && (PyLong_Check(value.ptr()) || is_numpy_kind(value, "integer"));
@@ -41,7 +47,8 @@ int64_t integer_of(py::handle value, const std::string& where) {
   const py::int_ exact(py::reinterpret_borrow<py::object>(value));  // numpy scalars via __index__
   int overflow = 0;
   const long long v = PyLong_AsLongLongAndOverflow(exact.ptr(), &overflow);
-  if (overflow != 0) fail(where + " = " + py::repr(exact).cast<std::string>() + " is outside int64");
+  if (overflow != 0)
+    fail(where + " = " + py::repr(exact).cast<std::string>() + " is outside int64");
   return static_cast<int64_t>(v);
 }
 
@@ -56,13 +63,13 @@ py::array array_of(py::handle values, const std::string& name) {
   }
   py::array a = py::array::ensure(values);
   if (!a) fail(name + " must be a list or 1-D array, got " + shown(values));
-  if (a.ndim() != 1) {
-    fail(name + " must be one-dimensional, got " + std::to_string(a.ndim()) + " dimensions");
-  }
+  check(a.ndim() == 1, name, " must be one-dimensional, got ", a.ndim(), " dimensions");
   return a;
 }
 
-std::string dtype_name(const py::array& a) { return py::str(a.dtype()); }
+std::string dtype_name(const py::array& a) {
+  return py::str(a.dtype());
+}
 
 // `values` as floats, each checked to be 0 or 1. The check is one pass without an early exit, which
 // vectorises; the first bad value is looked for only when there is one.
@@ -104,7 +111,7 @@ std::vector<int64_t> int64_values(py::handle values, const std::string& name) {
     for (py::ssize_t i = 0; i < wide.size(); ++i) {
       const uint64_t v = wide.data()[i];
       if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        fail(at(name, static_cast<size_t>(i)) + " = " + std::to_string(v) + " is outside int64");
+        thdpack::fail(at(name, static_cast<size_t>(i)), " = ", v, " is outside int64");
       }
       out.push_back(static_cast<int64_t>(v));
     }

@@ -159,11 +159,9 @@ void deliver_dynamic_cp(StepResult& r, Communicator& world, Communicator& tp_gro
                   source_of, peer, recv.data(), cursor);
     }
     for (size_t q = 0; q < world_size; ++q) {
-      if (cursor[q] - recv_offset[q] != recv_counts[q]) {
-        throw InternalError(
-            "dynamic CP exchange: consumed " + std::to_string(cursor[q] - recv_offset[q]) + " of " +
-            std::to_string(recv_counts[q]) + " bytes received from rank " + std::to_string(q));
-      }
+      check<InternalError>(cursor[q] - recv_offset[q] == recv_counts[q],
+                           "dynamic CP exchange: consumed ", cursor[q] - recv_offset[q], " of ",
+                           recv_counts[q], " bytes received from rank ", q);
     }
   }
   if (options.reading == ReadingMode::kMegatron && (fields.tokens || fields.labels) &&

@@ -32,11 +32,9 @@ struct ReaderHeader {
 // Every rank throws alike when some rank could not prepare its samples.
 void check_no_rank_failed(std::span<const ReaderHeader> headers) {
   for (size_t r = 0; r < headers.size(); ++r) {
-    if (headers[r].failed != 0) {
-      throw InvalidArgument("rank " + std::to_string(r) +
-                            " could not prepare its samples for this step (its own error says "
-                            "why); every rank stops this step");
-    }
+    check(headers[r].failed == 0, "rank ", r,
+          " could not prepare its samples for this step (its own error says "
+          "why); every rank stops this step");
   }
 }
 
@@ -47,9 +45,7 @@ uint64_t fingerprint(std::span<const int64_t> payload) {
 
 std::string where(const Topology& t, int rank) {
   const Coordinates c = t.coordinates(rank);
-  return "rank " + std::to_string(rank) + " (tp " + std::to_string(c.tp) + ", cp " +
-         std::to_string(c.cp) + ", dp " + std::to_string(c.dp) + ", pp " + std::to_string(c.pp) +
-         ")";
+  return message("rank ", rank, " (tp ", c.tp, ", cp ", c.cp, ", dp ", c.dp, ", pp ", c.pp, ")");
 }
 
 // Every rank's header, and its list where it fits the block (see GatherSizing).
@@ -217,26 +213,21 @@ GlobalBatch detail::gather_global_batch(Communicator& world, const PipelineOptio
   for (int r = 0; r < world.size(); ++r) {
     const ReaderHeader& h = headers[static_cast<size_t>(r)];
     if (h.group_ids != 0 && h.group_ids != h.count) {
-      throw InvalidArgument(where(t, r) + " gave " + std::to_string(h.group_ids) +
-                            " group ids for " + std::to_string(h.count) +
-                            " samples; give one per sample or none");
+      fail(where(t, r), " gave ", h.group_ids, " group ids for ", h.count,
+           " samples; give one per sample or none");
     }
     if (!reads_data(t, o.reading, r)) {
       if (h.count != 0) {
-        throw InvalidArgument(where(t, r) +
-                              " does not read data in this reading mode but was given " +
-                              std::to_string(h.count) +
-                              " samples; pass samples only on reader ranks (see reads_data)");
+        fail(where(t, r), " does not read data in this reading mode but was given ", h.count,
+             " samples; pass samples only on reader ranks (see reads_data)");
       }
       continue;
     }
     const ReaderHeader& s = headers[static_cast<size_t>(source_of(t, t.coordinates(r).dp))];
     if (h.count != s.count || h.samples_fingerprint != s.samples_fingerprint) {
-      throw InvalidArgument(where(t, r) + " holds " + std::to_string(h.count) +
-                            " samples that differ from those of " +
-                            where(t, source_of(t, t.coordinates(r).dp)) + " (" +
-                            std::to_string(s.count) +
-                            " samples): all readers of one DP index must hold the same samples");
+      fail(where(t, r), " holds ", h.count, " samples that differ from those of ",
+           where(t, source_of(t, t.coordinates(r).dp)), " (", s.count,
+           " samples): all readers of one DP index must hold the same samples");
     }
     if (h.group_ids_fingerprint != s.group_ids_fingerprint) {
       throw InvalidArgument(where(t, r) + " holds the same samples as " +
@@ -266,20 +257,14 @@ GlobalBatch detail::gather_global_batch(Communicator& world, const PipelineOptio
     for (int64_t i = 0; i < count; ++i) {
       const int64_t group = gathered[base + static_cast<size_t>(2 * count + i)];
       grouped = grouped || group != -1;
-      if (group < -1) {
-        throw InvalidArgument("sample " + std::to_string(gathered[base + static_cast<size_t>(i)]) +
-                              " (DP rank " + std::to_string(d) + ") has group id " +
-                              std::to_string(group) + "; group ids must be >= 0");
-      }
+      check(group >= -1, "sample ", gathered[base + static_cast<size_t>(i)], " (DP rank ", d,
+            ") has group id ", group, "; group ids must be >= 0");
       b.group_ids.push_back(group);
     }
     for (int64_t i = 0; i < count; ++i) {
       const int64_t id = gathered[base + static_cast<size_t>(i)];
       int64_t real = gathered[base + static_cast<size_t>(count + i)];
-      if (real < 1) {
-        throw InvalidArgument("sample " + std::to_string(id) + " (DP rank " + std::to_string(d) +
-                              ") has no tokens");
-      }
+      check(real >= 1, "sample ", id, " (DP rank ", d, ") has no tokens");
       const int64_t kept =
           length_within_capacity(id, real, pack.divisor, pack.capacity, o.oversize, cap_name);
       if (kept != real) ++b.truncated;

@@ -33,8 +33,8 @@ void check_agreement(Communicator& ep, const Status& mine, const std::string& my
     int64_t at = 0;
     for (size_t r = 0; r < all.size(); ++r) {
       if (all[r].bad) {
-        throw InvalidArgument("dispatch: EP rank " + std::to_string(r) + ": " +
-                              std::string(joined.begin() + at, joined.begin() + at + sizes[r]));
+        fail("dispatch: EP rank ", r, ": ",
+             std::string(joined.begin() + at, joined.begin() + at + sizes[r]));
       }
       at += sizes[r];
     }
@@ -44,9 +44,8 @@ void check_agreement(Communicator& ep, const Status& mine, const std::string& my
                               std::tuple{"hidden size", all[0].hidden, all[r].hidden},
                               std::tuple{"number of experts", all[0].experts, all[r].experts}}) {
       if (a != b) {
-        throw InvalidArgument(std::string("dispatch: EP ranks disagree on the ") + name +
-                              ": rank 0 has " + std::to_string(a) + ", rank " + std::to_string(r) +
-                              " has " + std::to_string(b));
+        fail("dispatch: EP ranks disagree on the ", name, ": rank 0 has ", a, ", rank ", r, " has ",
+             b);
       }
     }
   }
@@ -99,15 +98,10 @@ DispatchResult dispatch(Communicator& ep, std::span<const float> hidden,
     if (num_tokens < 0 || hidden_size < 1 || k < 1) {
       throw InvalidArgument("needs tokens >= 0, hidden size >= 1 and k >= 1");
     }
-    if (static_cast<int64_t>(hidden.size()) != num_tokens * hidden_size) {
-      throw InvalidArgument("hidden has " + std::to_string(hidden.size()) + " values, expected " +
-                            std::to_string(num_tokens) + " x " + std::to_string(hidden_size));
-    }
-    if (static_cast<int64_t>(topk_weights.size()) != num_tokens * k) {
-      throw InvalidArgument("topk_weights has " + std::to_string(topk_weights.size()) +
-                            " values, expected " + std::to_string(num_tokens) + " x " +
-                            std::to_string(k));
-    }
+    check(static_cast<int64_t>(hidden.size()) == num_tokens * hidden_size, "hidden has ",
+          hidden.size(), " values, expected ", num_tokens, " x ", hidden_size);
+    check(static_cast<int64_t>(topk_weights.size()) == num_tokens * k, "topk_weights has ",
+          topk_weights.size(), " values, expected ", num_tokens, " x ", k);
     routing_layout(topk_idx, num_tokens, k, options.num_experts, ranks);  // validates the ids
   } catch (const InvalidArgument& e) {
     mine.bad = 1;
@@ -210,11 +204,9 @@ DispatchResult dispatch(Communicator& ep, std::span<const float> hidden,
 std::vector<float> combine_values(Communicator& ep, std::span<const float> values, int64_t columns,
                                   const DispatchHandle& h) {
   const int64_t rows = total(h.recv_rows);
-  if (columns < 1 || static_cast<int64_t>(values.size()) != rows * columns) {
-    throw InvalidArgument("combine: expert output has " + std::to_string(values.size()) +
-                          " values, expected " + std::to_string(rows) + " rows x " +
-                          std::to_string(columns));
-  }
+  check(columns >= 1 && static_cast<int64_t>(values.size()) == rows * columns,
+        "combine: expert output has ", values.size(), " values, expected ", rows, " rows x ",
+        columns);
   const int64_t bytes = columns * 4;
   Scratch<float> back(total(h.send_rows) * columns);
   ep.alltoallv(std::as_bytes(values), scaled(h.recv_rows, bytes),
@@ -242,11 +234,9 @@ std::vector<float> dispatch_backward(Communicator& ep, std::span<const float> gr
 
 std::vector<float> combine_backward(Communicator& ep, std::span<const float> grad_output,
                                     const DispatchHandle& h) {
-  if (static_cast<int64_t>(grad_output.size()) != h.num_tokens * h.hidden) {
-    throw InvalidArgument("combine_backward: gradient has " + std::to_string(grad_output.size()) +
-                          " values, expected " + std::to_string(h.num_tokens) + " x " +
-                          std::to_string(h.hidden));
-  }
+  check(static_cast<int64_t>(grad_output.size()) == h.num_tokens * h.hidden,
+        "combine_backward: gradient has ", grad_output.size(), " values, expected ", h.num_tokens,
+        " x ", h.hidden);
   // d/d(row) of "sum the rows of token t" is token t's gradient: dispatch it along the same rows.
   const int64_t bytes = h.hidden * 4;
   Scratch<float> send(total(h.send_rows) * h.hidden);

@@ -19,9 +19,7 @@ PackGeometry pack_geometry(std::span<const int64_t> ids, const GlobalBatch& batc
   g.cu_seqlens_padded.push_back(0);
   for (int64_t id : ids) {
     const auto it = position.find(id);
-    if (it == position.end()) {
-      throw InternalError("plan names sample " + std::to_string(id) + " missing from the batch");
-    }
+    check<InternalError>(it != position.end(), "plan names sample ", id, " missing from the batch");
     const auto p = static_cast<size_t>(it->second);
     positions.push_back(it->second);
     g.cu_seqlens.push_back(g.cu_seqlens.back() + static_cast<int32_t>(batch.real_lengths[p]));

@@ -41,9 +41,8 @@ void check_same_options(Communicator& world, const std::string& mine) {
     if (r == 0) {
       reference = theirs;
     } else if (theirs != reference) {
-      throw InvalidArgument("ranks were given different options: rank " + std::to_string(r) +
-                            " has " + first_difference(reference, theirs) +
-                            " (rank 0: " + reference + ")");
+      fail("ranks were given different options: rank ", r, " has ",
+           first_difference(reference, theirs), " (rank 0: ", reference, ")");
     }
   }
 }
@@ -122,11 +121,9 @@ void check_given_group(Communicator& group, Communicator& world, const Topology&
       if (!text.empty()) text += ',';
       text += std::to_string(r);
     }
-    throw InvalidArgument(std::string("the ") + name +
-                          " group given to the pipeline holds world ranks [" + text +
-                          "] in that order, but " + t.describe() + " puts rank " +
-                          std::to_string(world.rank()) + " in a different " + name +
-                          " group; build the groups in this rank order or pass the matching order");
+    fail("the ", name, " group given to the pipeline holds world ranks [", text,
+         "] in that order, but ", t.describe(), " puts rank ", world.rank(), " in a different ",
+         name, " group; build the groups in this rank order or pass the matching order");
   }
 }
 

@@ -37,10 +37,8 @@ StageFields stage_fields(const Topology& topology, int pp_rank) {
 }
 
 StageFields virtual_stage_fields(const Topology& topology, int pp_rank, int virtual_stage) {
-  if (virtual_stage < 0 || virtual_stage >= topology.vpp()) {
-    throw InvalidArgument("virtual stage " + std::to_string(virtual_stage) + " outside [0, " +
-                          std::to_string(topology.vpp()) + ")");
-  }
+  check(virtual_stage >= 0 && virtual_stage < topology.vpp(), "virtual stage ", virtual_stage,
+        " outside [0, ", topology.vpp(), ")");
   return StageFields{pp_rank == 0 && virtual_stage == 0,
                      pp_rank == topology.pp() - 1 && virtual_stage == topology.vpp() - 1};
 }
@@ -112,11 +110,8 @@ ScheduleOptions schedule_options_of(const PipelineOptions& o) {
     const bool dummy =
         o.tail_align != TailAlign::kNone && o.tail_policy == TailPolicy::kAppendDummySeq;
     const int64_t room = o.fixed_cu_seqlens_entries - 1 - (dummy ? 1 : 0);
-    if (room < 1) {
-      throw InvalidArgument(
-          "fixed_cu_seqlens_entries=" + std::to_string(o.fixed_cu_seqlens_entries) +
-          " leaves no room for a sequence" + (dummy ? " and the appended dummy sequence" : ""));
-    }
+    check(room >= 1, "fixed_cu_seqlens_entries=", o.fixed_cu_seqlens_entries,
+          " leaves no room for a sequence", dummy ? " and the appended dummy sequence" : "");
     s.max_sequences_per_pack =
         s.max_sequences_per_pack > 0 ? std::min(s.max_sequences_per_pack, room) : room;
   }

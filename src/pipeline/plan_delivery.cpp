@@ -11,18 +11,15 @@ namespace thdpack {
 std::vector<RankMicrobatch> rank_microbatches(const Plan& plan,
                                               const std::function<Sample(int64_t)>& sample_of,
                                               const PackOptions& options, int rank, CpMode mode) {
-  if (rank < 0 || rank >= plan.ranks()) {
-    throw InvalidArgument("plan delivery: rank " + std::to_string(rank) + " is outside the " +
-                          std::to_string(plan.ranks()) + " dp*cp ranks");
-  }
+  check(rank >= 0 && rank < plan.ranks(), "plan delivery: rank ", rank, " is outside the ",
+        plan.ranks(), " dp*cp ranks");
   std::vector<RankMicrobatch> out;
   out.reserve(static_cast<size_t>(plan.num_microbatches()));
   for (int64_t k = 0; k < plan.num_microbatches(); ++k) {
     const CpGroupView group = plan.microbatch(k).group_of(rank);
     if (group.size > 1 && options.divisor % (2 * group.size) != 0) {
-      throw InvalidArgument("plan delivery: padding divisor " + std::to_string(options.divisor) +
-                            " is not a multiple of 2 x " + std::to_string(group.size) +
-                            " (the CP group of micro-batch " + std::to_string(k) + ")");
+      fail("plan delivery: padding divisor ", options.divisor, " is not a multiple of 2 x ",
+           group.size, " (the CP group of micro-batch ", k, ")");
     }
     std::vector<Sample> samples;
     samples.reserve(group.ids.size());

@@ -17,11 +17,9 @@ void check_group_slicing(const Plan& plan, int64_t divisor) {
   for (int64_t k = 0; k < plan.num_microbatches(); ++k) {
     for (const CpGroupView g : plan.microbatch(k)) {
       if (g.size > 1 && divisor % (2 * g.size) != 0) {
-        throw InvalidArgument("micro-batch " + std::to_string(k) + " has a CP group of " +
-                              std::to_string(g.size) +
-                              " ranks, which cannot zigzag-slice samples "
-                              "padded to " +
-                              std::to_string(divisor) + " (the padding divisor)");
+        fail("micro-batch ", k, " has a CP group of ", g.size,
+             " ranks, which cannot zigzag-slice samples padded to ", divisor,
+             " (the padding divisor)");
       }
     }
   }
@@ -84,29 +82,21 @@ void check_planned_batch(const PlannedBatch& planned, const GlobalBatch& batch,
                           name(scheduler_layout(options.scheduler)) + " CP");
   }
   if (plan.dp() != t.dp() || plan.cp() != t.cp()) {
-    throw InvalidArgument("the plan is laid out for dp=" + std::to_string(plan.dp()) + " cp=" +
-                          std::to_string(plan.cp()) + ", the job has dp=" + std::to_string(t.dp()) +
-                          " cp=" + std::to_string(t.cp()));
+    fail("the plan is laid out for dp=", plan.dp(), " cp=", plan.cp(), ", the job has dp=", t.dp(),
+         " cp=", t.cp());
   }
   if (planned.ids.size() != batch.ids.size() ||
       planned.padded_lengths.size() != planned.ids.size()) {
-    throw InvalidArgument("the plan was made for " + std::to_string(planned.ids.size()) +
-                          " samples, this step has " + std::to_string(batch.ids.size()));
+    fail("the plan was made for ", planned.ids.size(), " samples, this step has ",
+         batch.ids.size());
   }
   for (size_t i = 0; i < batch.ids.size(); ++i) {
-    if (planned.ids[i] != batch.ids[i]) {
-      throw InvalidArgument("sample " + std::to_string(i) + " of this step is id " +
-                            std::to_string(batch.ids[i]) + ", the plan's is id " +
-                            std::to_string(planned.ids[i]) + " (a plan of other data or order)");
-    }
-    if (planned.padded_lengths[i] != batch.padded_lengths[i]) {
-      throw InvalidArgument("sample " + std::to_string(batch.ids[i]) + " has " +
-                            std::to_string(batch.padded_lengths[i]) +
-                            " padded tokens in this step but " +
-                            std::to_string(planned.padded_lengths[i]) +
-                            " in the plan (other data, or padding for another scheduler layout, "
-                            "cp or sequence parallelism)");
-    }
+    check(planned.ids[i] == batch.ids[i], "sample ", i, " of this step is id ", batch.ids[i],
+          ", the plan's is id ", planned.ids[i], " (a plan of other data or order)");
+    check(planned.padded_lengths[i] == batch.padded_lengths[i], "sample ", batch.ids[i], " has ",
+          batch.padded_lengths[i], " padded tokens in this step but ", planned.padded_lengths[i],
+          " in the plan (other data, or padding for another scheduler layout, "
+          "cp or sequence parallelism)");
   }
   try {
     if (uses_dynamic_cp(options)) {

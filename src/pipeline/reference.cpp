@@ -22,10 +22,7 @@ std::vector<PackedBatch> reference_microbatches(const GlobalBatch& batch, const 
   }
   auto gathered = [&](int64_t id) {
     Sample s = sample_of(id);
-    if (s.id != id) {
-      throw InvalidArgument("sample_of(" + std::to_string(id) + ") returned sample " +
-                            std::to_string(s.id));
-    }
+    check(s.id == id, "sample_of(", id, ") returned sample ", s.id);
     return detail::truncated(std::move(s), real_length.at(id));
   };
   std::vector<PackedBatch> out;

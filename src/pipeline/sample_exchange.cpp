@@ -75,11 +75,9 @@ void exchange_samples(Communicator& dp_group, const StepGeometry& geometry,
   }
   for (int s = 0; s < dp; ++s) {
     const int64_t consumed = cursor[static_cast<size_t>(s)] - recv_offset[static_cast<size_t>(s)];
-    if (consumed != recv_counts[static_cast<size_t>(s)]) {
-      throw InternalError("exchange: consumed " + std::to_string(consumed) + " of " +
-                          std::to_string(recv_counts[static_cast<size_t>(s)]) +
-                          " bytes received from DP rank " + std::to_string(s));
-    }
+    check<InternalError>(consumed == recv_counts[static_cast<size_t>(s)], "exchange: consumed ",
+                         consumed, " of ", recv_counts[static_cast<size_t>(s)],
+                         " bytes received from DP rank ", s);
   }
 }
 

@@ -31,8 +31,7 @@ uint64_t token_term(int64_t token, int64_t position) {
 template <typename T>
 std::string compare_field(const char* name, const std::vector<T>& got, const std::vector<T>& want) {
   if (got.size() != want.size()) {
-    return std::string(name) + " has " + std::to_string(got.size()) + " rows, expected " +
-           std::to_string(want.size());
+    return message(name, " has ", got.size(), " rows, expected ", want.size());
   }
   for (size_t i = 0; i < got.size(); ++i) {
     if (!(got[i] == want[i])) {
@@ -74,12 +73,11 @@ void verify_step(Communicator& world, const PipelineOptions& options, const Step
   const auto want =
       reference_microbatches(result.batch, result.plan, sample_of, options, world.rank());
   if (want.size() != mine.size()) {
-    failure = std::to_string(mine.size()) + " micro-batches, reference has " +
-              std::to_string(want.size());
+    failure = message(mine.size(), " micro-batches, reference has ", want.size());
   }
   for (size_t k = 0; failure.empty() && k < mine.size(); ++k) {
     const std::string diff = compare(mine[k], want[k]);
-    if (!diff.empty()) failure = "micro-batch " + std::to_string(k) + ": " + diff;
+    if (!diff.empty()) failure = message("micro-batch ", k, ": ", diff);
   }
 
   Digest d;
@@ -136,29 +134,29 @@ void verify_step(Communicator& world, const PipelineOptions& options, const Step
     total.held_rows += x.held_rows;
     total.held_sum += x.held_sum;
     if (x.microbatches != all[0].microbatches)
-      verdict = "rank " + std::to_string(r) + " has a different micro-batch count";
-    if (x.sums != all[0].sums)
-      verdict = "rank " + std::to_string(r) + " has different step length sums";
+      verdict = message("rank ", r, " has a different micro-batch count");
+    if (x.sums != all[0].sums) verdict = message("rank ", r, " has different step length sums");
     for (int q = 0; q < r && verdict.empty(); ++q) {
       if (all[static_cast<size_t>(q)].dp == x.dp &&
           all[static_cast<size_t>(q)].metadata != x.metadata) {
-        verdict = "ranks " + std::to_string(q) + " and " + std::to_string(r) + " (DP index " +
-                  std::to_string(x.dp) + ") hold different metadata";
+        verdict =
+            message("ranks ", q, " and ", r, " (DP index ", x.dp, ") hold different metadata");
       }
     }
   }
   if (verdict.empty() &&
       (total.source_rows != total.held_rows || total.source_sum != total.held_sum)) {
-    verdict = "tokens not conserved: readers started with " + std::to_string(total.source_rows) +
-              " real tokens, the first stage holds " + std::to_string(total.held_rows) +
-              (total.source_rows == total.held_rows ? " (same count, different content)" : "");
+    verdict =
+        message("tokens not conserved: readers started with ", total.source_rows,
+                " real tokens, the first stage holds ", total.held_rows,
+                total.source_rows == total.held_rows ? " (same count, different content)" : "");
   }
   bool any_failed = false;
   for (const Digest& x : all) any_failed = any_failed || x.failed;
   if (any_failed) {
     // Everyone learns every failing rank's reason.
     const std::string line =
-        failure.empty() ? "" : "rank " + std::to_string(world.rank()) + ": " + failure + "\n";
+        failure.empty() ? "" : message("rank ", world.rank(), ": ", failure, "\n");
     const std::vector<char> text(line.begin(), line.end());
     const std::vector<char> lines = allgather_vector<char>(world, text);
     const std::string joined(lines.begin(), lines.end());

@@ -707,10 +707,9 @@ detail::DraftPlan plan_by_packing(std::span<const int64_t> ids,
   for (size_t i = 0; i < ids.size(); ++i) {
     detail::candidate_cp_sizes(padded_lengths[i], options, sizes);
     if (sizes.empty()) {
-      throw InvalidArgument("balanced_dynamic_cp: sample " + std::to_string(ids[i]) + " has " +
-                            std::to_string(padded_lengths[i]) + " tokens, more than M x dp*cp = " +
-                            std::to_string(options.max_seqlen_per_dp_cp_rank * options.ranks()) +
-                            "; raise --max-seqlen-per-dp-cp-rank or truncate");
+      fail("balanced_dynamic_cp: sample ", ids[i], " has ", padded_lengths[i],
+           " tokens, more than M x dp*cp = ", options.max_seqlen_per_dp_cp_rank * options.ranks(),
+           "; raise --max-seqlen-per-dp-cp-rank or truncate");
     }
     double* row = times.data() + i * table.slots();
     for (size_t s = 0; s < table.slots(); ++s) {
@@ -774,9 +773,8 @@ detail::DraftPlan plan_by_packing(std::span<const int64_t> ids,
     }
   }
   if (!best) {
-    throw InvalidArgument("balanced_dynamic_cp: " + std::to_string(n) +
-                          " samples cannot fill a multiple of the VPP group (" +
-                          std::to_string(multiple) + ") of micro-batches; use a larger batch");
+    fail("balanced_dynamic_cp: ", n, " samples cannot fill a multiple of the VPP group (", multiple,
+         ") of micro-batches; use a larger batch");
   }
   auto& levels = *best;
   detail::DraftPlan plan;

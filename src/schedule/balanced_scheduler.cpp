@@ -174,14 +174,10 @@ Plan BalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptio
 
   const int64_t k_low = std::max(round_up_to((l2 + dp - 1) / dp, multiple), multiple);
   const int64_t k_high = ranked.size() / dp / multiple * multiple;
-  if (k_low > k_high) {
-    throw InvalidArgument(
-        "balanced: " + std::to_string(ranked.size()) + (grouped ? " groups" : " samples") +
-        " cannot fill dp=" + std::to_string(dp) + " replicas with " + std::to_string(k_low) +
-        " non-empty micro-batches each (capacity " + std::to_string(capacity) + " needs at least " +
-        std::to_string(l2) +
+  check(k_low <= k_high, "balanced: ", ranked.size(), grouped ? " groups" : " samples",
+        " cannot fill dp=", dp, " replicas with ", k_low,
+        " non-empty micro-batches each (capacity ", capacity, " needs at least ", l2,
         " packs); use a larger global batch or a larger max_seqlen_per_dp_cp_rank");
-  }
 
   // The global best-fit-decreasing packing, computed once if a placement needs it.
   std::optional<Bins> bfd_packs;
@@ -261,9 +257,8 @@ Plan BalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptio
     best = Candidate{a.step_cost(options.pp), a.packs(order)};
   }
   if (!best) {
-    throw InvalidArgument("balanced: no feasible plan for " + std::to_string(ranked.size()) +
-                          " items over dp=" + std::to_string(dp) + " with capacity " +
-                          std::to_string(capacity) + "; use a larger global batch");
+    fail("balanced: no feasible plan for ", ranked.size(), " items over dp=", dp, " with capacity ",
+         capacity, "; use a larger global batch");
   }
   Plan plan = grouped ? plan_from_packs(dp, options.cp, best->packs, items, input)
                       : plan_from_sample_packs(dp, options.cp, best->packs, input);

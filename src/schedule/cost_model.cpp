@@ -15,9 +15,8 @@ CostModel CostModel::from_model(const ModelSpec& model) {
 CostModel CostModel::from_coefficients(double linear, double quadratic) {
   if (!std::isfinite(linear) || !std::isfinite(quadratic) || linear < 0 || quadratic < 0 ||
       (linear == 0 && quadratic == 0)) {
-    throw InvalidArgument("cost coefficients must be finite, >= 0 and not both 0 (got linear=" +
-                          std::to_string(linear) + ", quadratic=" + std::to_string(quadratic) +
-                          ")");
+    fail("cost coefficients must be finite, >= 0 and not both 0 (got linear=",
+         std::to_string(linear), ", quadratic=", std::to_string(quadratic), ")");
   }
   return CostModel{linear, quadratic};
 }

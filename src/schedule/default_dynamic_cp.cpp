@@ -321,11 +321,10 @@ bool split_microbatch(const detail::DraftMicrobatch& mb, int ranks, detail::Draf
   first.groups.assign(groups.begin(), groups.begin() + static_cast<std::ptrdiff_t>(k));
   second.groups.assign(groups.begin() + static_cast<std::ptrdiff_t>(k), groups.end());
   if (!expand_to_cover(first.groups, ranks) || !expand_to_cover(second.groups, ranks)) {
-    throw InvalidArgument(
-        "default_dynamic_cp: splitting a micro-batch for the VPP group cannot re-cover all " +
-        std::to_string(ranks) +
-        " dp*cp ranks by doubling CP groups (dp*cp is not a power of two); turn VPP off or use a "
-        "power-of-two dp*cp");
+    fail("default_dynamic_cp: splitting a micro-batch for the VPP group cannot re-cover all ",
+         ranks,
+         " dp*cp ranks by doubling CP groups (dp*cp is not a power of two); turn VPP off or use a "
+         "power-of-two dp*cp");
   }
   return true;
 }
@@ -337,11 +336,9 @@ void align_to_multiple(std::vector<detail::DraftMicrobatch>& mbs, int multiple, 
   while (remainder > 0) {
     if (i < 0) {
       if (attempts >= static_cast<int64_t>(mbs.size())) {
-        throw InvalidArgument(
-            "default_dynamic_cp: " + std::to_string(mbs.size()) +
-            " micro-batches cannot be split into a multiple of the VPP group (" +
-            std::to_string(multiple) +
-            "): no micro-batch has two CP groups left to split; use a larger global batch");
+        fail("default_dynamic_cp: ", mbs.size(),
+             " micro-batches cannot be split into a multiple of the VPP group (", multiple,
+             "): no micro-batch has two CP groups left to split; use a larger global batch");
       }
       i = static_cast<int64_t>(mbs.size()) - 1;
     }
@@ -373,11 +370,9 @@ ScoredPlan default_dynamic_cp_scored(const LengthGroups& by_length, const Dynami
       by_length, [&](int64_t length) { return cp_min_for_length(length, m, options.min_cp); });
   const LengthClass& longest = waiting[0];
   if (longest.cp_min > ranks) {
-    throw InvalidArgument("default_dynamic_cp: sample " + std::to_string(waiting.ids().front()) +
-                          " has " + std::to_string(longest.length) +
-                          " tokens and needs a CP group of " + std::to_string(longest.cp_min) +
-                          " ranks, but dp*cp is " + std::to_string(ranks) +
-                          "; raise --max-seqlen-per-dp-cp-rank or truncate");
+    fail("default_dynamic_cp: sample ", waiting.ids().front(), " has ", longest.length,
+         " tokens and needs a CP group of ", longest.cp_min, " ranks, but dp*cp is ", ranks,
+         "; raise --max-seqlen-per-dp-cp-rank or truncate");
   }
   std::optional<TimeCache> time;
   if (cost != nullptr) time.emplace(*cost);

@@ -51,12 +51,9 @@ Plan DpBalancedScheduler::schedule(const ScheduleInput& input,
   int64_t to_move = (multiple - original % multiple) % multiple;
   int64_t i = original - 1;
   while (to_move > 0) {
-    if (i < 0) {
-      throw InvalidArgument(
-          "dp_balanced: " + std::to_string(input.ids.size()) + " samples in " +
-          std::to_string(original) + " packs cannot be split into a multiple of dp x vpp group = " +
-          std::to_string(multiple) + " packs; use a larger global batch or the balanced scheduler");
-    }
+    check(i >= 0, "dp_balanced: ", input.ids.size(), " samples in ", original,
+          " packs cannot be split into a multiple of dp x vpp group = ", multiple,
+          " packs; use a larger global batch or the balanced scheduler");
     auto& pack = packs[static_cast<size_t>(i)];
     if (pack.size() > 1) {
       const int64_t id = pack.back();

@@ -21,11 +21,8 @@ int cp_min_for_length(int64_t length, int64_t max_seqlen_per_dp_cp_rank, int min
   // ceil(L/p) as (L-1)/p + 1, which cannot overflow; p stays within int.
   int64_t p = 1;
   while ((length - 1) / p + 1 > max_seqlen_per_dp_cp_rank) {
-    if (p > std::numeric_limits<int>::max() / 2) {
-      throw InvalidArgument("cp_min_for_length: a sample of " + std::to_string(length) +
-                            " tokens needs more than " + std::to_string(p) +
-                            " CP ranks at M = " + std::to_string(max_seqlen_per_dp_cp_rank));
-    }
+    check(p <= std::numeric_limits<int>::max() / 2, "cp_min_for_length: a sample of ", length,
+          " tokens needs more than ", p, " CP ranks at M = ", max_seqlen_per_dp_cp_rank);
     p *= 2;
   }
   return static_cast<int>(std::max<int64_t>(min_cp, p));
@@ -39,15 +36,10 @@ void validate_dynamic_cp_input(std::span<const int64_t> ids,
         "dynamic CP options: dp, cp, microbatch_multiple and min_cp must be >= 1");
   }
   const int64_t ranks = checked_mul(options.dp, options.cp, "dynamic CP dp*cp");
-  if (ranks > std::numeric_limits<int>::max()) {
-    throw InvalidArgument("dynamic CP options: dp*cp = " + std::to_string(ranks) +
-                          " does not fit in int");
-  }
-  if (options.min_cp > ranks) {
-    throw InvalidArgument("dynamic CP options: min_cp (" + std::to_string(options.min_cp) +
-                          ") exceeds dp*cp (" + std::to_string(ranks) +
-                          "); no CP group can be that large");
-  }
+  check(ranks <= std::numeric_limits<int>::max(), "dynamic CP options: dp*cp = ", ranks,
+        " does not fit in int");
+  check(options.min_cp <= ranks, "dynamic CP options: min_cp (", options.min_cp,
+        ") exceeds dp*cp (", ranks, "); no CP group can be that large");
   // The samples form one pool over all G ranks: validate them as one DP rank's.
   ScheduleOptions pool;
   pool.max_seqlen_per_dp_cp_rank = options.max_seqlen_per_dp_cp_rank;
@@ -56,12 +48,9 @@ void validate_dynamic_cp_input(std::span<const int64_t> ids,
   const int64_t room =
       checked_mul(options.max_seqlen_per_dp_cp_rank, ranks, "dynamic CP capacity M x dp*cp");
   for (size_t i = 0; i < padded_lengths.size(); ++i) {
-    if (padded_lengths[i] > room) {
-      throw InvalidArgument("dynamic CP: sample " + std::to_string(ids[i]) + " has " +
-                            std::to_string(padded_lengths[i]) +
-                            " tokens, more than M x dp*cp = " + std::to_string(room) +
-                            "; raise --max-seqlen-per-dp-cp-rank or truncate");
-    }
+    check(padded_lengths[i] <= room, "dynamic CP: sample ", ids[i], " has ", padded_lengths[i],
+          " tokens, more than M x dp*cp = ", room,
+          "; raise --max-seqlen-per-dp-cp-rank or truncate");
   }
 }
 
@@ -77,8 +66,7 @@ bool allowed_cp_group_size(int size, const DynamicCpOptions& o) {
 namespace {
 
 [[noreturn]] void violation(int64_t k, int64_t g, const std::string& what) {
-  throw InternalError("dynamic CP plan: micro-batch " + std::to_string(k) + ", group " +
-                      std::to_string(g) + ": " + what);
+  fail<InternalError>("dynamic CP plan: micro-batch ", k, ", group ", g, ": ", what);
 }
 
 }  // namespace
@@ -87,15 +75,11 @@ void check_dynamic_cp_plan(const Plan& plan, std::span<const int64_t> ids,
                            std::span<const int64_t> padded_lengths,
                            const DynamicCpOptions& options) {
   const int ranks = options.ranks();
-  if (plan.ranks() != ranks) {
-    throw InternalError("dynamic CP plan: covers " + std::to_string(plan.ranks()) +
-                        " ranks, expected dp*cp = " + std::to_string(ranks));
-  }
-  if (plan.num_microbatches() % options.microbatch_multiple != 0) {
-    throw InternalError("dynamic CP plan: " + std::to_string(plan.num_microbatches()) +
-                        " micro-batches are not a multiple of " +
-                        std::to_string(options.microbatch_multiple));
-  }
+  check<InternalError>(plan.ranks() == ranks, "dynamic CP plan: covers ", plan.ranks(),
+                       " ranks, expected dp*cp = ", ranks);
+  check<InternalError>(plan.num_microbatches() % options.microbatch_multiple == 0,
+                       "dynamic CP plan: ", plan.num_microbatches(),
+                       " micro-batches are not a multiple of ", options.microbatch_multiple);
   std::unordered_map<int64_t, int64_t> length_of;
   length_of.reserve(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) length_of.emplace(ids[i], padded_lengths[i]);
@@ -108,31 +92,27 @@ void check_dynamic_cp_plan(const Plan& plan, std::span<const int64_t> ids,
       const CpGroupView group = mb[g];
       if (group.first_rank != next_rank) violation(k, g, "does not start where the last ended");
       if (!allowed_cp_group_size(group.size, options)) {
-        violation(k, g, "size " + std::to_string(group.size) + " is not an allowed CP size");
+        violation(k, g, message("size ", group.size, " is not an allowed CP size"));
       }
       if (group.ids.empty()) violation(k, g, "holds no sample");
       int64_t tokens = 0;
       for (const int64_t id : group.ids) {
         const auto it = length_of.find(id);
-        if (it == length_of.end()) violation(k, g, "unknown sample id " + std::to_string(id));
-        if (++seen[id] > 1) violation(k, g, "sample " + std::to_string(id) + " scheduled twice");
+        if (it == length_of.end()) violation(k, g, message("unknown sample id ", id));
+        if (++seen[id] > 1) violation(k, g, message("sample ", id, " scheduled twice"));
         tokens += it->second;
       }
       if (tokens > options.max_seqlen_per_dp_cp_rank * group.size) {
-        violation(k, g, std::to_string(tokens) + " tokens exceed M x group size");
+        violation(k, g, message(tokens, " tokens exceed M x group size"));
       }
       next_rank += group.size;
     }
     if (next_rank != ranks) {
-      violation(
-          k, mb.size(),
-          "groups cover " + std::to_string(next_rank) + " of " + std::to_string(ranks) + " ranks");
+      violation(k, mb.size(), message("groups cover ", next_rank, " of ", ranks, " ranks"));
     }
   }
-  if (seen.size() != ids.size()) {
-    throw InternalError("dynamic CP plan: " + std::to_string(ids.size() - seen.size()) +
-                        " samples are not scheduled");
-  }
+  check<InternalError>(seen.size() == ids.size(), "dynamic CP plan: ", ids.size() - seen.size(),
+                       " samples are not scheduled");
 }
 
 }  // namespace thdpack

@@ -15,7 +15,7 @@ namespace thdpack {
 namespace detail {
 
 void throw_unknown_sample(int64_t id) {
-  throw InvalidArgument("dynamic CP plan: sample " + std::to_string(id) + " is not in the input");
+  fail("dynamic CP plan: sample ", id, " is not in the input");
 }
 
 double modeled_step(const detail::DraftPlan& plan, const LengthById& length_of,
@@ -60,9 +60,7 @@ DynamicCpStats evaluate_dynamic_cp_plan(const Plan& plan, std::span<const int64_
   std::vector<int> sizes;
   for (size_t i = 0; i < ids.size(); ++i) {
     detail::candidate_cp_sizes(padded_lengths[i], options, sizes);
-    if (sizes.empty()) {
-      throw InvalidArgument("sample " + std::to_string(ids[i]) + " needs more than dp*cp ranks");
-    }
+    check(!sizes.empty(), "sample ", ids[i], " needs more than dp*cp ranks");
     const detail::SampleBound bound = detail::sample_bound(padded_lengths[i], sizes, cost);
     area += bound.area;
     longest = std::max(longest, bound.time);
@@ -85,9 +83,7 @@ double fixed_cp_modeled_step(const Plan& plan, std::span<const int64_t> ids,
     for (int64_t k = 0; k < plan.num_microbatches(); ++k) {
       for (const int64_t id : plan.pack(k, r)) {
         const int64_t length = length_of(id);
-        if (length < 0) {
-          throw InvalidArgument("plan: sample " + std::to_string(id) + " is not in the input");
-        }
+        check(length >= 0, "plan: sample ", id, " is not in the input");
         t += cost.time(length, cp);
       }
     }

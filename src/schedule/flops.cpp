@@ -42,10 +42,8 @@ FlopsCoefficients training_flops_coefficients(const ModelSpec& m) {
       {"hidden", m.hidden},     {"layers", m.layers}, {"heads", m.heads}, {"kv_heads", m.kv_heads},
       {"head_dim", m.head_dim}, {"ffn", m.ffn},       {"vocab", m.vocab}, {"moe_topk", m.moe_topk}};
   for (const auto& [field, value] : sizes) {
-    if (value <= 0) {
-      throw InvalidArgument("model '" + m.name + "': " + field + " must be > 0, got " +
-                            std::to_string(value) + " (every size must be > 0)");
-    }
+    check(value > 0, "model '", m.name, "': ", field, " must be > 0, got ", value,
+          " (every size must be > 0)");
   }
   const double h = static_cast<double>(m.hidden);
   const double layers = static_cast<double>(m.layers);

@@ -12,11 +12,8 @@ std::vector<int64_t> global_batch_indices(int64_t step, int64_t global_batch,
   if (step < 0 || global_batch < 1 || dataset_size < 1) {
     throw InvalidArgument("global batch indices need step >= 0, batch >= 1, dataset size >= 1");
   }
-  if (global_batch > dataset_size) {
-    throw InvalidArgument("global batch of " + std::to_string(global_batch) +
-                          " samples is larger than the dataset (" + std::to_string(dataset_size) +
-                          " samples)");
-  }
+  check(global_batch <= dataset_size, "global batch of ", global_batch,
+        " samples is larger than the dataset (", dataset_size, " samples)");
   std::vector<int64_t> indices(static_cast<size_t>(global_batch));
   // The product of two residues may not fit in int64 (datasets over 3e9 samples); 128 bits do.
   __extension__ using Int128 = __int128;
@@ -40,10 +37,8 @@ SampleOrder parse_sample_order(const std::string& name) {
 
 std::vector<int64_t> rank_major_indices(std::vector<int64_t> indices, int dp, SampleOrder order) {
   const auto count = static_cast<int64_t>(indices.size());
-  if (dp < 1 || count % dp != 0) {
-    throw InvalidArgument("global batch (" + std::to_string(count) +
-                          " samples) must be a multiple of dp=" + std::to_string(dp));
-  }
+  check(dp >= 1 && count % dp == 0, "global batch (", count,
+        " samples) must be a multiple of dp=", dp);
   if (order == SampleOrder::kContiguous || dp == 1) return indices;
   std::vector<int64_t> out;
   out.reserve(indices.size());
@@ -57,23 +52,17 @@ int64_t length_within_capacity(int64_t id, int64_t length, int64_t divisor, int6
                                OversizePolicy policy, const std::string& capacity_name) {
   if (round_up(length, divisor) <= capacity) return length;
   if (policy == OversizePolicy::kError) {
-    throw InvalidArgument("sequence " + std::to_string(id) + " has " + std::to_string(length) +
-                          " tokens but " + capacity_name + " is " +
-                          std::to_string(capacity) +
-                          "; raise --max-seqlen-per-dp-cp-rank or truncate");
+    fail("sequence ", id, " has ", length, " tokens but ", capacity_name, " is ", capacity,
+         "; raise --max-seqlen-per-dp-cp-rank or truncate");
   }
   return capacity / divisor * divisor;
 }
 
 GlobalBatch make_global_batch(const Dataset& dataset, int64_t step, const GlobalBatchOptions& o) {
-  if (o.dp < 1 || o.global_batch < 1 || o.global_batch % o.dp != 0) {
-    throw InvalidArgument("global batch (" + std::to_string(o.global_batch) +
-                          " samples) must be a positive multiple of dp=" + std::to_string(o.dp));
-  }
-  if (o.divisor < 1 || o.capacity < o.divisor) {
-    throw InvalidArgument("capacity " + std::to_string(o.capacity) +
-                          " must be at least the padding divisor " + std::to_string(o.divisor));
-  }
+  check(o.dp >= 1 && o.global_batch >= 1 && o.global_batch % o.dp == 0, "global batch (",
+        o.global_batch, " samples) must be a positive multiple of dp=", o.dp);
+  check(o.divisor >= 1 && o.capacity >= o.divisor, "capacity ", o.capacity,
+        " must be at least the padding divisor ", o.divisor);
   GlobalBatch b;
   b.ids =
       rank_major_indices(global_batch_indices(step, o.global_batch, dataset.size()), o.dp, o.order);

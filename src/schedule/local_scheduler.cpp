@@ -21,10 +21,9 @@ void split_to(std::vector<std::vector<int64_t>>& packs, int64_t target, const Sc
     return items.lengths[static_cast<size_t>(item)];
   };
   if (!split_packs_to(packs, target, length_of)) {
-    throw InvalidArgument("local scheduler: DP rank " + std::to_string(rank) + " holds " +
-                          std::to_string(packs.size()) + " samples/groups but every rank needs " +
-                          std::to_string(target) +
-                          " micro-batches; give it more samples or use the balanced scheduler");
+    fail("local scheduler: DP rank ", rank, " holds ", packs.size(),
+         " samples/groups but every rank needs ", target,
+         " micro-batches; give it more samples or use the balanced scheduler");
   }
 }
 

@@ -212,11 +212,10 @@ std::vector<std::vector<int64_t>> fill_to(const Batch& b, std::vector<Pack> pack
         at = static_cast<int64_t>(i);
     }
     if (at < 0) {
-      throw InvalidArgument("DP rank " + std::to_string(rank) + " needs " + std::to_string(target) +
-                            " micro-batches but its samples make only " +
-                            std::to_string(packs.size()) +
-                            " (groups stay whole, a group larger than one micro-batch on one "
-                            "rank); give more samples or lower dp");
+      fail("DP rank ", rank, " needs ", target, " micro-batches but its samples make only ",
+           packs.size(),
+           " (groups stay whole, a group larger than one micro-batch on one "
+           "rank); give more samples or lower dp");
     }
     const auto from = static_cast<size_t>(at);
     Item moved = std::move(packs[from].back());
@@ -288,10 +287,9 @@ std::optional<Plan> plan_with_oversize_groups(const ScheduleInput& input,
   for (auto& [id, positions] : groups) {
     for (int64_t p : positions) {
       if (b.length(p) > capacity) {
-        throw InvalidArgument("sample " + std::to_string(input.ids[static_cast<size_t>(p)]) +
-                              " has " + std::to_string(b.length(p)) +
-                              " padded tokens but the cap is " + std::to_string(capacity) +
-                              " (max_seqlen_per_dp_cp_rank x cp); raise the cap or truncate");
+        fail("sample ", input.ids[static_cast<size_t>(p)], " has ", b.length(p),
+             " padded tokens but the cap is ", capacity,
+             " (max_seqlen_per_dp_cp_rank x cp); raise the cap or truncate");
       }
       b.in_run[static_cast<size_t>(p)] = 1;
     }

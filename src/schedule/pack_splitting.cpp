@@ -113,11 +113,9 @@ Plan cap_sequences_per_pack(Plan plan, const ScheduleInput& input, const Schedul
   const auto length_of = [&length](int64_t id) { return length.at(id); };
   for (int r = 0; r < dp; ++r) {
     if (!split_packs_to(replicas[static_cast<size_t>(r)], k, length_of)) {
-      throw InvalidArgument(
-          "with at most " + std::to_string(cap) +
-          " sequences per pack (thd_max_packed_sequences) " + "DP replica " + std::to_string(r) +
-          " has too few samples for the " + std::to_string(k) +
-          " micro-batches another replica needs; use a larger global batch or a larger cap");
+      fail("with at most ", cap, " sequences per pack (thd_max_packed_sequences) DP replica ", r,
+           " has too few samples for the ", k,
+           " micro-batches another replica needs; use a larger global batch or a larger cap");
     }
   }
   std::vector<std::vector<int64_t>> packs;

@@ -12,10 +12,7 @@ CpGroupView MicrobatchView::Iterator::operator*() const {
 }
 
 CpGroupView MicrobatchView::operator[](int64_t i) const {
-  if (i < 0 || i >= size()) {
-    throw InvalidArgument("group " + std::to_string(i) + " outside [0, " + std::to_string(size()) +
-                          ") of a micro-batch");
-  }
+  check(i >= 0 && i < size(), "group ", i, " outside [0, ", size(), ") of a micro-batch");
   return plan_->group_at(first_ + i);
 }
 
@@ -23,7 +20,7 @@ CpGroupView MicrobatchView::group_of(int rank) const {
   for (const CpGroupView g : *this) {
     if (g.holds(rank)) return g;
   }
-  throw InvalidArgument("plan: no group of the micro-batch holds rank " + std::to_string(rank));
+  fail("plan: no group of the micro-batch holds rank ", rank);
 }
 
 std::vector<CpGroup> MicrobatchView::groups() const {
@@ -37,17 +34,13 @@ std::vector<CpGroup> MicrobatchView::groups() const {
 
 Plan::Plan(int dp, int cp) : dp_(dp), cp_(cp) {
   if (dp < 1 || cp < 1) throw InvalidArgument("plan: dp and cp must be >= 1");
-  if (static_cast<int64_t>(dp) * cp > INT32_MAX) {
-    throw InvalidArgument("plan: dp*cp = " + std::to_string(static_cast<int64_t>(dp) * cp) +
-                          " does not fit in int");
-  }
+  check(static_cast<int64_t>(dp) * cp <= INT32_MAX, "plan: dp*cp = ", static_cast<int64_t>(dp) * cp,
+        " does not fit in int");
 }
 
 Plan::Plan(int dp, int cp, const std::vector<std::vector<int64_t>>& packs) : Plan(dp, cp) {
-  if (packs.size() % static_cast<size_t>(dp) != 0) {
-    throw InternalError("plan: " + std::to_string(packs.size()) +
-                        " packs are not a multiple of dp=" + std::to_string(dp));
-  }
+  check<InternalError>(packs.size() % static_cast<size_t>(dp) == 0, "plan: ", packs.size(),
+                       " packs are not a multiple of dp=", dp);
   size_t total = 0;
   for (const auto& p : packs) total += p.size();
   reserve(static_cast<int64_t>(packs.size() / static_cast<size_t>(dp)),
@@ -65,10 +58,8 @@ Plan::Plan(int dp, int cp, std::vector<int64_t> offsets, std::vector<int64_t> id
     throw InternalError("plan: pack offsets must run from 0 to the number of ids, non-decreasing");
   }
   const size_t packs = offsets.size() - 1;
-  if (packs % static_cast<size_t>(dp) != 0) {
-    throw InternalError("plan: " + std::to_string(packs) +
-                        " packs are not a multiple of dp=" + std::to_string(dp));
-  }
+  check<InternalError>(packs % static_cast<size_t>(dp) == 0, "plan: ", packs,
+                       " packs are not a multiple of dp=", dp);
   group_starts_ = std::move(offsets);
   ids_ = std::move(ids);
   first_ranks_.resize(packs);
@@ -102,19 +93,15 @@ void Plan::add_group(int first_rank, int size, std::span<const int64_t> ids) {
 }
 
 MicrobatchView Plan::microbatch(int64_t k) const {
-  if (k < 0 || k >= num_microbatches()) {
-    throw InvalidArgument("micro-batch " + std::to_string(k) + " outside [0, " +
-                          std::to_string(num_microbatches()) + ")");
-  }
+  check(k >= 0 && k < num_microbatches(), "micro-batch ", k, " outside [0, ", num_microbatches(),
+        ")");
   const auto i = static_cast<size_t>(k);
   return MicrobatchView(this, microbatch_starts_[i], microbatch_starts_[i + 1]);
 }
 
 CpGroupView Plan::group_at(int64_t index) const {
-  if (index < 0 || index >= num_groups()) {
-    throw InvalidArgument("pack index " + std::to_string(index) + " outside [0, " +
-                          std::to_string(num_groups()) + ")");
-  }
+  check(index >= 0 && index < num_groups(), "pack index ", index, " outside [0, ", num_groups(),
+        ")");
   const auto i = static_cast<size_t>(index);
   const auto begin = static_cast<size_t>(group_starts_[i]);
   const auto count = static_cast<size_t>(group_starts_[i + 1] - group_starts_[i]);

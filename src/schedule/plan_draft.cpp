@@ -10,15 +10,13 @@ const CpGroup& DraftMicrobatch::group_of(int rank) const {
   for (const auto& g : groups) {
     if (rank >= g.first_rank && rank < g.first_rank + g.size) return g;
   }
-  throw InvalidArgument("dynamic CP micro-batch: no group holds rank " + std::to_string(rank));
+  fail("dynamic CP micro-batch: no group holds rank ", rank);
 }
 
 Plan to_plan(const DraftPlan& draft, int dp, int cp) {
   Plan plan(dp, cp);
-  if (plan.ranks() != draft.ranks) {
-    throw InternalError("plan draft over " + std::to_string(draft.ranks) +
-                        " ranks, expected dp*cp = " + std::to_string(plan.ranks()));
-  }
+  check<InternalError>(plan.ranks() == draft.ranks, "plan draft over ", draft.ranks,
+                       " ranks, expected dp*cp = ", plan.ranks());
   int64_t groups = 0;
   int64_t ids = 0;
   for (const DraftMicrobatch& mb : draft.microbatches) {

@@ -67,8 +67,8 @@ PlannedBatch planned_batch_of(const Json& object, std::string scheduler, std::ve
   out.ids = std::move(ids);
   out.padded_lengths = int_array(field(object, "padded_lengths", where), where + ".padded_lengths");
   if (out.padded_lengths.size() != out.ids.size()) {
-    malformed(where, std::to_string(out.padded_lengths.size()) + " padded lengths for " +
-                         std::to_string(out.ids.size()) + " ids");
+    malformed(where,
+              message(out.padded_lengths.size(), " padded lengths for ", out.ids.size(), " ids"));
   }
   out.plan = Plan(positive_int(field(object, "dp", where), where + ".dp"),
                   positive_int(field(object, "cp", where), where + ".cp"));
@@ -109,8 +109,8 @@ const PlannedBatch& PlanFileStep::plan(const std::string& scheduler) const {
     if (name == scheduler) return planned;
     names += (names.empty() ? "" : ", ") + name;
   }
-  throw InvalidArgument("step " + std::to_string(step) + " of the plan file has no plan of " +
-                        scheduler + " (it has: " + (names.empty() ? "none" : names) + ")");
+  fail("step ", step, " of the plan file has no plan of ", scheduler,
+       " (it has: ", names.empty() ? "none" : names, ")");
 }
 
 std::string plan_json(const std::string& scheduler, const Plan& plan,

@@ -84,10 +84,8 @@ PlanStats evaluate_plan(const Plan& plan, const ScheduleInput& input,
       double cost = 0;
       for (int64_t id : plan.pack(k, r)) {
         const auto it = where.find(id);
-        if (it == where.end()) {
-          throw InvalidArgument("evaluate_plan: plan names sample " + std::to_string(id) +
-                                " that is not in the input");
-        }
+        check(it != where.end(), "evaluate_plan: plan names sample ", id,
+              " that is not in the input");
         const int64_t padded = input.padded_lengths[it->second];
         const int64_t real = real_lengths.empty() ? padded : real_lengths[it->second];
         tokens += padded;
@@ -149,42 +147,40 @@ void validate_plan(const Plan& plan, const ScheduleInput& input, const ScheduleO
     throw InternalError("plan contract broken: " + what);
   };
   if (plan.dp() != options.dp || plan.cp() != options.cp) {
-    broken("plan is laid out for dp=" + std::to_string(plan.dp()) +
-           " cp=" + std::to_string(plan.cp()));
+    broken(message("plan is laid out for dp=", plan.dp(), " cp=", plan.cp()));
   }
   if (!plan.is_fixed_cp()) broken("plan is not fixed CP (dp groups of size cp per micro-batch)");
   if (plan.num_microbatches() % options.microbatch_multiple != 0) {
-    broken(std::to_string(plan.num_microbatches()) + " micro-batches are not a multiple of " +
-           std::to_string(options.microbatch_multiple));
+    broken(message(plan.num_microbatches(), " micro-batches are not a multiple of ",
+                   options.microbatch_multiple));
   }
   const auto where = position_of(input);
   std::vector<int64_t> pack_of(input.ids.size(), -1);
   for (int64_t p = 0; p < plan.num_packs(); ++p) {
     const auto pack = plan.pack_at(p);
-    if (pack.empty()) broken("pack " + std::to_string(p) + " is empty");
+    if (pack.empty()) broken(message("pack ", p, " is empty"));
     if (options.max_sequences_per_pack > 0 &&
         static_cast<int64_t>(pack.size()) > options.max_sequences_per_pack) {
-      broken("pack " + std::to_string(p) + " holds " + std::to_string(pack.size()) +
-             " samples, more than max_sequences_per_pack " +
-             std::to_string(options.max_sequences_per_pack));
+      broken(message("pack ", p, " holds ", pack.size(),
+                     " samples, more than max_sequences_per_pack ",
+                     options.max_sequences_per_pack));
     }
     int64_t tokens = 0;
     for (int64_t id : pack) {
       const auto it = where.find(id);
-      if (it == where.end()) broken("unknown sample id " + std::to_string(id));
-      if (pack_of[it->second] >= 0) broken("sample " + std::to_string(id) + " appears twice");
+      if (it == where.end()) broken(message("unknown sample id ", id));
+      if (pack_of[it->second] >= 0) broken(message("sample ", id, " appears twice"));
       pack_of[it->second] = p;
       const int64_t length = input.padded_lengths[it->second];
       if (sum_exceeds(tokens, length, options.capacity())) {
-        broken("pack " + std::to_string(p) + " holds more than the capacity " +
-               std::to_string(options.capacity()) + " tokens (sample " + std::to_string(id) +
-               " of " + std::to_string(length) + " tokens joins " + std::to_string(tokens) + ")");
+        broken(message("pack ", p, " holds more than the capacity ", options.capacity(),
+                       " tokens (sample ", id, " of ", length, " tokens joins ", tokens, ")"));
       }
       tokens += length;
     }
   }
   for (size_t i = 0; i < input.ids.size(); ++i) {
-    if (pack_of[i] < 0) broken("sample " + std::to_string(input.ids[i]) + " is missing");
+    if (pack_of[i] < 0) broken(message("sample ", input.ids[i], " is missing"));
   }
   if (input.group_ids.empty()) return;
   // A group that fits stays in one pack; a larger one on one replica, in consecutive steps.

@@ -12,7 +12,7 @@ namespace thdpack {
 namespace {
 
 [[noreturn]] void duplicate_id(int64_t id) {
-  throw InvalidArgument("schedule input: sample id " + std::to_string(id) + " appears twice");
+  fail("schedule input: sample id ", id, " appears twice");
 }
 
 // Ids are usually a dense range (dataset indices of one global batch): a bitmap over the range
@@ -52,63 +52,49 @@ void validate_schedule_input(const ScheduleInput& in, const ScheduleOptions& o) 
   if (o.dp < 1 || o.cp < 1 || o.pp < 1 || o.microbatch_multiple < 1) {
     throw InvalidArgument("schedule options: dp, cp, pp and microbatch_multiple must be >= 1");
   }
-  if (o.max_sequences_per_pack < 0) {
-    throw InvalidArgument("max_sequences_per_pack (thd_max_packed_sequences) must be >= 0, got " +
-                          std::to_string(o.max_sequences_per_pack));
-  }
+  check(o.max_sequences_per_pack >= 0,
+        "max_sequences_per_pack (thd_max_packed_sequences) must be >= 0, got ",
+        o.max_sequences_per_pack);
   if (o.max_sequences_per_pack > 0 && !in.group_ids.empty()) {
     throw InvalidArgument(
         "max_sequences_per_pack (thd_max_packed_sequences) cannot be combined with group ids");
   }
-  if (o.max_seqlen_per_dp_cp_rank < 1) {
-    throw InvalidArgument("max_seqlen_per_dp_cp_rank must be >= 1, got " +
-                          std::to_string(o.max_seqlen_per_dp_cp_rank));
-  }
-  if (in.ids.size() != in.padded_lengths.size()) {
-    throw InvalidArgument("schedule input: " + std::to_string(in.ids.size()) + " ids but " +
-                          std::to_string(in.padded_lengths.size()) + " lengths");
-  }
+  check(o.max_seqlen_per_dp_cp_rank >= 1, "max_seqlen_per_dp_cp_rank must be >= 1, got ",
+        o.max_seqlen_per_dp_cp_rank);
+  check(in.ids.size() == in.padded_lengths.size(), "schedule input: ", in.ids.size(), " ids but ",
+        in.padded_lengths.size(), " lengths");
   if (!in.group_ids.empty() && in.group_ids.size() != in.ids.size()) {
     throw InvalidArgument("schedule input: group_ids must be empty or one per sample");
   }
   if (!in.samples_per_rank.empty()) {
-    if (static_cast<int>(in.samples_per_rank.size()) != o.dp) {
-      throw InvalidArgument("schedule input: samples_per_rank has " +
-                            std::to_string(in.samples_per_rank.size()) +
-                            " entries for dp=" + std::to_string(o.dp));
-    }
+    check(static_cast<int>(in.samples_per_rank.size()) == o.dp,
+          "schedule input: samples_per_rank has ", in.samples_per_rank.size(),
+          " entries for dp=", o.dp);
     int64_t sum = 0;
     for (int64_t c : in.samples_per_rank) {
       if (c < 0) throw InvalidArgument("schedule input: negative samples_per_rank entry");
       sum += c;
     }
-    if (sum != static_cast<int64_t>(in.ids.size())) {
-      throw InvalidArgument("schedule input: samples_per_rank sums to " + std::to_string(sum) +
-                            " but there are " + std::to_string(in.ids.size()) + " samples");
-    }
+    check(sum == static_cast<int64_t>(in.ids.size()), "schedule input: samples_per_rank sums to ",
+          sum, " but there are ", in.ids.size(), " samples");
   } else if (in.ids.size() % static_cast<size_t>(o.dp) != 0) {
-    throw InvalidArgument("schedule input: " + std::to_string(in.ids.size()) +
-                          " samples do not split equally over dp=" + std::to_string(o.dp) +
-                          "; pass samples_per_rank");
+    fail("schedule input: ", in.ids.size(), " samples do not split equally over dp=", o.dp,
+         "; pass samples_per_rank");
   }
   checked_mul(o.max_seqlen_per_dp_cp_rank, o.cp, "capacity max_seqlen_per_dp_cp_rank x cp");
   checked_mul(o.dp, o.microbatch_multiple, "dp x microbatch_multiple");
   // With the total in range, no sum of some of the lengths (a pack, a replica) can overflow.
   int64_t total = 0;
   for (size_t i = 0; i < in.padded_lengths.size(); ++i) {
-    if (in.padded_lengths[i] < 1) {
-      throw InvalidArgument("sample " + std::to_string(in.ids[i]) + " has length " +
-                            std::to_string(in.padded_lengths[i]) + "; lengths must be >= 1");
-    }
+    check(in.padded_lengths[i] >= 1, "sample ", in.ids[i], " has length ", in.padded_lengths[i],
+          "; lengths must be >= 1");
     total = checked_add(total, in.padded_lengths[i], "schedule input: the sum of the lengths");
   }
   check_unique_ids(in.ids);
   const int64_t needed = static_cast<int64_t>(o.dp) * o.microbatch_multiple;
-  if (static_cast<int64_t>(in.ids.size()) < needed) {
-    throw InvalidArgument("global batch of " + std::to_string(in.ids.size()) +
-                          " samples is smaller than dp x vpp group = " + std::to_string(needed) +
-                          ": every replica needs at least that many non-empty micro-batches");
-  }
+  check(static_cast<int64_t>(in.ids.size()) >= needed, "global batch of ", in.ids.size(),
+        " samples is smaller than dp x vpp group = ", needed,
+        ": every replica needs at least that many non-empty micro-batches");
 }
 
 }  // namespace thdpack

@@ -79,10 +79,9 @@ ScheduleItems groups_as_items(const ScheduleInput& input, const ScheduleOptions&
     ++items.offsets[item + 1];
     const int rank = rank_of[static_cast<size_t>(i)];
     if (items.source_rank[item] >= 0 && items.source_rank[item] != rank && same_rank_groups) {
-      throw InvalidArgument("group " + std::to_string(input.group_ids[static_cast<size_t>(i)]) +
-                            " has samples on DP ranks " + std::to_string(items.source_rank[item]) +
-                            " and " + std::to_string(rank) +
-                            "; the local scheduler never moves samples between ranks");
+      fail("group ", input.group_ids[static_cast<size_t>(i)], " has samples on DP ranks ",
+           items.source_rank[item], " and ", rank,
+           "; the local scheduler never moves samples between ranks");
     }
     if (items.source_rank[item] < 0) items.source_rank[item] = rank;
   }

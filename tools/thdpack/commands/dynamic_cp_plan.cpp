@@ -9,9 +9,9 @@
 #include <optional>
 #include <vector>
 
+#include "flags/flag_values.hpp"
 #include "reports/dynamic_cp_html_report.hpp"
 #include "reports/dynamic_cp_run_info.hpp"
-#include "flags/flag_values.hpp"
 #include "reports/plan_file_writer.hpp"
 #include "reports/table.hpp"
 #include "thdpack/core/errors.hpp"
@@ -158,7 +158,7 @@ void plan_step(int64_t step, const GlobalBatch& batch, std::span<const int64_t> 
       if (writer) writer->add_plan(row.name, plan, dyn_lengths);
       if (report) report->dynamic.push_back({row.name, plan});
     } catch (const InvalidArgument& e) {
-      row.error = "step " + std::to_string(step) + ": " + e.what();
+      row.error = message("step ", step, ": ", e.what());
     }
   }
   if (writer) writer->end_step();

@@ -12,9 +12,10 @@
 
 #include "commands.hpp"
 #include "flags/flag_values.hpp"
+#include "flags/static_shape_flags.hpp"
+#include "flags/workload_source.hpp"
 #include "reports/pack_html_report.hpp"
 #include "reports/progress.hpp"
-#include "flags/static_shape_flags.hpp"
 #include "reports/table.hpp"
 #include "thdpack/core/checked_arithmetic.hpp"
 #include "thdpack/core/errors.hpp"
@@ -23,7 +24,6 @@
 #include "thdpack/data/pack_file.hpp"
 #include "thdpack/packing/offline_packing.hpp"
 #include "thdpack/pipeline/pipeline.hpp"
-#include "flags/workload_source.hpp"
 
 namespace thdpack::cli {
 namespace {
@@ -35,8 +35,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 // How many samples --limit selects: all when not given; more than the dataset holds is an error.
 int64_t limited_size(const Dataset& dataset, int64_t limit) {
   if (limit > dataset.size()) {
-    throw InvalidArgument("--limit " + std::to_string(limit) + " is more than the " +
-                          std::to_string(dataset.size()) + " samples of " + dataset.describe());
+    fail("--limit ", limit, " is more than the ", dataset.size(), " samples of ",
+         dataset.describe());
   }
   return limit > 0 ? limit : dataset.size();
 }
@@ -93,8 +93,9 @@ int64_t apply_static_shapes(const PackFlags& f, std::span<const int64_t> lengths
   pipeline.max_seqlen_per_dp_cp_rank = f.capacity;
   const int64_t room = schedule_options_of(pipeline).max_sequences_per_pack;
   if (room > 0 && f.group_size > 0) {
-    throw InvalidArgument("--fixed-cu-seqlens-entries cannot be combined with --group-size (a "
-                          "group is never cut, so a pack's sequence count is not bounded)");
+    throw InvalidArgument(
+        "--fixed-cu-seqlens-entries cannot be combined with --group-size (a "
+        "group is never cut, so a pack's sequence count is not bounded)");
   }
   if (room > 0) {
     Bins capped;
@@ -118,7 +119,8 @@ int64_t apply_static_shapes(const PackFlags& f, std::span<const int64_t> lengths
   int64_t rows = 0;
   for (int64_t p = 0; p < result.packs.count(); ++p) {
     int64_t padded = 0;
-    for (int64_t i : result.packs.bin(p)) padded += round_up(lengths[static_cast<size_t>(i)], f.divisor);
+    for (int64_t i : result.packs.bin(p))
+      padded += round_up(lengths[static_cast<size_t>(i)], f.divisor);
     rows = checked_add(rows, aligned_pack_rows(padded, shape), "the rows of the packs");
   }
   return rows;
@@ -151,11 +153,9 @@ Bins pack_streaming(std::span<const int64_t> lengths, const PackFlags& f) {
 bool carries_targets(const Sample& s, const std::string& source, bool tokens_only) {
   if (s.loss_mask.empty() && s.labels.empty()) return false;
   if (tokens_only) return true;
-  throw InvalidArgument(
-      "sample " + std::to_string(s.id) + " of " + source + " carries " +
-      (s.loss_mask.empty() ? "labels" : "loss_mask") +
-      ", which a Megatron indexed dataset cannot hold (training on it would learn the prompt "
-      "tokens too); a pack file (thdpack pack --out) keeps it, or pass --tokens-only to drop it");
+  fail("sample ", s.id, " of ", source, " carries ", s.loss_mask.empty() ? "labels" : "loss_mask",
+       ", which a Megatron indexed dataset cannot hold (training on it would learn the prompt "
+       "tokens too); a pack file (thdpack pack --out) keeps it, or pass --tokens-only to drop it");
 }
 
 void warn_dropped(int64_t dropped) {
@@ -196,12 +196,9 @@ void require_memory_for(int64_t samples) {
   const double memory = static_cast<double>(pages) * static_cast<double>(page_size);
   const double needed = static_cast<double>(samples) * kPackBytesPerSample;
   if (needed > memory) {
-    throw InvalidArgument(
-        "packing " + std::to_string(samples) + " samples needs about " + fixed(needed / 1e9, 1) +
-        " GB of memory (" + std::to_string(kPackBytesPerSample) +
-        " bytes per sample); this machine "
-        "has " +
-        fixed(memory / 1e9, 1) + " GB: pack fewer (--limit N) or a smaller source");
+    fail("packing ", samples, " samples needs about ", fixed(needed / 1e9, 1), " GB of memory (",
+         kPackBytesPerSample, " bytes per sample); this machine has ", fixed(memory / 1e9, 1),
+         " GB: pack fewer (--limit N) or a smaller source");
   }
 }
 
@@ -349,7 +346,10 @@ int run_pack(const PackFlags& f) {
               << (f.shapes.fixed_cu_seqlens_entries > 0
                       ? std::to_string(f.shapes.fixed_cu_seqlens_entries)
                       : std::string("not fixed"))
-              << ": " << rows << " rows, " << fixed(100.0 * static_cast<double>(rows - result.padded_tokens) / static_cast<double>(std::max<int64_t>(rows, 1)), 3)
+              << ": " << rows << " rows, "
+              << fixed(100.0 * static_cast<double>(rows - result.padded_tokens) /
+                           static_cast<double>(std::max<int64_t>(rows, 1)),
+                       3)
               << "% of them tail padding\n";
   }
   std::cout << "time       " << fixed(total, 3) << " s (open " << fixed(open_seconds, 3)
@@ -429,8 +429,8 @@ Command add_pack_command(CLI::App& app) {
       ->check(positive_integer());
   cmd->add_option("--out,-o", f->out, "write the pack file here")->check(non_empty());
   cmd->add_option(
-      "--materialize", f->materialize,
-      "also write the packs as a Megatron indexed dataset PREFIX (one document per pack)")
+         "--materialize", f->materialize,
+         "also write the packs as a Megatron indexed dataset PREFIX (one document per pack)")
       ->check(non_empty());
   cmd->add_option("--dtype", f->dtype, "token dtype of --materialize")
       ->check(non_empty())

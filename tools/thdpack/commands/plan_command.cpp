@@ -10,11 +10,11 @@
 #include "commands/dynamic_cp_plan.hpp"
 #include "flags/flag_values.hpp"
 #include "flags/job_flags.hpp"
+#include "flags/static_shape_flags.hpp"
 #include "reports/plan_file_writer.hpp"
 #include "reports/plan_html_report.hpp"
 #include "reports/plan_report.hpp"
 #include "reports/progress.hpp"
-#include "flags/static_shape_flags.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/output_file.hpp"
 #include "thdpack/data/workloads.hpp"
@@ -143,7 +143,7 @@ int run_plan(const PlanFlags& f) {
         summary.steps.push_back(record);
         if (writer) writer->add_plan(summary.name, plan, batch.padded_lengths);
       } catch (const InvalidArgument& e) {
-        summary.error = "step " + std::to_string(step) + ": " + e.what();
+        summary.error = message("step ", step, ": ", e.what());
       }
     }
     if (writer) writer->end_step();

@@ -13,10 +13,10 @@
 #include "commands/dynamic_cp_plan.hpp"
 #include "flags/flag_values.hpp"
 #include "flags/job_flags.hpp"
+#include "flags/static_shape_flags.hpp"
 #include "mpi/mpi_job.hpp"
 #include "mpi/rank_agreement.hpp"
 #include "reports/run_report.hpp"
-#include "flags/static_shape_flags.hpp"
 #include "thdpack/comm/mpi_communicator.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/output_file.hpp"
@@ -90,16 +90,11 @@ std::vector<PlannedBatch> plans_in(const RunFlags& f) {
   std::vector<PlannedBatch> out;
   if (f.plan_in.empty()) return out;
   const std::vector<PlanFileStep> steps = read_plan_file(f.plan_in);
-  if (static_cast<int64_t>(steps.size()) < f.steps) {
-    throw InvalidArgument("--plan-in " + f.plan_in + " has " + std::to_string(steps.size()) +
-                          " steps, the run " + std::to_string(f.steps) + " (--steps)");
-  }
+  check(static_cast<int64_t>(steps.size()) >= f.steps, "--plan-in ", f.plan_in, " has ",
+        steps.size(), " steps, the run ", f.steps, " (--steps)");
   for (int64_t s = 0; s < f.steps; ++s) {
     const PlanFileStep& step = steps[static_cast<size_t>(s)];
-    if (step.step != s) {
-      throw InvalidArgument("--plan-in " + f.plan_in + ": its step " + std::to_string(s) +
-                            " is numbered " + std::to_string(step.step));
-    }
+    check(step.step == s, "--plan-in ", f.plan_in, ": its step ", s, " is numbered ", step.step);
     out.push_back(step.plan(f.scheduler));
   }
   return out;
@@ -169,11 +164,8 @@ Job agreed_job(Communicator& world, const RunFlags& f, int rank, int world_size,
   try {
     job.emplace(resolve_job(f.job));
     job->topology.check_world_size(world_size);
-    if (job->global_batch % job->topology.dp() != 0) {
-      throw InvalidArgument(
-          "global batch (" + std::to_string(job->global_batch) +
-          " samples) must be a multiple of dp=" + std::to_string(job->topology.dp()));
-    }
+    check(job->global_batch % job->topology.dp() == 0, "global batch (", job->global_batch,
+          " samples) must be a multiple of dp=", job->topology.dp());
     (void)pipeline_options(f, *job);  // a bad value fails every rank together
     plans = plans_in(f);
     // Rank 0 writes the report: its path is checked against the inputs before the run starts.

@@ -7,6 +7,8 @@
 #include <sstream>
 #include <string>
 
+#include "thdpack/core/errors.hpp"
+
 namespace thdpack::cli {
 namespace {
 
@@ -45,8 +47,8 @@ CLI::Validator integer_in(int64_t minimum, int64_t maximum, const std::string& w
       [=](std::string& text) -> std::string {
         int64_t value = 0;
         if (!parse_integer(text, value) || value < minimum || value > maximum) {
-          return "must be " + what + " (" + std::to_string(minimum) + " to " +
-                 std::to_string(maximum) + "), got " + excerpt(text);
+          return message("must be ", what, " (", minimum, " to ", maximum, "), got ",
+                         excerpt(text));
         }
         return {};
       },

@@ -26,8 +26,7 @@ struct StaticShapeFlags {
   void apply_to(Options& options) const {
     options.tail_align = parse_tail_align(tail_align);
     if (tail_multiple > 0 && options.tail_align != TailAlign::kMultiple) {
-      throw InvalidArgument("--tail-multiple " + std::to_string(tail_multiple) +
-                            " needs --tail-align multiple");
+      fail("--tail-multiple ", tail_multiple, " needs --tail-align multiple");
     }
     options.tail_multiple = tail_multiple;
     options.tail_policy = parse_tail_policy(tail_policy);

@@ -83,12 +83,12 @@ std::string job_error_line(const std::vector<Outcome>& all, int& code) {
   const Outcome& root = all[static_cast<size_t>(cause)];
   code = root.code;
   if (alike && failed == static_cast<int>(all.size())) return "thdpack: error: " + root.error;
-  std::string line = "thdpack: error on rank " + std::to_string(cause) + ": " + root.error;
-  if (failed > 1) line += " (" + std::to_string(failed - 1) + " other ranks failed too)";
+  std::string line = message("thdpack: error on rank ", cause, ": ", root.error);
+  if (failed > 1) line += message(" (", failed - 1, " other ranks failed too)");
   if (root.comm) {  // only communication failures: the ranks that finished left the others waiting
     std::string finished;
     for (size_t r = 0; r < all.size(); ++r) {
-      if (all[r].code == 0) finished += (finished.empty() ? "" : ", ") + std::to_string(r);
+      if (all[r].code == 0) finished += message(finished.empty() ? "" : ", ", r);
     }
     if (!finished.empty()) {
       line += "; ranks " + finished + " finished without entering it";
@@ -119,7 +119,7 @@ int run_mpi_job(int thread_level, double timeout_seconds,
   } catch (const std::exception& e) {
     mine = {4, 0, std::string("unexpected error: ") + e.what()};
   }
-  if (mine.code != 0 && mine.error.empty()) mine.error = "exit code " + std::to_string(mine.code);
+  if (mine.code != 0 && mine.error.empty()) mine.error = message("exit code ", mine.code);
 
   const double wait = (timeout_seconds > 0 ? timeout_seconds : 0) + 10.0;
   const auto deadline = std::chrono::steady_clock::now() +

@@ -64,9 +64,9 @@ void agree_across_ranks(Communicator& world, const RankSetup& mine) {
   for (const std::string& text : texts) setups.push_back(decode(text));
   for (size_t r = 0; r < setups.size(); ++r) {
     if (setups[r].code == 0) continue;
-    const std::string message = "rank " + std::to_string(r) + ": " + setups[r].error;
-    if (setups[r].code == 2) throw InvalidArgument(message);
-    throw Error(message);
+    const std::string error = message("rank ", r, ": ", setups[r].error);
+    if (setups[r].code == 2) throw InvalidArgument(error);
+    throw Error(error);
   }
   const RankSetup& reference = setups[0];
   for (size_t r = 1; r < setups.size(); ++r) {
@@ -76,11 +76,10 @@ void agree_across_ranks(Communicator& world, const RankSetup& mine) {
       const AgreedOption& a = i < reference.options.size() ? reference.options[i] : none;
       const AgreedOption& b = i < theirs.size() ? theirs[i] : none;
       if (a == b) continue;
-      throw InvalidArgument("ranks disagree on " + (a.first == "?" ? b.first : a.first) +
-                            ": rank 0 has " + excerpt(a.second) + ", rank " + std::to_string(r) +
-                            " has " + excerpt(b.second) +
-                            "; every rank must be given the same options and data, as they decide "
-                            "which samples each step reads");
+      fail("ranks disagree on ", a.first == "?" ? b.first : a.first, ": rank 0 has ",
+           excerpt(a.second), ", rank ", r, " has ", excerpt(b.second),
+           "; every rank must be given the same options and data, as they decide "
+           "which samples each step reads");
     }
   }
 }
