@@ -41,6 +41,7 @@
 #include "thdpack/comm/process_groups.hpp"
 
 #include "thdpack/pipeline/moe_dispatch.hpp"
+#include "thdpack/pipeline/option_fields.hpp"
 #include "thdpack/pipeline/pipeline.hpp"
 #include "thdpack/pipeline/plan_delivery.hpp"
 #include "thdpack/pipeline/reorder_exchange.hpp"

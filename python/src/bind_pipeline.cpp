@@ -9,6 +9,7 @@
 #include "bindings.hpp"
 #include "strict_values.hpp"
 #include "thdpack/core/errors.hpp"
+#include "thdpack/pipeline/option_fields.hpp"
 #include "thdpack/pipeline/pipeline.hpp"
 #include "thdpack/pipeline/step_verification.hpp"
 #include "thdpack/schedule/plan_file.hpp"
@@ -79,66 +80,106 @@ struct PyPipeline {
   std::unique_ptr<Pipeline> pipeline;
 };
 
+std::string kind_name(OptionField::Kind kind) {
+  switch (kind) {
+    case OptionField::Kind::kInteger:
+      return "integer";
+    case OptionField::Kind::kNumber:
+      return "number";
+    case OptionField::Kind::kFlag:
+      return "flag";
+    case OptionField::Kind::kCost:
+      return "cost";
+    case OptionField::Kind::kText:
+      break;
+  }
+  return "text";
+}
+
+// One keyword of PipelineOptions(...): checked against the field's kind (TypeError, as for any
+// argument of the wrong type), then set through the options table (InvalidArgument on a value
+// the field does not take).
+void set_option(PipelineOptions& o, const std::string& name, const py::handle& value) {
+  const OptionField* field = nullptr;
+  for (const OptionField& f : pipeline_option_fields()) {
+    if (f.name == name && f.set) field = &f;
+  }
+  if (field == nullptr) {
+    std::string names;
+    for (const OptionField& f : pipeline_option_fields()) {
+      if (f.set) names += (names.empty() ? "" : ", ") + f.name;
+    }
+    throw py::type_error(message("PipelineOptions() got an unexpected keyword argument '", name,
+                                 "' (it takes topology and ", names, ")"));
+  }
+  const bool is_bool = py::isinstance<py::bool_>(value);
+  auto wrong = [&](const char* wanted) {
+    throw py::type_error(message("PipelineOptions: ", name, " must be ", wanted, ", not ",
+                                 std::string(py::str(py::type::of(value).attr("__name__")))));
+  };
+  switch (field->kind) {
+    case OptionField::Kind::kCost:
+      if (!py::isinstance<CostModel>(value)) wrong("a CostModel");
+      o.cost = value.cast<CostModel>();
+      return;
+    case OptionField::Kind::kInteger:
+      if (is_bool || !py::isinstance<py::int_>(value)) wrong("an int");
+      break;
+    case OptionField::Kind::kNumber:
+      if (is_bool || !(py::isinstance<py::int_>(value) || py::isinstance<py::float_>(value))) {
+        wrong("a number");
+      }
+      break;
+    case OptionField::Kind::kFlag:
+      if (!is_bool) wrong("a bool");
+      field->set(o, value.cast<bool>() ? "1" : "0");
+      return;
+    case OptionField::Kind::kText:
+      if (!py::isinstance<py::str>(value)) wrong("a str");
+      break;
+  }
+  field->set(o, std::string(py::str(value)));
+}
+
 /// The pipeline options (PipelineOptions).
 void bind_pipeline_options(py::module_& m) {
-  py::class_<PipelineOptions>(m, "PipelineOptions")
-      .def(py::init([](const Topology& topology, int64_t max_seqlen, const std::string& scheduler,
-                       const CostModel& cost, const std::string& reading, bool sequence_parallel,
-                       const std::string& cp_mode, const std::string& oversize, int64_t pad_id,
-                       int64_t ignore_id, const std::string& pad_positions,
-                       const std::string& tail_align, int64_t tail_multiple,
-                       const std::string& tail_policy, int64_t fixed_cu_seqlens_entries,
-                       int64_t max_sequences_per_pack, bool tokens_on_last_stage,
-                       const std::string& model, double gpu_tflops, double cp_link_gbps,
-                       double cp_step_overhead_us, int min_cp) {
+  py::class_<PipelineOptions>(m, "PipelineOptions",
+                              "The pipeline's options: topology, max_seqlen_per_dp_cp_rank and "
+                              "every field of PipelineOptions.fields() as a keyword.")
+      .def(py::init([](const Topology& topology, const py::kwargs& options) {
              PipelineOptions o;
              o.topology = topology;
-             o.max_seqlen_per_dp_cp_rank = max_seqlen;
-             o.scheduler = scheduler;
-             o.cost = cost;
-             o.reading = reading_of(reading);
-             o.sequence_parallel = sequence_parallel;
-             if (cp_mode == "contiguous") {
-               o.cp_mode = CpMode::kContiguous;
-             } else if (cp_mode != "zigzag") {
-               throw InvalidArgument("cp_mode must be 'zigzag' or 'contiguous'");
+             for (const OptionField& f : pipeline_option_fields()) {
+               if (f.required && !options.contains(f.name)) {
+                 throw py::type_error("PipelineOptions() missing required keyword argument '" +
+                                      f.name + "'");
+               }
              }
-             if (oversize == "truncate") {
-               o.oversize = OversizePolicy::kTruncate;
-             } else if (oversize != "error") {
-               throw InvalidArgument("oversize must be 'error' or 'truncate'");
-             }
-             o.pad_id = pad_id;
-             o.ignore_id = ignore_id;
-             if (pad_positions == "zero") {
-               o.pad_positions = PadPositions::kZero;
-             } else if (pad_positions != "continue") {
-               throw InvalidArgument("pad_positions must be 'continue' or 'zero'");
-             }
-             o.tail_align = parse_tail_align(tail_align);
-             o.tail_multiple = tail_multiple;
-             o.tail_policy = parse_tail_policy(tail_policy);
-             o.fixed_cu_seqlens_entries = fixed_cu_seqlens_entries;
-             o.max_sequences_per_pack = max_sequences_per_pack;
-             o.tokens_on_last_stage = tokens_on_last_stage;
-             o.model = model;
-             o.gpu_tflops = gpu_tflops;
-             o.cp_link_gbps = cp_link_gbps;
-             o.cp_step_overhead_us = cp_step_overhead_us;
-             o.min_cp = min_cp;
+             for (const auto& [key, value] : options) set_option(o, key.cast<std::string>(), value);
              return o;
            }),
-           py::kw_only(), py::arg("topology"), py::arg("max_seqlen_per_dp_cp_rank"),
-           py::arg("scheduler") = "balanced", py::arg("cost") = CostModel{},
-           py::arg("reading") = "megatron", py::arg("sequence_parallel") = false,
-           py::arg("cp_mode") = "zigzag", py::arg("oversize") = "error", py::arg("pad_id") = 0,
-           py::arg("ignore_id") = -100, py::arg("pad_positions") = "continue",
-           py::arg("tail_align") = "none", py::arg("tail_multiple") = 0,
-           py::arg("tail_policy") = "append_dummy_seq", py::arg("fixed_cu_seqlens_entries") = 0,
-           py::arg("max_sequences_per_pack") = 0, py::arg("tokens_on_last_stage") = false,
-           py::arg("model") = "", py::arg("gpu_tflops") = kDefaultGpuTflops,
-           py::arg("cp_link_gbps") = kDefaultCpLinkGBps,
-           py::arg("cp_step_overhead_us") = kDefaultCpStepOverheadUs, py::arg("min_cp") = 1)
+           py::kw_only(), py::arg("topology"))
+      .def_static(
+          "fields",
+          [] {
+            const PipelineOptions defaults;
+            py::list out;
+            for (const OptionField& f : pipeline_option_fields()) {
+              py::dict d;
+              d["name"] = f.name;
+              d["kind"] = kind_name(f.kind);
+              d["doc"] = f.doc;
+              d["cli_flag"] = f.cli_flag;
+              d["default"] = f.text(defaults);
+              d["settable"] = static_cast<bool>(f.set);
+              d["required"] = f.required;
+              out.append(d);
+            }
+            return out;
+          },
+          "Every field (describe() order) as a dict: name, kind (integer, number, flag, text, "
+          "cost), doc, cli_flag (the `thdpack run` flag), default (as text), settable (False "
+          "for the topology's fields, which `topology` sets) and required.")
       .def_readonly("topology", &PipelineOptions::topology)
       .def_readonly("max_seqlen_per_dp_cp_rank", &PipelineOptions::max_seqlen_per_dp_cp_rank)
       .def_readonly("scheduler", &PipelineOptions::scheduler)

@@ -220,6 +220,8 @@ class PipelineOptions:
                  tokens_on_last_stage: bool = False, model: str = "",
                  gpu_tflops: float = 400.0, cp_link_gbps: float = 50.0,
                  cp_step_overhead_us: float = 20.0, min_cp: int = 1) -> None: ...
+    @staticmethod
+    def fields() -> list[dict[str, Any]]: ...
     topology: Topology
     max_seqlen_per_dp_cp_rank: int
     scheduler: str

@@ -1,5 +1,4 @@
 #include <algorithm>
-#include <sstream>
 
 #include "thdpack/core/checked_arithmetic.hpp"
 #include "thdpack/core/errors.hpp"
@@ -7,30 +6,6 @@
 #include "thdpack/schedule/dynamic_cp.hpp"
 
 namespace thdpack {
-
-std::string PipelineOptions::describe() const {
-  std::ostringstream out;
-  const TopologyConfig& t = topology.config();
-  out.precision(17);
-  out << "tp=" << t.tp << " cp=" << t.cp << " dp=" << t.dp << " pp=" << t.pp << " ep=" << t.ep
-      << " vpp=" << t.vpp << " vpp_group=" << topology.microbatch_multiple() << " order=" << t.order
-      << " max_seqlen_per_dp_cp_rank=" << max_seqlen_per_dp_cp_rank << " scheduler=" << scheduler
-      << " cost=" << cost.linear << "," << cost.quadratic << " model=" << model
-      << " gpu_tflops=" << gpu_tflops << " cp_link_gbps=" << cp_link_gbps
-      << " cp_step_overhead_us=" << cp_step_overhead_us << " min_cp=" << min_cp
-      << " reading=" << (reading == ReadingMode::kMegatron ? "megatron" : "all-ranks")
-      << " sequence_parallel=" << sequence_parallel
-      << " cp_mode=" << (cp_mode == CpMode::kZigzag ? "zigzag" : "contiguous")
-      << " oversize=" << (oversize == OversizePolicy::kError ? "error" : "truncate")
-      << " pad_id=" << pad_id << " ignore_id=" << ignore_id
-      << " pad_positions=" << (pad_positions == PadPositions::kContinue ? "continue" : "zero")
-      << " tail_align=" << tail_align_name(tail_align) << " tail_multiple=" << tail_multiple
-      << " tail_policy=" << tail_policy_name(tail_policy)
-      << " fixed_cu_seqlens_entries=" << fixed_cu_seqlens_entries
-      << " max_sequences_per_pack=" << max_sequences_per_pack
-      << " tokens_on_last_stage=" << tokens_on_last_stage;
-  return out.str();
-}
 
 StageFields stage_fields(const Topology& topology, int pp_rank) {
   return StageFields{pp_rank == 0, pp_rank == topology.pp() - 1};

@@ -1,7 +1,8 @@
-"""Every pipeline option is reachable, with the same default, from every front end: the C++
-options (PipelineOptions.describe()), the Python binding (PipelineOptions), its .pyi stub,
-ThdPacker's keywords and the CLI's `thdpack run` flags (and `thdpack plan`'s, for the options that
-change a plan). A field added to one and not the others fails here."""
+"""Every pipeline option is reachable, with the same default, from every front end. The options
+table (PipelineOptions.fields(), include/thdpack/pipeline/option_fields.hpp) declares each field
+once; describe() is its text and PipelineOptions(...) takes its names. This checks the rest
+against it: its .pyi stub, ThdPacker's keywords and the CLI's `thdpack run` flags (and `thdpack
+plan`'s, for the options that change a plan). A field added to one and not the others fails here."""
 
 import inspect
 import os
@@ -16,11 +17,10 @@ from thdpack.torch import ThdPacker
 THDPACK = os.environ.get("THDPACK_CLI", os.path.join("build", "bin", "thdpack"))
 STUB = os.path.join(os.path.dirname(thdpack.__file__), "_thdpack.pyi")
 
-# The topology's fields, which describe() lists in place of `topology`.
-TOPOLOGY = {"tp", "cp", "dp", "pp", "ep", "vpp", "vpp_group", "order"}
-# Options spelled differently on the CLI (Megatron's flag names); `cost` is two flags.
-CLI_FLAG = {"max_sequences_per_pack": "--thd-max-packed-sequences", "cost": "--cost-linear",
-            "topology": "--tp", "max_seqlen_per_dp_cp_rank": "--max-seqlen-per-dp-cp-rank"}
+FIELDS = thdpack.PipelineOptions.fields()
+# The topology's fields, which `topology` sets.
+TOPOLOGY = {f["name"] for f in FIELDS if not f["settable"]}
+REQUIRED = {f["name"] for f in FIELDS if f["required"]}
 # Options that change the plan: `thdpack plan` must take them too.
 PLANNING = {"topology", "max_seqlen_per_dp_cp_rank", "scheduler", "cost", "model", "gpu_tflops",
             "cp_link_gbps", "cp_step_overhead_us", "min_cp", "max_sequences_per_pack",
@@ -31,29 +31,25 @@ PLANNING = {"topology", "max_seqlen_per_dp_cp_rank", "scheduler", "cost", "model
 DERIVED = {"cost", "model"}
 
 
-def binding_keywords():
-    """{name: default text or None} of PipelineOptions(...), from pybind11's signature."""
-    doc = thdpack.PipelineOptions.__init__.__doc__
-    signature = doc[doc.index("*,") + 2:doc.index(") -> None")]
-    out = {}
-    for part in re.split(r",\s*(?=\w+:)", signature):
-        m = re.match(r"\s*(\w+): [^=]+?(?: = (.+))?$", part.strip())
-        assert m, part
-        out[m.group(1)] = m.group(2)
-    return out
+def keywords():
+    """{name: default text} of PipelineOptions(...)'s keywords (topology and M besides)."""
+    return {f["name"]: f["default"] for f in FIELDS if f["settable"]}
 
 
 def as_text(value):
-    return repr(value) if isinstance(value, str) else str(value)
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float):
+        return f"{value:.17g}"
+    return str(value)
 
 
 def test_thdpacker_takes_every_option_with_the_same_default():
     packer = inspect.signature(ThdPacker.__init__).parameters
-    for name, default in binding_keywords().items():
-        if name == "topology":
-            continue  # ThdPacker builds it from its groups (or tp, cp, dp, pp, vpp, ...)
+    assert "max_seqlen_per_dp_cp_rank" in packer
+    for name, default in keywords().items():
         assert name in packer, f"ThdPacker has no keyword {name}"
-        if name in DERIVED or default is None:
+        if name in DERIVED or name in REQUIRED:
             continue
         assert as_text(packer[name].default) == default, \
             f"{name}: ThdPacker's default {packer[name].default!r}, PipelineOptions' {default}"
@@ -61,10 +57,31 @@ def test_thdpacker_takes_every_option_with_the_same_default():
         assert name in packer or f"{name}_group" in packer, f"ThdPacker has no keyword {name}"
 
 
-def test_describe_lists_every_option():
-    options = thdpack.PipelineOptions(topology=thdpack.Topology(), max_seqlen_per_dp_cp_rank=8)
-    described = {item.split("=", 1)[0] for item in options.describe().split()}
-    assert described == (set(binding_keywords()) - {"topology"}) | TOPOLOGY
+def test_every_field_is_a_keyword_that_reaches_describe():
+    base = thdpack.PipelineOptions(topology=thdpack.Topology(), max_seqlen_per_dp_cp_rank=8)
+    assert [item.split("=", 1)[0] for item in base.describe().split()] == \
+        [f["name"] for f in FIELDS]
+    other = {"integer": 3, "number": 12.5, "flag": True, "cost": thdpack.CostModel(linear=2.0)}
+    texts = {"scheduler": "dp_balanced", "model": "llama3-8b", "reading": "all-ranks",
+             "cp_mode": "contiguous", "oversize": "truncate", "pad_positions": "zero",
+             "tail_align": "multiple", "tail_policy": "extend_last"}
+    for f in FIELDS:
+        if not f["settable"]:
+            continue
+        value = texts[f["name"]] if f["kind"] == "text" else other[f["kind"]]
+        kwargs = {"max_seqlen_per_dp_cp_rank": 8, f["name"]: value}
+        changed = thdpack.PipelineOptions(topology=thdpack.Topology(), **kwargs)
+        differs = [a for a, b in zip(changed.describe().split(), base.describe().split()) if a != b]
+        assert [d.split("=", 1)[0] for d in differs] == [f["name"]], (f["name"], differs)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'pad_idd'"):
+        thdpack.PipelineOptions(topology=thdpack.Topology(), max_seqlen_per_dp_cp_rank=8,
+                                pad_idd=1)
+    with pytest.raises(TypeError, match="min_cp must be an int, not str"):
+        thdpack.PipelineOptions(topology=thdpack.Topology(), max_seqlen_per_dp_cp_rank=8,
+                                min_cp="2")
+    with pytest.raises(thdpack.InvalidArgument, match="cp_mode must be 'zigzag' or 'contiguous'"):
+        thdpack.PipelineOptions(topology=thdpack.Topology(), max_seqlen_per_dp_cp_rank=8,
+                                cp_mode="ring")
 
 
 def test_the_stub_declares_every_option():
@@ -73,7 +90,7 @@ def test_the_stub_declares_every_option():
     block = re.search(r"class PipelineOptions:\n    def __init__\(self, \*,(.*?)\) -> None", stub,
                       re.S).group(1)
     declared = set(re.findall(r"(\w+):", block))
-    assert declared == set(binding_keywords())
+    assert declared == set(keywords()) | {"topology"}
 
 
 def cli_flags(command):
@@ -88,7 +105,8 @@ def test_the_cli_takes_every_option(command):
                                                          text=True).stdout:
         pytest.skip("built without MPI: no `thdpack run`")
     flags = cli_flags(command)
-    wanted = binding_keywords() if command == "run" else PLANNING
-    missing = [name for name in wanted
-               if CLI_FLAG.get(name, "--" + name.replace("_", "-")) not in flags]
+    cli_flag = {f["name"]: f["cli_flag"] for f in FIELDS}
+    cli_flag["topology"] = "--tp"
+    wanted = set(cli_flag) if command == "run" else PLANNING
+    missing = sorted(name for name in wanted if cli_flag[name] not in flags)
     assert not missing, f"thdpack {command} has no flag for {missing}"
