@@ -30,19 +30,11 @@ std::string first_difference(const std::string& a, const std::string& b) {
 // Every rank must have been given the same options; a rank that was not would otherwise diverge
 // in its collectives and hang. Collective over `world` (it does not depend on the options).
 void check_same_options(Communicator& world, const std::string& mine) {
-  const std::vector<char> text(mine.begin(), mine.end());
-  const std::vector<char> all = allgather_vector<char>(world, text);
-  std::vector<int64_t> sizes = allgather_value<int64_t>(world, static_cast<int64_t>(text.size()));
-  int64_t at = 0;
-  std::string reference;
-  for (int r = 0; r < world.size(); ++r) {
-    const std::string theirs(all.begin() + at, all.begin() + at + sizes[static_cast<size_t>(r)]);
-    at += sizes[static_cast<size_t>(r)];
-    if (r == 0) {
-      reference = theirs;
-    } else if (theirs != reference) {
+  const std::vector<std::string> all = allgather_strings(world, mine);
+  for (size_t r = 1; r < all.size(); ++r) {
+    if (all[r] != all[0]) {
       fail("ranks were given different options: rank ", r, " has ",
-           first_difference(reference, theirs), " (rank 0: ", reference, ")");
+           first_difference(all[0], all[r]), " (rank 0: ", all[0], ")");
     }
   }
 }

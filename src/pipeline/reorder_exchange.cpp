@@ -71,17 +71,9 @@ void raise_if_any(Communicator& group, const std::vector<WindowHeader>& headers,
   bool any = false;
   for (const WindowHeader& h : headers) any = any || h.error != 0;
   if (!any) return;
-  const std::vector<char> text(my_error.begin(), my_error.end());
-  const std::vector<int64_t> sizes =
-      allgather_value<int64_t>(group, static_cast<int64_t>(text.size()));
-  const std::vector<char> joined = allgather_vector<char>(group, text);
-  int64_t at = 0;
+  const std::vector<std::string> errors = allgather_strings(group, my_error);
   for (size_t r = 0; r < headers.size(); ++r) {
-    if (headers[r].error != 0) {
-      throw InvalidArgument("reorder: DP rank " + std::to_string(r) + ": " +
-                            std::string(joined.begin() + at, joined.begin() + at + sizes[r]));
-    }
-    at += sizes[r];
+    if (headers[r].error != 0) fail("reorder: DP rank ", r, ": ", errors[r]);
   }
 }
 
@@ -493,8 +485,8 @@ ReorderedWindow ReorderExchange::State::run(std::vector<std::vector<MultimodalSa
   }
 
   // 5. One alltoallv (skipped when nothing moves anywhere), then unpack in the agreed order.
-  std::vector<std::byte> recv(static_cast<size_t>(
-      std::accumulate(mv.recv_bytes.begin(), mv.recv_bytes.end(), int64_t{0})));
+  std::vector<std::byte> recv(
+      static_cast<size_t>(std::accumulate(mv.recv_bytes.begin(), mv.recv_bytes.end(), int64_t{0})));
   if (out.stats.samples_moved > 0) g.alltoallv(send, mv.send_bytes, recv, mv.recv_bytes);
   int64_t at = 0;
   for (int src = 0; src < dp; ++src) {

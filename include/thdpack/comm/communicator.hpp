@@ -23,6 +23,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -126,6 +127,27 @@ std::vector<T> allgather_vector(Communicator& comm, std::span<const T> values) {
   }
   std::vector<T> out(static_cast<size_t>(total));
   comm.allgatherv(std::as_bytes(values), std::as_writable_bytes(std::span<T>(out)), counts);
+  return out;
+}
+
+/// Every rank's text, in rank order: what ranks compare to agree (their options, their errors).
+/// Two collectives (the lengths, then the bytes), as allgather_vector.
+inline std::vector<std::string> allgather_strings(Communicator& comm, std::string_view text) {
+  std::vector<int64_t> counts(static_cast<size_t>(comm.size()), 0);
+  counts[static_cast<size_t>(comm.rank())] = static_cast<int64_t>(text.size());
+  comm.allreduce(counts, ReduceOp::kSum);
+  int64_t total = 0;
+  for (const int64_t c : counts) total += c;
+  std::vector<char> all(static_cast<size_t>(total));
+  comm.allgatherv(std::as_bytes(std::span<const char>(text.data(), text.size())),
+                  std::as_writable_bytes(std::span<char>(all)), counts);
+  std::vector<std::string> out;
+  out.reserve(counts.size());
+  size_t at = 0;
+  for (const int64_t c : counts) {
+    out.emplace_back(all.data() + at, static_cast<size_t>(c));
+    at += static_cast<size_t>(c);
+  }
   return out;
 }
 

@@ -10,20 +10,6 @@
 namespace thdpack::cli {
 namespace {
 
-// Every rank's text, gathered on every rank.
-std::vector<std::string> allgather_strings(Communicator& world, const std::string& mine) {
-  const std::vector<int64_t> sizes =
-      allgather_value<int64_t>(world, static_cast<int64_t>(mine.size()));
-  const std::vector<char> all = allgather_vector<char>(world, std::span(mine.data(), mine.size()));
-  std::vector<std::string> out;
-  size_t at = 0;
-  for (int64_t size : sizes) {
-    out.emplace_back(all.data() + at, static_cast<size_t>(size));
-    at += static_cast<size_t>(size);
-  }
-  return out;
-}
-
 // A value as quoted in a message: long ones (inline mock configs) are cut.
 std::string excerpt(const std::string& value) {
   constexpr size_t kMax = 80;
