@@ -2,9 +2,11 @@
 // Schedulers (SPEC §5): which samples of a global batch go into which micro-batch on which
 // data-parallel replica.
 //
-// Input: the global list of (global id, padded length) in DP-rank-major order (DP rank 0's samples
-// in its local order, then rank 1's, ...). Output: a Plan that, for every micro-batch step k and
-// every DP replica, lists the ordered global ids of its pack. Contracts every scheduler keeps:
+// One interface for every scheduler, fixed and dynamic CP (make_scheduler; the dynamic-CP ones and
+// their contracts are in dynamic_cp.hpp). Input: the global list of (global id, padded length) in
+// DP-rank-major order (DP rank 0's samples in its local order, then rank 1's, ...). Output: a Plan
+// (plan.hpp). A fixed-CP scheduler's plan gives, for every micro-batch step k and every DP replica,
+// the ordered global ids of its pack (pack(k, r)). Contracts every fixed-CP scheduler keeps:
 // - every input sample appears in exactly one pack; no pack is empty;
 // - every replica gets the same number of micro-batches K, a multiple of the topology's
 //   microbatch_multiple() (the VPP group with virtual pipelining);
@@ -15,7 +17,7 @@
 // - deterministic: the same input and options give a bit-identical plan, on every rank and run.
 //
 // Schedulers are pure: no communication. Every rank of a job computes the same plan from the same
-// gathered lengths, so plans are never sent.
+// gathered lengths, so plans need not be sent (a plan made elsewhere can be: plan_file.hpp).
 
 #include <cstdint>
 #include <memory>
