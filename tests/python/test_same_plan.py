@@ -130,3 +130,25 @@ def test_the_front_ends_differ_where_the_words_differ(planned):
                                      max_seqlen_per_dp_cp_rank=M, scheduler="balanced_dynamic_cp",
                                      gpu_tflops=1.0, cp_link_gbps=0.001, model=MODEL)
     assert without_model != from_cli.plan
+
+
+def _wrong_plan_worker(rank, world, out_dir):
+    dataset = thdpack.mock_dataset(thdpack.default_mock_config(512))
+    packer = ThdPacker(max_seqlen_per_dp_cp_rank=512)
+    samples = [dataset.sample(rank * 4 + i) for i in range(4)]
+    try:
+        packer.step(samples, plan="plans.json" if rank == 1 else None)
+        outcome = "no error"
+    except thdpack.InvalidArgument as error:
+        outcome = str(error)
+    with open(os.path.join(out_dir, f"wrong{rank}.txt"), "w") as f:
+        f.write(outcome)
+
+
+def test_a_plan_of_the_wrong_type_fails_every_rank(tmp_path):
+    """A rank given something other than a PlannedBatch does not leave its peers waiting."""
+    run_processes(2, _wrong_plan_worker, str(tmp_path))
+    for rank in range(2):
+        text = (tmp_path / f"wrong{rank}.txt").read_text()
+        assert "PlannedBatch" in text or "rank 1" in text, (rank, text)
+        assert text != "no error"
