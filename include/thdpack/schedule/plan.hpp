@@ -119,11 +119,11 @@ class Plan {
   int ranks() const { return dp_ * cp_; }
 
   /// Micro-batches (the same count on every rank: K).
-  int64_t num_microbatches() const { return static_cast<int64_t>(microbatch_starts_.size()) - 1; }
+  int64_t num_microbatches() const;
   MicrobatchView microbatch(int64_t k) const;
 
   /// Groups over all micro-batches, and group `index` in micro-batch-major, rank order.
-  int64_t num_groups() const { return static_cast<int64_t>(first_ranks_.size()); }
+  int64_t num_groups() const { return static_cast<int64_t>(group_starts_.size()) - 1; }
   CpGroupView group_at(int64_t index) const;
   /// All ids, group after group.
   std::span<const int64_t> all_ids() const { return ids_; }
@@ -138,11 +138,18 @@ class Plan {
   /// Ordered ids of micro-batch k of DP replica `replica` in a fixed-CP plan.
   std::span<const int64_t> pack(int64_t k, int replica) const { return microbatch(k)[replica].ids; }
 
-  bool operator==(const Plan&) const = default;
+  /// Equal layouts, groups and ids, however each plan stores them.
+  bool operator==(const Plan& other) const;
 
  private:
+  /// Stores the group layout explicitly (a builder is about to add a group).
+  void make_explicit();
+
   int dp_ = 1;
   int cp_ = 1;
+  /// A fixed-CP plan made from packs stores no layout: group g is on ranks (g mod dp)·cp, size cp,
+  /// and micro-batch k holds groups k·dp .. k·dp+dp-1. Otherwise the three arrays below hold it.
+  bool implicit_fixed_cp_ = false;
   std::vector<int64_t> microbatch_starts_{0};  ///< first group of each micro-batch, then the end
   std::vector<int> first_ranks_;               ///< per group
   std::vector<int> sizes_;                     ///< per group
