@@ -54,12 +54,9 @@ ScheduleOptions fixed_cp_schedule_options(const PlanFlags& f, const Job& job) {
   return schedule_options_of(o);
 }
 
-int run_plan(const PlanFlags& f) {
-  if (f.report_step < 0 || f.report_step >= f.steps)
-    throw InvalidArgument("--report-step must be in [0, --steps)");
-  const Job job = resolve_job(f.job);
-  // Both outputs are checked against the inputs (leased while `job` lives) and against each
-  // other before planning, so a refused output leaves every file as it was.
+// --plan-out and --report, checked against the inputs (leased while the job lives) and against
+// each other before planning, so a refused output leaves every file as it was.
+void check_outputs(const PlanFlags& f) {
   std::vector<std::string> outputs;
   if (!f.plan_out.empty()) outputs.push_back(f.plan_out);
   if (!f.report.empty()) outputs.push_back(f.report);
@@ -69,18 +66,9 @@ int run_plan(const PlanFlags& f) {
     throw InvalidArgument("--report " + f.report + " is the same file as --plan-out " + f.plan_out +
                           "; write the report somewhere else");
   }
-  if (is_dynamic_cp_scheduler(f.scheduler)) {
-    if (f.shapes.tail_align != "none" || f.shapes.fixed_cu_seqlens_entries > 0) {
-      throw InvalidArgument(
-          "--tail-align and --fixed-cu-seqlens-entries (static shapes) are not "
-          "supported by the dynamic CP schedulers; leave them out with "
-          "--scheduler " +
-          f.scheduler);
-    }
-    return run_dynamic_cp_plan(job, f.scheduler, f.steps, f.gpu_tflops, f.dynamic_cp,
-                               {f.plan_out, f.report, f.report_step}, f.json, std::cout);
-  }
-  const ScheduleOptions options = fixed_cp_schedule_options(f, job);
+}
+
+PlanRunInfo run_info_of(const PlanFlags& f, const Job& job) {
   PlanRunInfo info;
   info.workload = job.workload.name;
   info.workload_description = job.workload.description;
@@ -96,15 +84,87 @@ int run_plan(const PlanFlags& f) {
   info.model = job.model;
   info.gpu_tflops = f.gpu_tflops;
   info.cost = job.cost;
-  const GlobalBatchOptions batch_options = job.batch_options();
+  return info;
+}
 
-  std::vector<std::string> names = f.scheduler == "all" ? scheduler_names(CpLayout::kFixed)
-                                                        : std::vector<std::string>{f.scheduler};
+// The schedulers a run compares, each with its summary row.
+struct Compared {
   std::vector<std::unique_ptr<Scheduler>> schedulers;
   std::vector<SchedulerSummary> summaries;
-  for (const auto& name : names) {
-    schedulers.push_back(make_scheduler(name));
-    summaries.push_back({name, {}, ""});
+};
+
+// Every scheduler's plan of one step: checked, evaluated and added to its summary (a scheduler
+// that fails keeps its first error and plans no more steps), written to `writer` and, when
+// `report` is given, kept for the page.
+void plan_step(int64_t step, const GlobalBatch& batch, const ScheduleOptions& options,
+               const std::optional<ModelSpec>& model, Compared& compared, PlanFileWriter* writer,
+               std::vector<ReportedPlan>* report) {
+  const ScheduleInput input{batch.ids, batch.padded_lengths, batch.samples_per_rank, {}};
+  if (writer) writer->begin_step(step, batch.ids);
+  for (size_t s = 0; s < compared.schedulers.size(); ++s) {
+    SchedulerSummary& summary = compared.summaries[s];
+    if (!summary.error.empty()) continue;
+    try {
+      const auto start = std::chrono::steady_clock::now();
+      const Plan plan = compared.schedulers[s]->schedule(input, options);
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      validate_plan(plan, input, options);
+      StepRecord record{evaluate_plan(plan, input, batch.real_lengths, options), seconds, 0};
+      if (model) {
+        record.tflops =
+            training_flops(*model, record.stats.sums.s1_real, record.stats.sums.s2_real) / 1e12;
+      }
+      if (report) report->push_back({summary.name, plan, record.stats});
+      summary.steps.push_back(record);
+      if (writer) writer->add_plan(summary.name, plan, batch.padded_lengths);
+    } catch (const InvalidArgument& e) {
+      summary.error = message("step ", step, ": ", e.what());
+    }
+  }
+  if (writer) writer->end_step();
+}
+
+void print_summary(const PlanFlags& f, const PlanRunInfo& info,
+                   const std::vector<SchedulerSummary>& summaries, int64_t truncated) {
+  if (f.json) {
+    auto j = plan_json(info, summaries);
+    j["truncated_samples"] = truncated;
+    std::cout << j.dump(2) << '\n';
+    return;
+  }
+  print_plan_table(std::cout, info, summaries);
+  if (truncated > 0) {
+    std::cout << "note: " << truncated << " samples were truncated to the capacity\n";
+  }
+  if (!f.plan_out.empty()) std::cout << "plans written to " << f.plan_out << '\n';
+  if (!f.report.empty()) std::cout << "report written to " << f.report << '\n';
+}
+
+int run_plan(const PlanFlags& f) {
+  if (f.report_step < 0 || f.report_step >= f.steps)
+    throw InvalidArgument("--report-step must be in [0, --steps)");
+  const Job job = resolve_job(f.job);
+  check_outputs(f);
+  if (is_dynamic_cp_scheduler(f.scheduler)) {
+    if (f.shapes.tail_align != "none" || f.shapes.fixed_cu_seqlens_entries > 0) {
+      throw InvalidArgument(
+          "--tail-align and --fixed-cu-seqlens-entries (static shapes) are not "
+          "supported by the dynamic CP schedulers; leave them out with "
+          "--scheduler " +
+          f.scheduler);
+    }
+    return run_dynamic_cp_plan(job, f.scheduler, f.steps, f.gpu_tflops, f.dynamic_cp,
+                               {f.plan_out, f.report, f.report_step}, f.json, std::cout);
+  }
+  const ScheduleOptions options = fixed_cp_schedule_options(f, job);
+  const PlanRunInfo info = run_info_of(f, job);
+  const GlobalBatchOptions batch_options = job.batch_options();
+  Compared compared;
+  for (const auto& name : f.scheduler == "all" ? scheduler_names(CpLayout::kFixed)
+                                               : std::vector<std::string>{f.scheduler}) {
+    compared.schedulers.push_back(make_scheduler(name));
+    compared.summaries.push_back({name, {}, ""});
   }
   std::unique_ptr<PlanFileWriter> writer;
   if (!f.plan_out.empty()) {
@@ -122,51 +182,20 @@ int run_plan(const PlanFlags& f) {
   for (int64_t step = 0; step < f.steps; ++step) {
     const GlobalBatch batch = make_global_batch(*job.workload.dataset, step, batch_options);
     truncated += batch.truncated;
-    const ScheduleInput input{batch.ids, batch.padded_lengths, batch.samples_per_rank, {}};
-    if (writer) writer->begin_step(step, batch.ids);
     const bool reported = !f.report.empty() && step == f.report_step;
     if (reported) report_batch = batch;
-    for (size_t s = 0; s < schedulers.size(); ++s) {
-      SchedulerSummary& summary = summaries[s];
-      if (!summary.error.empty()) continue;
-      try {
-        const auto start = std::chrono::steady_clock::now();
-        const Plan plan = schedulers[s]->schedule(input, options);
-        const double seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        validate_plan(plan, input, options);
-        StepRecord record{evaluate_plan(plan, input, batch.real_lengths, options), seconds, 0};
-        if (model)
-          record.tflops =
-              training_flops(*model, record.stats.sums.s1_real, record.stats.sums.s2_real) / 1e12;
-        if (reported) report_plans.push_back({summary.name, plan, record.stats});
-        summary.steps.push_back(record);
-        if (writer) writer->add_plan(summary.name, plan, batch.padded_lengths);
-      } catch (const InvalidArgument& e) {
-        summary.error = message("step ", step, ": ", e.what());
-      }
-    }
-    if (writer) writer->end_step();
+    plan_step(step, batch, options, model, compared, writer.get(),
+              reported ? &report_plans : nullptr);
     progress.advance();
   }
   progress.finish();
   if (writer) writer->close();
+  const std::vector<SchedulerSummary>& summaries = compared.summaries;
   if (report_batch) {
     write_plan_html_report(f.report,
                            {info, summaries, f.report_step, *report_batch, report_plans, options});
   }
-
-  if (f.json) {
-    auto j = plan_json(info, summaries);
-    j["truncated_samples"] = truncated;
-    std::cout << j.dump(2) << '\n';
-  } else {
-    print_plan_table(std::cout, info, summaries);
-    if (truncated > 0)
-      std::cout << "note: " << truncated << " samples were truncated to the capacity\n";
-    if (!f.plan_out.empty()) std::cout << "plans written to " << f.plan_out << '\n';
-    if (!f.report.empty()) std::cout << "report written to " << f.report << '\n';
-  }
+  print_summary(f, info, summaries, truncated);
   // Failed schedulers are rows of the table; when none succeeded the run is an error.
   for (const auto& s : summaries) {
     if (s.error.empty()) return 0;
