@@ -58,8 +58,8 @@ struct PollOutcome {
 
 // Polls until every request completes, MPI reports an error or the deadline passes. The first
 // polls spin (a collective among running ranks finishes in microseconds); after that it sleeps
-// between polls, doubling up to 1 ms, so that oversubscribed ranks give their core to the peers
-// they are waiting for.
+// between polls, doubling up to kMaxSleep, so that oversubscribed ranks give their core to the
+// peers they are waiting for.
 PollOutcome poll(std::span<MPI_Request> requests, std::optional<Clock::time_point> deadline) {
   constexpr int kSpinPolls = 100;
   constexpr auto kMaxSleep = std::chrono::microseconds(1000);
