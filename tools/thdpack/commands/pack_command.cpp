@@ -202,15 +202,12 @@ void require_memory_for(int64_t samples) {
   }
 }
 
-int run_pack(const PackFlags& f) {
-  const auto start = std::chrono::steady_clock::now();
-  const ResolvedWorkload w = resolve_workload(f.source);
-  const double open_seconds = seconds_since(start);
+// Every output is checked against the inputs (the source's files stay leased while the workload
+// lives) and against the others before any of them is written.
+void check_outputs(const PackFlags& f) {
   if (!f.materialize.empty() && f.out.empty()) {
     throw InvalidArgument("--materialize needs --out (the pack file it is written from)");
   }
-  // Every output is checked against the inputs (the source's files stay leased while `w` lives)
-  // before any of them is written.
   std::vector<std::string> outputs;
   if (!f.out.empty()) outputs.push_back(f.out);
   if (!f.materialize.empty()) {
@@ -237,27 +234,14 @@ int run_pack(const PackFlags& f) {
       }
     }
   }
-  require_memory_for(f.limit > 0 ? std::min(f.limit, w.dataset->size()) : w.dataset->size());
-  const auto read_start = std::chrono::steady_clock::now();
-  const std::vector<int64_t> lengths = read_lengths(*w.dataset, f.limit, !f.no_progress);
-  const double read_seconds = seconds_since(read_start);
+}
 
-  OfflinePackOptions o;
-  o.capacity = f.capacity;
-  o.divisor = f.divisor;
-  o.strategy = pack_strategy_from_name(f.strategy);
-  if (f.seed >= 0) o.shuffle_seed = static_cast<uint64_t>(f.seed);
-  std::vector<int64_t> groups;
-  if (f.group_size > 0) {
-    for (size_t i = 0; i < lengths.size(); ++i)
-      groups.push_back(static_cast<int64_t>(i) / f.group_size);
-    o.group_ids = groups;
-  }
-
-  const auto pack_start = std::chrono::steady_clock::now();
-  OfflinePacking result;
+// The packs of `lengths` by the flags' strategy (offline, or streaming with --stream), with their
+// bounds and fill.
+OfflinePacking pack_lengths(const PackFlags& f, const std::vector<int64_t>& lengths) {
   if (f.stream_open_packs > 0) {
     if (f.group_size > 0) throw InvalidArgument("--stream does not support --group-size");
+    OfflinePacking result;
     result.packs = pack_streaming(lengths, f);
     std::vector<int64_t> padded(lengths.size());
     for (size_t i = 0; i < lengths.size(); ++i) {
@@ -268,13 +252,104 @@ int run_pack(const PackFlags& f) {
     result.lower_bound_l2 = bins_lower_bound_l2(padded, f.capacity);
     result.fill = static_cast<double>(result.padded_tokens) /
                   (static_cast<double>(result.packs.count()) * static_cast<double>(f.capacity));
-  } else {
-    result = pack_offline(lengths, o);
+    return result;
   }
-  const int64_t rows = apply_static_shapes(f, lengths, result);
-  const double pack_seconds = seconds_since(pack_start);
+  OfflinePackOptions o;
+  o.capacity = f.capacity;
+  o.divisor = f.divisor;
+  o.strategy = pack_strategy_from_name(f.strategy);
+  if (f.seed >= 0) o.shuffle_seed = static_cast<uint64_t>(f.seed);
+  std::vector<int64_t> groups;
+  if (f.group_size > 0) {
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      groups.push_back(static_cast<int64_t>(i) / f.group_size);
+    }
+    o.group_ids = groups;
+  }
+  return pack_offline(lengths, o);
+}
 
-  double write_seconds = 0;
+// Seconds each part of a pack run took.
+struct PackTimes {
+  double open = 0, read = 0, pack = 0, write = 0, total = 0;
+};
+
+void print_pack_json(const PackFlags& f, const ResolvedWorkload& w, size_t samples,
+                     const OfflinePacking& result, int64_t rows, double over_l2,
+                     const PackTimes& t) {
+  nlohmann::json j = {{"source", w.description},
+                      {"samples", samples},
+                      {"padded_tokens", result.padded_tokens},
+                      {"capacity", f.capacity},
+                      {"strategy", f.stream_open_packs > 0 ? "stream" : f.strategy},
+                      {"packs", result.packs.count()},
+                      {"lower_bound_l1", result.lower_bound_l1},
+                      {"lower_bound_l2", result.lower_bound_l2},
+                      {"packs_over_l2", over_l2},
+                      {"fill", result.fill},
+                      {"rows", rows},
+                      {"static_shapes",
+                       {{"tail_align", f.shapes.tail_align},
+                        {"tail_multiple", f.shapes.tail_multiple},
+                        {"tail_policy", f.shapes.tail_policy},
+                        {"fixed_cu_seqlens_entries", f.shapes.fixed_cu_seqlens_entries}}},
+                      {"seconds",
+                       {{"open", t.open},
+                        {"read_lengths", t.read},
+                        {"pack", t.pack},
+                        {"write", t.write},
+                        {"total", t.total}}},
+                      {"out", f.out}};
+  std::cout << j.dump(2) << '\n';
+}
+
+void print_pack_text(const PackFlags& f, const ResolvedWorkload& w, size_t samples,
+                     const std::string& strategy, const OfflinePacking& result, int64_t rows,
+                     double over_l2, const PackTimes& t) {
+  std::cout << "source     " << w.description << '\n'
+            << "samples    " << samples << " (" << result.padded_tokens
+            << " padded tokens), capacity " << f.capacity << ", divisor " << f.divisor << '\n'
+            << "strategy   " << strategy << '\n'
+            << "packs      " << result.packs.count() << " (L1 bound " << result.lower_bound_l1
+            << ", L2 bound " << result.lower_bound_l2 << ": " << fixed(100 * over_l2, 3)
+            << "% over L2), fill " << fixed(100 * result.fill, 3) << "%\n";
+  if (f.static_shapes()) {
+    std::cout << "shapes     tail-align " << f.shapes.tail_align << ", tail-policy "
+              << f.shapes.tail_policy << ", cu_seqlens entries "
+              << (f.shapes.fixed_cu_seqlens_entries > 0
+                      ? std::to_string(f.shapes.fixed_cu_seqlens_entries)
+                      : std::string("not fixed"))
+              << ": " << rows << " rows, "
+              << fixed(100.0 * static_cast<double>(rows - result.padded_tokens) /
+                           static_cast<double>(std::max<int64_t>(rows, 1)),
+                       3)
+              << "% of them tail padding\n";
+  }
+  std::cout << "time       " << fixed(t.total, 3) << " s (open " << fixed(t.open, 3) << ", lengths "
+            << fixed(t.read, 3) << ", pack " << fixed(t.pack, 3) << ", write " << fixed(t.write, 3)
+            << "), " << fixed(static_cast<double>(samples) / std::max(t.total, 1e-9) / 1e6, 2)
+            << "M samples/s\n";
+  if (!f.out.empty()) std::cout << "wrote      " << f.out << '\n';
+  if (!f.materialize.empty()) std::cout << "wrote      " << f.materialize << ".bin/.idx\n";
+  if (!f.report.empty()) std::cout << "wrote      " << f.report << '\n';
+}
+
+int run_pack(const PackFlags& f) {
+  const auto start = std::chrono::steady_clock::now();
+  const ResolvedWorkload w = resolve_workload(f.source);
+  PackTimes t;
+  t.open = seconds_since(start);
+  check_outputs(f);
+  require_memory_for(f.limit > 0 ? std::min(f.limit, w.dataset->size()) : w.dataset->size());
+  const auto read_start = std::chrono::steady_clock::now();
+  const std::vector<int64_t> lengths = read_lengths(*w.dataset, f.limit, !f.no_progress);
+  t.read = seconds_since(read_start);
+
+  const auto pack_start = std::chrono::steady_clock::now();
+  OfflinePacking result = pack_lengths(f, lengths);
+  const int64_t rows = apply_static_shapes(f, lengths, result);
+  t.pack = seconds_since(pack_start);
+
   if (!f.out.empty()) {
     const auto write_start = std::chrono::steady_clock::now();
     PackSource source = w.source;
@@ -283,7 +358,7 @@ int run_pack(const PackFlags& f) {
     } else {
       write_pack_file(f.out, result.packs, f.capacity, f.divisor, source);
     }
-    write_seconds = seconds_since(write_start);
+    t.write = seconds_since(write_start);
     if (!f.materialize.empty()) {
       materialize(*PackedDataset::open(f.out), f.materialize, token_dtype_from_name(f.dtype),
                   f.tokens_only, !f.no_progress);
@@ -300,66 +375,17 @@ int run_pack(const PackFlags& f) {
                            {w.description, strategy, f.capacity, f.divisor, lengths, result});
   }
 
-  const double total = seconds_since(start);
-  const int64_t packs = result.packs.count();
+  t.total = seconds_since(start);
   const double over_l2 =
       result.lower_bound_l2 > 0
-          ? static_cast<double>(packs) / static_cast<double>(result.lower_bound_l2) - 1
+          ? static_cast<double>(result.packs.count()) / static_cast<double>(result.lower_bound_l2) -
+                1
           : 0;
   if (f.json) {
-    nlohmann::json j = {{"source", w.description},
-                        {"samples", lengths.size()},
-                        {"padded_tokens", result.padded_tokens},
-                        {"capacity", f.capacity},
-                        {"strategy", f.stream_open_packs > 0 ? "stream" : f.strategy},
-                        {"packs", packs},
-                        {"lower_bound_l1", result.lower_bound_l1},
-                        {"lower_bound_l2", result.lower_bound_l2},
-                        {"packs_over_l2", over_l2},
-                        {"fill", result.fill},
-                        {"rows", rows},
-                        {"static_shapes",
-                         {{"tail_align", f.shapes.tail_align},
-                          {"tail_multiple", f.shapes.tail_multiple},
-                          {"tail_policy", f.shapes.tail_policy},
-                          {"fixed_cu_seqlens_entries", f.shapes.fixed_cu_seqlens_entries}}},
-                        {"seconds",
-                         {{"open", open_seconds},
-                          {"read_lengths", read_seconds},
-                          {"pack", pack_seconds},
-                          {"write", write_seconds},
-                          {"total", total}}},
-                        {"out", f.out}};
-    std::cout << j.dump(2) << '\n';
-    return 0;
+    print_pack_json(f, w, lengths.size(), result, rows, over_l2, t);
+  } else {
+    print_pack_text(f, w, lengths.size(), strategy, result, rows, over_l2, t);
   }
-  std::cout << "source     " << w.description << '\n'
-            << "samples    " << lengths.size() << " (" << result.padded_tokens
-            << " padded tokens), capacity " << f.capacity << ", divisor " << f.divisor << '\n'
-            << "strategy   " << strategy << '\n'
-            << "packs      " << packs << " (L1 bound " << result.lower_bound_l1 << ", L2 bound "
-            << result.lower_bound_l2 << ": " << fixed(100 * over_l2, 3) << "% over L2), fill "
-            << fixed(100 * result.fill, 3) << "%\n";
-  if (f.static_shapes()) {
-    std::cout << "shapes     tail-align " << f.shapes.tail_align << ", tail-policy "
-              << f.shapes.tail_policy << ", cu_seqlens entries "
-              << (f.shapes.fixed_cu_seqlens_entries > 0
-                      ? std::to_string(f.shapes.fixed_cu_seqlens_entries)
-                      : std::string("not fixed"))
-              << ": " << rows << " rows, "
-              << fixed(100.0 * static_cast<double>(rows - result.padded_tokens) /
-                           static_cast<double>(std::max<int64_t>(rows, 1)),
-                       3)
-              << "% of them tail padding\n";
-  }
-  std::cout << "time       " << fixed(total, 3) << " s (open " << fixed(open_seconds, 3)
-            << ", lengths " << fixed(read_seconds, 3) << ", pack " << fixed(pack_seconds, 3)
-            << ", write " << fixed(write_seconds, 3) << "), "
-            << fixed(static_cast<double>(lengths.size()) / std::max(total, 1e-9) / 1e6, 2)
-            << "M samples/s\n";
-  if (!f.out.empty()) std::cout << "wrote      " << f.out << '\n';
-  if (!f.materialize.empty()) std::cout << "wrote      " << f.materialize << ".bin/.idx\n";
-  if (!f.report.empty()) std::cout << "wrote      " << f.report << '\n';
   return 0;
 }
 
