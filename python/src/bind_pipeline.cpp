@@ -328,14 +328,29 @@ void bind_pipeline_class(py::module_& m) {
            py::arg("tp_group") = nullptr)
       .def(
           "run_step",
-          [](PyPipeline& p, const py::sequence& samples, const py::object& group_ids,
-             const std::optional<PlannedBatch>& plan) {
+          [](PyPipeline& p, const py::object& samples, const py::object& group_ids,
+             const py::object& plan) {
+            // Every argument is converted here, where a failure reaches the peers already waiting
+            // in this step, not by pybind11 before the call (a TypeError on this rank alone).
             std::optional<BorrowedSamples> local;
             std::vector<int64_t> groups;
+            std::optional<PlannedBatch> planned;
+            auto type_name = [](const py::object& o) {
+              return std::string(py::str(py::type::of(o).attr("__name__")));
+            };
             try {
-              local.emplace(samples, p.pipeline->options().ignore_id);
+              if (!py::isinstance<py::sequence>(samples) || py::isinstance<py::str>(samples)) {
+                fail("local_samples must be a sequence of sample dicts, not ", type_name(samples));
+              }
+              local.emplace(samples.cast<py::sequence>(), p.pipeline->options().ignore_id);
               if (!group_ids.is_none()) {
                 groups = int64_values(group_ids, "group_ids");
+              }
+              if (!plan.is_none()) {
+                if (!py::isinstance<PlannedBatch>(plan)) {
+                  fail("plan must be a thdpack.PlannedBatch, not ", type_name(plan));
+                }
+                planned = plan.cast<PlannedBatch>();
               }
             } catch (const std::exception& e) {
               // The peers are already waiting in this step: tell them before raising here.
@@ -345,8 +360,8 @@ void bind_pipeline_class(py::module_& m) {
             }
             py::gil_scoped_release release;
             const std::span<const SampleView> views(local->views);
-            return plan ? p.pipeline->run_planned_step(views, *plan, groups)
-                        : p.pipeline->run_step(views, groups);
+            return planned ? p.pipeline->run_planned_step(views, *planned, groups)
+                           : p.pipeline->run_step(views, groups);
           },
           py::arg("local_samples"), py::kw_only(), py::arg("group_ids") = py::none(),
           py::arg("plan") = py::none(),

@@ -141,14 +141,24 @@ def _wrong_plan_worker(rank, world, out_dir):
         outcome = "no error"
     except thdpack.InvalidArgument as error:
         outcome = str(error)
+    # The same on the pipeline itself, for samples that are not a sequence.
+    try:
+        packer.pipeline.run_step(42 if rank == 1 else [])
+        samples_outcome = "no error"
+    except thdpack.InvalidArgument as error:
+        samples_outcome = str(error)
     with open(os.path.join(out_dir, f"wrong{rank}.txt"), "w") as f:
         f.write(outcome)
+    with open(os.path.join(out_dir, f"samples{rank}.txt"), "w") as f:
+        f.write(samples_outcome)
 
 
 def test_a_plan_of_the_wrong_type_fails_every_rank(tmp_path):
-    """A rank given something other than a PlannedBatch does not leave its peers waiting."""
+    """A rank given something other than a PlannedBatch, or samples that are not a sequence, does
+    not leave its peers waiting: every rank raises."""
     run_processes(2, _wrong_plan_worker, str(tmp_path))
     for rank in range(2):
         text = (tmp_path / f"wrong{rank}.txt").read_text()
-        assert "PlannedBatch" in text or "rank 1" in text, (rank, text)
-        assert text != "no error"
+        assert ("PlannedBatch" in text) if rank == 1 else ("rank 1" in text), (rank, text)
+        text = (tmp_path / f"samples{rank}.txt").read_text()
+        assert ("must be a sequence" in text) if rank == 1 else ("rank 1" in text), (rank, text)
