@@ -310,7 +310,7 @@ def wrap_data_iterator(data_iterator, config, num_microbatches: int, pg_collecti
     step = packer.step(samples)
     flops = step.flops
     sums = (float(flops["seqlen_sum_padded"]), float(flops["seqlen_squared_sum_padded"]))
-    dynamic = step.result.dynamic_cp_plan is not None
+    dynamic = step.result.dynamic_cp
 
     def stage(v):
         views = step.virtual_stage(v)

@@ -6,13 +6,6 @@
 
 namespace thdpack::detail {
 
-const CpGroup& DraftMicrobatch::group_of(int rank) const {
-  for (const auto& g : groups) {
-    if (rank >= g.first_rank && rank < g.first_rank + g.size) return g;
-  }
-  fail("dynamic CP micro-batch: no group holds rank ", rank);
-}
-
 Plan to_plan(const DraftPlan& draft, int dp, int cp) {
   Plan plan(dp, cp);
   check<InternalError>(plan.ranks() == draft.ranks, "plan draft over ", draft.ranks,

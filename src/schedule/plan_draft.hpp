@@ -12,9 +12,6 @@ namespace thdpack::detail {
 /// The groups of one micro-batch, in rank order.
 struct DraftMicrobatch {
   std::vector<CpGroup> groups;
-
-  /// The group that holds `rank`. Throws InvalidArgument when no group holds it.
-  const CpGroup& group_of(int rank) const;
 };
 
 /// Micro-batches over `ranks` = dp·cp ranks.
