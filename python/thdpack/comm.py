@@ -10,11 +10,43 @@ ones it has: variable-size allgather as a padded ``all_gather``; variable all-to
 
 from __future__ import annotations
 
+import atexit
+import collections
+import time
+import weakref
+
 import numpy as np
 
 from . import _thdpack
 
 _OPS = {"sum": "SUM", "max": "MAX", "min": "MIN"}
+
+# The tensors of the most recent collectives, over every communicator (see _hold): enough for a
+# backend's worker threads to have finished with every older one.
+_recent = collections.deque(maxlen=4)
+
+
+def _hold(*tensors) -> None:
+    """Keeps the tensors of a finished collective referenced from Python a while longer.
+
+    A gloo worker thread drops its reference to a collective's tensors just after the waiting
+    caller resumes. When that is the last reference, the tensor is freed on the gloo thread, which
+    must take the GIL; once the interpreter is finalizing (a script that ends right after its last
+    step) that thread is terminated on taking it, and the process aborts. The last collectives'
+    tensors stay referenced here until exit, where _release_at_exit frees them safely."""
+    _recent.append(tensors)
+
+
+@atexit.register
+def _release_at_exit(timeout_seconds: float = 2.0) -> None:
+    """At exit, while other threads may still take the GIL: drops the held tensors and waits until
+    no gloo thread holds any of them either (bounded; normally microseconds), so none is freed by
+    a gloo thread during finalization."""
+    alive = [weakref.ref(t) for tensors in _recent for t in tensors]
+    _recent.clear()
+    deadline = time.monotonic() + timeout_seconds
+    while any(ref() is not None for ref in alive) and time.monotonic() < deadline:
+        time.sleep(0.001)
 
 
 class _TorchCollectives:
@@ -54,7 +86,9 @@ class _TorchCollectives:
         padded[: len(send)] = send
         parts = [self._torch.empty(width, dtype=self._torch.uint8, device=self.device)
                  for _ in range(self.size)]
-        self._dist.all_gather(parts, self._tensor(padded), group=self.group)
+        tensor = self._tensor(padded)
+        self._dist.all_gather(parts, tensor, group=self.group)
+        _hold(tensor, *parts)
         return np.concatenate([self._host(p)[:c] for p, c in zip(parts, counts)])
 
     def alltoallv(self, send, send_counts, recv_counts):
@@ -62,8 +96,10 @@ class _TorchCollectives:
         out = torch.empty(int(sum(recv_counts)), dtype=torch.uint8, device=self.device)
         if self._all_to_all_works:
             try:
-                self._dist.all_to_all_single(out, self._tensor(send), list(map(int, recv_counts)),
+                tensor = self._tensor(send)
+                self._dist.all_to_all_single(out, tensor, list(map(int, recv_counts)),
                                              list(map(int, send_counts)), group=self.group)
+                _hold(out, tensor)
                 return self._host(out)
             except RuntimeError as error:
                 if "not supported" not in str(error).lower():
@@ -77,10 +113,11 @@ class _TorchCollectives:
             recv[:] = self.alltoallv(send, send_counts, recv_counts)
             return
         torch = self._torch
+        recv_tensor, send_tensor = torch.from_numpy(recv), torch.from_numpy(send)
         try:
-            self._dist.all_to_all_single(torch.from_numpy(recv), torch.from_numpy(send),
-                                         list(map(int, recv_counts)), list(map(int, send_counts)),
-                                         group=self.group)
+            self._dist.all_to_all_single(recv_tensor, send_tensor, list(map(int, recv_counts)),
+                                         list(map(int, send_counts)), group=self.group)
+            _hold(recv_tensor, send_tensor)
         except RuntimeError as error:
             if "not supported" not in str(error).lower():
                 raise
@@ -91,14 +128,16 @@ class _TorchCollectives:
         if self.device.type != "cpu":
             data[:] = self.broadcast(data, root)
             return
-        self._dist.broadcast(self._torch.from_numpy(data), src=self._global[root], group=self.group)
+        tensor = self._torch.from_numpy(data)
+        self._dist.broadcast(tensor, src=self._global[root], group=self.group)
+        _hold(tensor)
 
     def _alltoallv_pairwise(self, send, send_counts, recv_counts):
         torch = self._torch
         send_at = np.concatenate([[0], np.cumsum(send_counts)]).astype(int)
         recv_at = np.concatenate([[0], np.cumsum(recv_counts)]).astype(int)
         received = [None] * self.size
-        requests = []
+        requests, sent = [], []
         for peer in range(self.size):
             if peer == self.rank:
                 received[peer] = np.asarray(send[send_at[peer]:send_at[peer + 1]])
@@ -109,9 +148,11 @@ class _TorchCollectives:
                 requests.append(self._dist.irecv(buffer, src=self._global[peer], group=self.group))
             if send_counts[peer]:
                 chunk = self._tensor(send[send_at[peer]:send_at[peer + 1]])
+                sent.append(chunk)
                 requests.append(self._dist.isend(chunk, dst=self._global[peer], group=self.group))
         for request in requests:
             request.wait()
+        _hold(*sent, *(r for r in received if r is not None and not isinstance(r, np.ndarray)))
         parts = [r if isinstance(r, np.ndarray) else (self._host(r) if r is not None else
                  np.zeros(0, dtype=np.uint8)) for r in received]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint8)
@@ -119,11 +160,13 @@ class _TorchCollectives:
     def broadcast(self, data, root):
         tensor = self._tensor(data)
         self._dist.broadcast(tensor, src=self._global[root], group=self.group)
+        _hold(tensor)
         return self._host(tensor)
 
     def allreduce(self, data, op):
         tensor = self._tensor(data)
         self._dist.all_reduce(tensor, op=getattr(self._dist.ReduceOp, _OPS[op]), group=self.group)
+        _hold(tensor)
         return self._host(tensor)
 
     def barrier(self):

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from . import _thdpack
-from .comm import TorchCommunicator, mpi4py_communicator
+from .comm import TorchCommunicator, _TorchCollectives, mpi4py_communicator
 from .torch_moe import MoeCombine, MoeDispatch, MoeDispatchOutput, moe_combine, moe_dispatch  # noqa: F401
 
 _FIELDS = ("tokens", "labels", "loss_mask", "position_ids", "padding_mask", "cu_seqlens",
@@ -366,13 +366,9 @@ class ThdPacker:
             out = np.empty_like(flag)
             self._mpi_comm.Allreduce(flag, out, op=MPI.MAX)
             return out
-        import torch.distributed as dist
-
-        t = torch.from_numpy(flag.copy())
-        if dist.get_backend(self._control) == "nccl":
-            t = t.to(self.device if self.device is not None else torch.cuda.current_device())
-        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self._control)
-        return t.cpu().numpy()
+        if getattr(self, "_control_collectives", None) is None:
+            self._control_collectives = _TorchCollectives(self._control, self.device)
+        return self._control_collectives.allreduce(flag, "max").copy()
 
     def _max(self, value: np.ndarray) -> int:
         """The largest of every rank's single value (one allreduce over the world)."""
