@@ -23,6 +23,8 @@ sizes (tp, cp, dp, pp) instead of groups.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Optional
 
@@ -141,6 +143,7 @@ class ThdPacker:
                  min_cp: int = 1, gpu_tflops: float = 400.0, cp_link_gbps: float = 50.0,
                  cp_step_overhead_us: float = 20.0):
         self._mpi_comm = mpi_comm
+        self._in_use = threading.Lock()  # held while a collective of this packer runs
         self._control = None  # the torch group of world-wide control collectives (None: WORLD)
         self.device = device
         # Everything that can fail on one rank alone runs before the first collective, and the
@@ -306,6 +309,10 @@ class ThdPacker:
         is delivered instead of planning; every rank checks it against the step first and raises
         ``InvalidArgument`` together when it does not fit.
         """
+        with self._one_caller("step"):
+            return self._step(samples, group_ids, plan)
+
+    def _step(self, samples, group_ids, plan) -> PackedStep:
         # Samples given to a rank that does not read are passed on, so that the pipeline reports
         # the mistake on every rank instead of silently dropping them.
         try:
@@ -360,6 +367,10 @@ class ThdPacker:
         """Element-wise maximum of int64 ``values`` over all ranks (one allreduce over the
         packer's world group)."""
         flag = np.ascontiguousarray(values, dtype=np.int64)
+        with self._one_caller("reduce_max"):
+            return self._reduce_max(flag)
+
+    def _reduce_max(self, flag: np.ndarray) -> np.ndarray:
         if getattr(self, "_mpi_comm", None) is not None:
             from mpi4py import MPI
 
@@ -369,6 +380,21 @@ class ThdPacker:
         if getattr(self, "_control_collectives", None) is None:
             self._control_collectives = _TorchCollectives(self._control, self.device)
         return self._control_collectives.allreduce(flag, "max").copy()
+
+    @contextlib.contextmanager
+    def _one_caller(self, what: str):
+        """Refuses a second thread while one runs this packer's collectives: every rank must enter
+        them in the same order, which two threads sharing one packer cannot promise (their steps
+        would exchange each other's samples)."""
+        if not self._in_use.acquire(blocking=False):
+            raise _thdpack.InvalidArgument(
+                f"ThdPacker.{what}() called while another thread is inside this packer; a packer "
+                "serves one thread at a time (give each thread its own packer and process groups, "
+                "or serialise the calls)")
+        try:
+            yield
+        finally:
+            self._in_use.release()
 
     def _max(self, value: np.ndarray) -> int:
         """The largest of every rank's single value (one allreduce over the world)."""
