@@ -7,6 +7,7 @@
 
 #include "commands.hpp"
 #include "flags/parse_errors.hpp"
+#include "flags/unknown_arguments.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/core/version.hpp"
 
@@ -23,10 +24,23 @@ int main(int argc, char** argv) {
       thdpack::cli::add_list_command(app),
   };
 
+  // `thdpack help [COMMAND]` is `thdpack [COMMAND] --help`.
+  std::vector<char*> args(argv, argv + argc);
+  std::string help_flag = "--help";
+  if (argc >= 2 && std::string(argv[1]) == "help") {
+    args.erase(args.begin() + 1);
+    args.push_back(help_flag.data());
+  }
+  const int count = static_cast<int>(args.size());
+  const std::string unknown = thdpack::cli::unknown_argument_message(app, count, args.data());
+  if (!unknown.empty()) {
+    std::cerr << "thdpack: error: " << unknown << '\n';
+    return 2;
+  }
   try {
-    app.parse(argc, argv);
+    app.parse(count, args.data());
   } catch (const CLI::ParseError& e) {
-    return thdpack::cli::report_parse_error(app, e, argc, argv);
+    return thdpack::cli::report_parse_error(app, e, count, args.data());
   }
   try {
     for (const auto& command : commands) {

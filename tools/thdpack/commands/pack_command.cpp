@@ -336,6 +336,7 @@ void print_pack_text(const PackFlags& f, const ResolvedWorkload& w, size_t sampl
 
 int run_pack(const PackFlags& f) {
   const auto start = std::chrono::steady_clock::now();
+  require_source(f.source, "pack");
   const ResolvedWorkload w = resolve_workload(f.source);
   PackTimes t;
   t.open = seconds_since(start);
@@ -401,6 +402,7 @@ struct ConvertFlags {
 
 int run_convert(const ConvertFlags& f) {
   if (f.out.empty()) throw InvalidArgument("--out PREFIX is required");
+  require_source(f.source, "convert");
   const ResolvedWorkload w = resolve_workload(f.source);
   const int64_t n = limited_size(*w.dataset, f.limit);
   IndexedDatasetWriter writer(f.out, token_dtype_from_name(f.dtype));

@@ -110,7 +110,7 @@ ResolvedWorkload resolve_source(const WorkloadFlags& f) {
 void WorkloadFlags::add_to(CLI::App& command) {
   std::string names;
   for (const auto& n : workload_names()) names += (names.empty() ? "" : ", ") + n;
-  command.add_option("--workload", workload, "named workload: " + names + " (default sft-8k)")
+  command.add_option("--workload", workload, "named workload: " + names + " (plan and run default to sft-8k)")
       ->check(non_empty());
   command.add_option("--dataset-config,--sft-mock-dataset-config-json", dataset_config,
                      "mock dataset config: inline JSON or a file holding it (Megatron's "
@@ -134,10 +134,22 @@ void WorkloadFlags::add_to(CLI::App& command) {
                    "skip JSONL keys other than input_ids, loss_mask, labels");
 }
 
+int WorkloadFlags::sources_given() const {
+  return !workload.empty() + !dataset_config.empty() + !lengths_file.empty() +
+         !jsonl_file.empty() + !data_path.empty() + (seq_length > 0);
+}
+
+void require_source(const WorkloadFlags& flags, const std::string& command) {
+  if (flags.sources_given() == 0) {
+    throw InvalidArgument(command +
+                          " needs data: --jsonl FILE, --data-path PREFIX, --lengths FILE or "
+                          "--dataset-config JSON, or --workload NAME for a built-in mock "
+                          "(thdpack list names them)");
+  }
+}
+
 ResolvedWorkload resolve_workload(const WorkloadFlags& f) {
-  const int sources = !f.workload.empty() + !f.dataset_config.empty() + !f.lengths_file.empty() +
-                      !f.jsonl_file.empty() + !f.data_path.empty() + (f.seq_length > 0);
-  if (sources > 1) {
+  if (f.sources_given() > 1) {
     throw InvalidArgument(
         "give one workload source: --workload, --dataset-config, --lengths, --jsonl, --data-path "
         "or --seq-length");

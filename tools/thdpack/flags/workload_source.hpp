@@ -27,7 +27,13 @@ struct WorkloadFlags {
 
   /// Registers the flags on `command`.
   void add_to(CLI::App& command);
+  /// How many of the sources above are given.
+  int sources_given() const;
 };
+
+/// Throws InvalidArgument when no source is given: a command that writes data (pack, convert) must
+/// not silently read the default mock. `command` names it in the message.
+void require_source(const WorkloadFlags& flags, const std::string& command);
 
 /// A dataset plus the defaults its source implies.
 struct ResolvedWorkload {
@@ -46,7 +52,7 @@ struct ResolvedWorkload {
   std::vector<std::shared_ptr<const InputLease>> inputs;
 };
 
-/// Resolves the flags; the default (none given) is the sft-8k workload. Throws InvalidArgument when
+/// Resolves the flags; the default (none given) is the sft-8k workload (plan and run). Throws InvalidArgument when
 /// more than one source is given or a source is bad.
 ResolvedWorkload resolve_workload(const WorkloadFlags& flags);
 
