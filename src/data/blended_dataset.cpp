@@ -101,6 +101,11 @@ Sample BlendedDataset::sample(int64_t index) const {
   return s;
 }
 
+std::string BlendedDataset::locate(int64_t index) const {
+  const auto [dataset, sample] = source(index);
+  return datasets_[static_cast<size_t>(dataset)]->locate(sample);
+}
+
 std::string BlendedDataset::describe() const {
   std::ostringstream out;
   out << "blend of " << datasets_.size() << " datasets (" << size() << " samples):";

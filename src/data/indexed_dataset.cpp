@@ -329,6 +329,10 @@ Sample IndexedDataset::sample(int64_t index) const {
   return s;
 }
 
+std::string IndexedDataset::locate(int64_t index) const {
+  return prefix_ + ".idx sequence " + std::to_string(index);
+}
+
 std::string IndexedDataset::describe() const {
   return "indexed " + prefix_ + " (" + std::to_string(size()) + " sequences, " +
          std::to_string(document_indices_.empty() ? 0 : document_indices_.size() - 1) +

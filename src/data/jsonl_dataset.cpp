@@ -19,8 +19,12 @@ constexpr int64_t kIgnoreLabel = -100;  // Hugging Face / PyTorch ignore_index
 
 class JsonlDataset final : public Dataset {
  public:
-  JsonlDataset(std::string path, std::vector<Sample> samples, std::unique_ptr<InputLease> lease)
-      : path_(std::move(path)), samples_(std::move(samples)), lease_(std::move(lease)) {}
+  JsonlDataset(std::string path, std::vector<Sample> samples, std::vector<int64_t> lines,
+               std::unique_ptr<InputLease> lease)
+      : path_(std::move(path)),
+        samples_(std::move(samples)),
+        lines_(std::move(lines)),
+        lease_(std::move(lease)) {}
 
   int64_t size() const override { return static_cast<int64_t>(samples_.size()); }
   int64_t length(int64_t index) const override {
@@ -29,6 +33,10 @@ class JsonlDataset final : public Dataset {
   Sample sample(int64_t index) const override { return at(index); }
   std::string describe() const override {
     return "jsonl " + path_ + " (" + std::to_string(samples_.size()) + " samples)";
+  }
+  std::string locate(int64_t index) const override {
+    at(index);
+    return path_ + ":" + std::to_string(lines_[static_cast<size_t>(index)]);
   }
 
  private:
@@ -40,6 +48,7 @@ class JsonlDataset final : public Dataset {
 
   std::string path_;
   std::vector<Sample> samples_;
+  std::vector<int64_t> lines_;         // per sample, its line in the file (blank lines are skipped)
   std::unique_ptr<InputLease> lease_;  // the file stays an input in use: nothing overwrites it
 };
 
@@ -162,6 +171,7 @@ std::unique_ptr<Dataset> detail::load_jsonl(std::shared_ptr<const InputFile> fil
   auto lease = std::make_unique<InputLease>(std::move(file));
   InputStream in(lease->file());
   std::vector<Sample> samples;
+  std::vector<int64_t> lines;
   std::string line;
   int64_t line_no = 0;
   while (
@@ -170,9 +180,11 @@ std::unique_ptr<Dataset> detail::load_jsonl(std::shared_ptr<const InputFile> fil
     if (blank(line)) continue;
     samples.push_back(detail::parse_jsonl_line(line, static_cast<int64_t>(samples.size()), options,
                                                path + ":" + std::to_string(line_no)));
+    lines.push_back(line_no);
   }
   if (samples.empty()) throw InvalidArgument("JSONL file '" + path + "' holds no samples");
-  return std::make_unique<JsonlDataset>(path, std::move(samples), std::move(lease));
+  return std::make_unique<JsonlDataset>(path, std::move(samples), std::move(lines),
+                                        std::move(lease));
 }
 
 }  // namespace thdpack

@@ -5,6 +5,7 @@
 
 #include "thdpack/core/checked_arithmetic.hpp"
 #include "thdpack/core/errors.hpp"
+#include "thdpack/core/oversize_fix.hpp"
 #include "thdpack/packing/packed_batch.hpp"
 
 namespace thdpack {
@@ -180,8 +181,8 @@ PackedBatch pack_samples(std::span<const SampleView> samples, const PackOptions&
   if (o.capacity > 0 && rows > o.capacity) {
     if (samples.size() == 1) {
       fail("sample ", samples[0].id, " has ", longest, " tokens (", rows,
-           " padded) but the pack capacity max_seqlen_per_dp_cp_rank x cp is ", o.capacity,
-           "; raise --max-seqlen-per-dp-cp-rank or truncate");
+           " padded) but the pack capacity max_seqlen_per_dp_cp_rank x cp is ", o.capacity, "; ",
+           kOversizeFix);
     }
     fail("samples of ", rows, " padded tokens do not fit one pack of capacity ", o.capacity);
   }

@@ -41,6 +41,7 @@
 #include "schedule/length_order.hpp"
 #include "thdpack/core/checked_arithmetic.hpp"
 #include "thdpack/core/errors.hpp"
+#include "thdpack/core/oversize_fix.hpp"
 #include "thdpack/packing/packed_batch.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
 
@@ -709,7 +710,7 @@ detail::DraftPlan plan_by_packing(std::span<const int64_t> ids,
     if (sizes.empty()) {
       fail("balanced_dynamic_cp: sample ", ids[i], " has ", padded_lengths[i],
            " tokens, more than M x dp*cp = ", options.max_seqlen_per_dp_cp_rank * options.ranks(),
-           "; raise --max-seqlen-per-dp-cp-rank or truncate");
+           "; ", kOversizeFix);
     }
     double* row = times.data() + i * table.slots();
     for (size_t s = 0; s < table.slots(); ++s) {

@@ -23,6 +23,7 @@
 #include "schedule/time_cache.hpp"
 #include "schedule/waiting_samples.hpp"
 #include "thdpack/core/errors.hpp"
+#include "thdpack/core/oversize_fix.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
 #include "thdpack/schedule/scheduler.hpp"
 
@@ -371,8 +372,8 @@ ScoredPlan default_dynamic_cp_scored(const LengthGroups& by_length, const Dynami
   const LengthClass& longest = waiting[0];
   if (longest.cp_min > ranks) {
     fail("default_dynamic_cp: sample ", waiting.ids().front(), " has ", longest.length,
-         " tokens and needs a CP group of ", longest.cp_min, " ranks, but dp*cp is ", ranks,
-         "; raise --max-seqlen-per-dp-cp-rank or truncate");
+         " tokens and needs a CP group of ", longest.cp_min, " ranks, but dp*cp is ", ranks, "; ",
+         kOversizeFix);
   }
   std::optional<TimeCache> time;
   if (cost != nullptr) time.emplace(*cost);

@@ -8,6 +8,7 @@
 
 #include "thdpack/core/checked_arithmetic.hpp"
 #include "thdpack/core/errors.hpp"
+#include "thdpack/core/oversize_fix.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
 #include "thdpack/schedule/scheduler.hpp"
 
@@ -49,8 +50,7 @@ void validate_dynamic_cp_input(std::span<const int64_t> ids,
       checked_mul(options.max_seqlen_per_dp_cp_rank, ranks, "dynamic CP capacity M x dp*cp");
   for (size_t i = 0; i < padded_lengths.size(); ++i) {
     check(padded_lengths[i] <= room, "dynamic CP: sample ", ids[i], " has ", padded_lengths[i],
-          " tokens, more than M x dp*cp = ", room,
-          "; raise --max-seqlen-per-dp-cp-rank or truncate");
+          " tokens, more than M x dp*cp = ", room, "; ", kOversizeFix);
   }
 }
 

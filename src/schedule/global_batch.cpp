@@ -1,4 +1,5 @@
 #include "thdpack/schedule/global_batch.hpp"
+#include "thdpack/core/oversize_fix.hpp"
 
 #include <string>
 
@@ -52,8 +53,8 @@ int64_t length_within_capacity(int64_t id, int64_t length, int64_t divisor, int6
                                OversizePolicy policy, const std::string& capacity_name) {
   if (round_up(length, divisor) <= capacity) return length;
   if (policy == OversizePolicy::kError) {
-    fail("sequence ", id, " has ", length, " tokens but ", capacity_name, " is ", capacity,
-         "; raise --max-seqlen-per-dp-cp-rank or truncate");
+    fail("sequence ", id, " has ", length, " tokens but ", capacity_name, " is ", capacity, "; ",
+         kOversizeFix);
   }
   return capacity / divisor * divisor;
 }
@@ -71,7 +72,14 @@ GlobalBatch make_global_batch(const Dataset& dataset, int64_t step, const Global
   b.padded_lengths.reserve(b.ids.size());
   for (int64_t id : b.ids) {
     const int64_t length = dataset.length(id);
-    const int64_t real = length_within_capacity(id, length, o.divisor, o.capacity, o.oversize);
+    int64_t real = 0;
+    try {
+      real = length_within_capacity(id, length, o.divisor, o.capacity, o.oversize);
+    } catch (const InvalidArgument& e) {
+      const std::string where = dataset.locate(id);  // the file and line, where there is one
+      if (where.empty()) throw;
+      throw InvalidArgument(where + ": " + e.what());
+    }
     if (real != length) ++b.truncated;
     b.real_lengths.push_back(real);
     b.padded_lengths.push_back(round_up(real, o.divisor));

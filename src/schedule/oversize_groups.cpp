@@ -9,6 +9,7 @@
 #include "schedule/room_index.hpp"
 #include "schedule/schedulers.hpp"
 #include "thdpack/core/errors.hpp"
+#include "thdpack/core/oversize_fix.hpp"
 #include "thdpack/packing/bin_packing.hpp"
 
 namespace thdpack::detail {
@@ -288,8 +289,8 @@ std::optional<Plan> plan_with_oversize_groups(const ScheduleInput& input,
     for (int64_t p : positions) {
       if (b.length(p) > capacity) {
         fail("sample ", input.ids[static_cast<size_t>(p)], " has ", b.length(p),
-             " padded tokens but the cap is ", capacity,
-             " (max_seqlen_per_dp_cp_rank x cp); raise the cap or truncate");
+             " padded tokens but the cap is ", capacity, " (max_seqlen_per_dp_cp_rank x cp); ",
+             kOversizeFix);
       }
       b.in_run[static_cast<size_t>(p)] = 1;
     }

@@ -499,7 +499,7 @@ TEST(BinPackingErrors, CheckItemsFitUsesTheGivenNoun) {
       [] {
         check_items_fit(I64{5, 40, 3}, 32, "sample");
       },
-      {"sample 1", "40", "32", "raise --max-seqlen-per-dp-cp-rank"});
+      {"sample 1", "40", "32", "raise max_seqlen_per_dp_cp_rank (-M)"});
   test_util::expect_throw_with<InvalidArgument>(
       [] {
         check_items_fit(I64{5, 0}, 32, "group");

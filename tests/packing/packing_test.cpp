@@ -475,7 +475,7 @@ TEST(PackErrors, SingleSampleOverCapacitySaysHowToFix) {
   o.capacity = 32;
   test_util::expect_throw_with<InvalidArgument>(
       [&] { pack(samples, o); },
-      {"17", "40", "32", "raise --max-seqlen-per-dp-cp-rank", "truncate"});
+      {"17", "40", "32", "raise max_seqlen_per_dp_cp_rank (-M)", "oversize=\"truncate\""});
 }
 
 TEST(PackErrors, CapacityCountsPaddedLengths) {

@@ -90,7 +90,7 @@ def test_cp_slice_round_trip_and_the_spec_example():
 
 
 def test_errors_map_to_value_and_runtime_errors():
-    with pytest.raises(ValueError, match="raise --max-seqlen-per-dp-cp-rank") as info:
+    with pytest.raises(ValueError, match=r"raise max_seqlen_per_dp_cp_rank \(-M\) or truncate \(oversize=\"truncate\"") as info:
         thdpack.schedule([100, 5000], dp=1, max_seqlen_per_dp_cp_rank=4096)
     assert isinstance(info.value, thdpack.InvalidArgument)
     assert isinstance(info.value, thdpack.Error)

@@ -80,7 +80,7 @@ TEST(DpBalanced, RejectsASampleLongerThanTheCapacity) {
   const auto in = make_input({11, 3}, 1);
   test_util::expect_throw_with<InvalidArgument>(
       [&] { make_scheduler("dp_balanced")->schedule(in.view(), options(1, 10)); },
-      "raise --max-seqlen-per-dp-cp-rank");
+      "raise max_seqlen_per_dp_cp_rank (-M)");
 }
 
 TEST(DpBalanced, CapacityIsMTimesCp) {

@@ -187,7 +187,7 @@ TEST(GlobalBatchMake, OversizeIsAnErrorNamingSampleAndFix) {
   const LengthsDataset d({4, 4, 4, 4, 4, 20, 4, 4});
   const std::string message = expect_throw_with<InvalidArgument>(
       [&] { make_global_batch(d, 1, options(4, 2, 4, 16)); },
-      {"sequence 5", "20 tokens", "16", "--max-seqlen-per-dp-cp-rank", "truncate"});
+      {"sequence 5", "20 tokens", "16", "max_seqlen_per_dp_cp_rank (-M)", "--oversize truncate"});
   EXPECT_NE(message.find("max_seqlen_per_dp_cp_rank x cp"), std::string::npos) << message;
   // Step 0 does not contain the long sample.
   EXPECT_NO_THROW(make_global_batch(d, 0, options(4, 2, 4, 16)));

@@ -261,7 +261,7 @@ TEST(ScheduleInputValidation, RejectsBadInput) {
                                                   "split equally");
     auto big = testing::make_input({5, 500, 5, 5}, 2);
     test_util::expect_throw_with<InvalidArgument>([&] { s->schedule(big.view(), o); },
-                                                  "max-seqlen-per-dp-cp-rank");
+                                                  "max_seqlen_per_dp_cp_rank (-M)");
     auto mismatched = testing::make_input({5, 5, 5, 5}, 2);
     mismatched.lengths.pop_back();
     test_util::expect_throw_with<InvalidArgument>([&] { s->schedule(mismatched.view(), o); },

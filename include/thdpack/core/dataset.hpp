@@ -43,6 +43,9 @@ class Dataset {
   virtual Sample sample(int64_t index) const = 0;
   /// One line for logs: kind, source and size.
   virtual std::string describe() const = 0;
+  /// Where sample `index` is in its files, for messages about it ("data.jsonl:284",
+  /// "corpus.idx sequence 17"); empty for a source with no files.
+  virtual std::string locate(int64_t /*index*/) const { return {}; }
 };
 
 }  // namespace thdpack

@@ -64,6 +64,7 @@ class IndexedDataset final : public Dataset {
   /// int64, else InvalidArgument names the .bin byte and the sequence.
   Sample sample(int64_t index) const override;
   std::string describe() const override;
+  std::string locate(int64_t index) const override;
 
   TokenDType dtype() const { return dtype_; }
   /// Every sequence length (copied out of the index once: its arrays are not aligned).
@@ -144,6 +145,7 @@ class BlendedDataset final : public Dataset {
   /// The sample, with its id set to `index` (the blend's numbering).
   Sample sample(int64_t index) const override;
   std::string describe() const override;
+  std::string locate(int64_t index) const override;
 
   /// Which dataset and which of its samples blend sample `index` is.
   std::pair<int, int64_t> source(int64_t index) const;

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "thdpack/core/oversize_fix.hpp"
+
 namespace thdpack {
 
 /// Packs as index lists: pack p holds items[offsets[p] .. offsets[p+1]).
@@ -55,6 +57,6 @@ std::vector<int64_t> order_by_decreasing_length(std::span<const int64_t> lengths
 void check_items_fit(
     std::span<const int64_t> lengths, int64_t capacity, const std::string& what,
     const std::string& capacity_name = "the pack capacity (max_seqlen_per_dp_cp_rank x cp)",
-    const std::string& remedy = "raise --max-seqlen-per-dp-cp-rank or truncate");
+    const std::string& remedy = kOversizeFix);
 
 }  // namespace thdpack

@@ -327,8 +327,8 @@ void print_pack_text(const PackFlags& f, const ResolvedWorkload& w, size_t sampl
   }
   std::cout << "time       " << fixed(t.total, 3) << " s (open " << fixed(t.open, 3) << ", lengths "
             << fixed(t.read, 3) << ", pack " << fixed(t.pack, 3) << ", write " << fixed(t.write, 3)
-            << "), " << fixed(static_cast<double>(samples) / std::max(t.total, 1e-9) / 1e6, 2)
-            << "M samples/s\n";
+            << "), " << scaled(static_cast<double>(samples) / std::max(t.total, 1e-9))
+            << " samples/s\n";
   if (!f.out.empty()) std::cout << "wrote      " << f.out << '\n';
   if (!f.materialize.empty()) std::cout << "wrote      " << f.materialize << ".bin/.idx\n";
   if (!f.report.empty()) std::cout << "wrote      " << f.report << '\n';

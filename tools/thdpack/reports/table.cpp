@@ -1,8 +1,10 @@
 #include "reports/table.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iomanip>
+#include <utility>
 
 namespace thdpack::cli {
 
@@ -33,12 +35,30 @@ void Table::print(std::ostream& out) const {
   for (const auto& row : rows_) line(row);
 }
 
-std::string percent(double fraction, int decimals) { return fixed(100 * fraction, decimals) + "%"; }
+std::string percent(double fraction, int decimals) {
+  return fixed(100 * fraction, decimals) + "%";
+}
 
 std::string fixed(double value, int decimals) {
   char buffer[64];
   std::snprintf(buffer, sizeof(buffer), "%.*f", decimals, value);
   return buffer;
+}
+
+std::string scaled(double value) {
+  static constexpr std::pair<double, const char*> kPrefixes[] = {
+      {1e9, "G"}, {1e6, "M"}, {1e3, "k"}};
+  std::string suffix;
+  for (const auto& [factor, prefix] : kPrefixes) {
+    if (std::abs(value) >= factor) {
+      value /= factor;
+      suffix = prefix;
+      break;
+    }
+  }
+  const double size = std::abs(value);
+  const int decimals = size >= 100 ? 0 : size >= 10 ? 1 : suffix.empty() && size < 1 ? 3 : 2;
+  return fixed(value, decimals) + suffix;
 }
 
 }  // namespace thdpack::cli

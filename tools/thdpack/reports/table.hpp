@@ -24,6 +24,9 @@ class Table {
 
 /// Fixed-point formatting: fixed(1.23456, 2) == "1.23".
 std::string fixed(double value, int decimals);
+/// A count or rate with a unit prefix and three significant figures: "1.23M", "45.6k", "812",
+/// "0.500" (never "0.00M" for a small one).
+std::string scaled(double value);
 /// A fraction as a percentage: percent(0.1234, 1) == "12.3%".
 std::string percent(double fraction, int decimals);
 
