@@ -51,7 +51,7 @@ from typing import Any, Iterable, Iterator, Optional
 import torch
 
 from . import _thdpack
-from .torch import ThdPacker
+from .torch import ThdPacker, fail_step_with
 
 _SAMPLE_KEYS = ("tokens", "labels", "loss_mask", "position_ids")
 _ID_STRIDE = 1 << 40  # global id = DP rank * stride + position in the rank's step
@@ -124,8 +124,13 @@ def _field(config, name: str, default=None):
 
 def _packer_settings(config, groups: dict, options: dict) -> dict:
     """ThdPacker keyword arguments from Megatron's config fields and the extra options."""
-    scheduler = str(_field(config, "sequence_packing_scheduler", "dp_balanced")).lower()
     names = list(_thdpack.scheduler_names())
+    scheduler = getattr(config, "sequence_packing_scheduler", "dp_balanced")
+    if scheduler is None:
+        raise _thdpack.InvalidArgument(
+            "config.sequence_packing_scheduler is None, which Megatron-LM reads as sequence "
+            f"packing off; set it to one of {', '.join(names)} to pack")
+    scheduler = str(scheduler).lower()
     if scheduler not in names:
         raise _thdpack.InvalidArgument(
             f"config.sequence_packing_scheduler is '{scheduler}'; thdpack has "
@@ -259,7 +264,12 @@ def sub_samples(item: dict, where: str = "sample") -> list:
 def _pull(data_iterator, num_microbatches: int, dp_rank: int) -> list:
     samples = []
     for index in range(num_microbatches):
-        item = next(data_iterator)
+        try:
+            item = next(data_iterator)
+        except StopIteration:
+            raise _thdpack.InvalidArgument(
+                f"the data iterator of DP rank {dp_rank} ended after {index} of the "
+                f"{num_microbatches} items this step needs (one per micro-batch)") from None
         items = item if isinstance(item, list) else [item]
         for j, one in enumerate(items):
             samples.extend(sub_samples(one, f"item {index}" + (f"[{j}]" if len(items) > 1 else "")))
@@ -305,8 +315,7 @@ def wrap_data_iterator(data_iterator, config, num_microbatches: int, pg_collecti
                     "but was given no data iterator")
             samples = _pull(data_iterator, num_microbatches, packer.coordinates["dp"])
         except Exception as e:  # noqa: BLE001 - the peers wait in this step: tell them
-            # Raises here, and on every peer an error naming this rank.
-            packer.pipeline.fail_step(f"{type(e).__name__}: {e}")
+            fail_step_with(packer.pipeline, e)
     step = packer.step(samples)
     flops = step.flops
     sums = (float(flops["seqlen_sum_padded"]), float(flops["seqlen_squared_sum_padded"]))

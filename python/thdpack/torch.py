@@ -53,6 +53,20 @@ def _host_sample(sample: dict) -> dict:
     return out
 
 
+def fail_step_with(pipeline, error: BaseException) -> None:
+    """Collective, instead of the step, on a rank whose samples could not be prepared: every peer
+    raises an InvalidArgument naming this rank and the error, and this rank raises `error` itself
+    (its own type and traceback, the message not prefixed twice)."""
+    text = str(error) if isinstance(error, _thdpack.Error) else f"{type(error).__name__}: {error}"
+    try:
+        pipeline.fail_step(text)
+    except _thdpack.InvalidArgument:
+        try:
+            raise error from None
+        finally:
+            error = None  # no cycle frame -> error -> traceback -> frame (see ThdPacker.__init__)
+
+
 @dataclass
 class PackedStep:
     """One global batch on this rank.
@@ -322,7 +336,7 @@ class ThdPacker:
             for s in host:
                 s.pop("group_id", None)
         except Exception as e:  # noqa: BLE001 - the peers wait in this step: tell them
-            self.pipeline.fail_step(f"{type(e).__name__}: {e}")
+            fail_step_with(self.pipeline, e)
         # A sample run_step cannot convert is reported to the peers there as well.
         result = self.pipeline.run_step(host, group_ids=group_ids, plan=plan)
         sums = result.sums

@@ -297,3 +297,10 @@ def test_vp_stage_without_virtual_pipelining_is_ignored_as_megatron_does(monkeyp
     assert _stage(object(), 2, 1) == (False, False)
     monkeypatch.setattr(dist, "get_world_size", lambda group: 1)
     assert _stage(object(), 2, 1) == (False, True)
+
+
+def test_a_scheduler_of_none_is_refused_as_megatron_reads_it_as_packing_off():
+    config = SimpleNamespace(sequence_packing_scheduler=None, max_seqlen_per_dp_cp_rank=64)
+    groups = {"tp": None, "cp": None, "dp": None, "pp": None}
+    with pytest.raises(thdpack.InvalidArgument, match="reads as sequence packing off"):
+        tm._packer_settings(config, groups, {})

@@ -122,6 +122,20 @@ def _megatron_iterator_error_on_one_rank(rank, world):
         tm._packers.clear()
 
 
+def _megatron_iterator_short_on_one_rank(rank, world):
+    config = SimpleNamespace(sequence_packing_scheduler="dp_balanced",
+                             max_seqlen_per_dp_cp_rank=64, context_parallel_size=1,
+                             sequence_parallel=False, virtual_pipeline_model_parallel_size=None,
+                             microbatch_group_size_per_vp_stage=None)
+    t = torch.arange(1, 9)
+    item = {"tokens": t, "labels": torch.cat([t[1:], t[-1:]]), "loss_mask": torch.ones(8),
+            "position_ids": torch.arange(8)}
+    try:
+        tm.wrap_data_iterator(iter([item] * (2 if rank == 1 else 4)), config, 4)
+    finally:
+        tm._packers.clear()
+
+
 def _all_good(rank, world):
     packer = _packer(rank, world)
     step = packer.step([_sample(rank * 10 + j) for j in range(4)])
@@ -137,9 +151,18 @@ CASES = {
     "dataset_error": _dataset_error_on_one_rank,
     "dataset_error_prefetch": lambda rank, world: _dataset_error_on_one_rank(rank, world, True),
     "megatron_iterator_error": _megatron_iterator_error_on_one_rank,
+    "megatron_iterator_short": _megatron_iterator_short_on_one_rank,
 }
 FAILING_RANK = {"bad_order": 2, "bad_max_seqlen": 0, "malformed_sample": 1, "not_a_dict": 0,
-                "dataset_error": 1, "dataset_error_prefetch": 1, "megatron_iterator_error": 2}
+                "dataset_error": 1, "dataset_error_prefetch": 1, "megatron_iterator_error": 2,
+                "megatron_iterator_short": 1}
+# What the failing rank itself raises: its own error, its own type, the message said once.
+FAILING_ERROR = {
+    "megatron_iterator_error": ("OSError", "the data loader's worker died"),
+    "megatron_iterator_short": ("InvalidArgument",
+                                "the data iterator of DP rank 1 ended after 2 of the 4 items"),
+    "malformed_sample": ("InvalidArgument", ""),
+}
 
 
 @pytest.mark.parametrize("case", sorted(FAILING_RANK))
@@ -156,6 +179,11 @@ def test_a_failure_on_one_rank_raises_on_every_rank(tmp_path, case):
         if o["rank"] != failing:
             assert o["type"] == "InvalidArgument", o
             assert f"rank {failing}" in o["error"], o
+        else:
+            assert not o["error"].startswith(f"{o['type']}:"), o  # not "InvalidArgument: ..." again
+            if case in FAILING_ERROR:
+                kind, text = FAILING_ERROR[case]
+                assert o["type"] == kind and text in o["error"], o
 
 
 def test_every_rank_runs_when_no_rank_fails(tmp_path):
