@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // Everything of thdpack (link thdpack::thdpack), one block per domain, lowest layer first. The MPI
 // backend is not included because it needs <mpi.h>: include "thdpack/comm/mpi_communicator.hpp" and
 // link thdpack::mpi for it.

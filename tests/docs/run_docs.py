@@ -12,11 +12,13 @@ How a block is treated depends on its info string (the words after the opening f
   expected output ends with ``[exit N]`` naming that status.
 - ``sh`` / ``bash``: the block runs as one ``bash -e -o pipefail`` script. When a ``text`` block
   follows it (only blank lines between), that block is the expected output.
-- ``text`` right after a ``sh``/``bash`` block: its expected output (see above). Any other ``text``
-  block must be marked illustrative.
+- ``text`` right after a ``sh``/``bash``/``cpp`` block: its expected output (see above). Any other
+  ``text`` block must be marked illustrative.
 - ``python``: runs with /usr/bin/python3 and the build's PYTHONPATH.
 - ``cpp``: compiled and linked as a complete program against the build tree's headers and
-  libraries (with MPI's compiler wrapper when it includes ``mpi_communicator.hpp``); not run.
+  libraries (with MPI's compiler wrapper when it includes ``mpi_communicator.hpp``). When a
+  ``text`` block follows it (only blank lines between), the program runs too and that block is
+  its expected output; otherwise it is not run.
 - ``json``: parsed.
 - anything else (no info string, ``cmake``, ...): an error; give the block a language above or
   mark it illustrative.
@@ -243,7 +245,7 @@ class Runner:
             return f"python block exited {rc}: {tail[0]}"
         return None
 
-    def cpp(self, block, index):
+    def cpp(self, block, index, expected=None):
         source = os.path.join(self.workdir, f"block_{index}.cpp")
         with open(source, "w", encoding="utf-8") as f:
             f.write(block.text)
@@ -263,7 +265,13 @@ class Runner:
             if m:
                 return f"C++ block line {m.group(1)} does not compile: {m.group(3)}"
             return f"C++ block does not compile or link: {first}"
-        return None
+        if expected is None:
+            return None
+        rc, actual = run([source[:-4]], self.workdir, self.env)
+        if rc != 0:
+            tail = actual.strip().splitlines()[-1:] or [""]
+            return f"C++ program exited {rc}: {tail[0]}"
+        return first_difference(expected.text, actual)
 
 
 def check_file(runner, path, display):
@@ -274,7 +282,7 @@ def check_file(runner, path, display):
         if block.illustrative:
             skipped += 1
             continue
-        follows_command = (n > 0 and adjacent[n] and blocks[n - 1].lang in ("sh", "bash")
+        follows_command = (n > 0 and adjacent[n] and blocks[n - 1].lang in ("sh", "bash", "cpp")
                            and not blocks[n - 1].illustrative)
         if block.lang == "text":
             if not follows_command:
@@ -293,7 +301,7 @@ def check_file(runner, path, display):
             elif block.lang == "python":
                 error = runner.python(block)
             elif block.lang == "cpp":
-                error = runner.cpp(block, n)
+                error = runner.cpp(block, n, expected)
             elif block.lang == "json":
                 try:
                     json.loads(block.text)

@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // Communicator: the narrow, byte-oriented interface through which ranks talk (layer "comm").
 //
 // Backends: MPI (mpi_communicator.hpp, any number of machines), and LocalCommunicator (ranks as

@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // LocalCommunicator: N ranks as threads of one process, for unit tests and single-process
 // simulation of multi-rank logic. It is not a distributed engine.
 //

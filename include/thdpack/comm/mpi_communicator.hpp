@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // The MPI backend of Communicator (communicator.hpp).
 //
 // It duplicates the caller's MPI communicator (thdpack's traffic never mixes with the caller's),

@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // The communicators of a parallel layout, split from the world in Megatron's rank order.
 
 #include <memory>

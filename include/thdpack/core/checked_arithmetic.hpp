@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // Sums and products of user-given numbers (lengths, capacities, layout sizes, batch sizes) that
 // must not wrap: each either returns the exact int64 result or throws InvalidArgument naming the
 // quantity, so a capacity check can never pass because an addition overflowed. `what` is a view:

@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // Samples and datasets (SPEC §2): the vocabulary every domain shares. The sources themselves (mock
 // distributions, lengths files, JSONL, Megatron indexed datasets, pack files) live in
 // thdpack/data/.

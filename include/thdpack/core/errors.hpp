@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // Error types thrown by every thdpack entry point.
 //
 // Contract: public functions validate their input once, at the boundary, and throw one of these.

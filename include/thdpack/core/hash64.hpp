@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // XXH64 (Yann Collet's xxHash, 64-bit variant), streaming: thdpack's one digest, of pack files and
 // their sources, of plans and gathered batches the ranks compare, of the options and data the CLI's
 // ranks agree on. Fast (8 bytes per multiply) and with full avalanche, so one flipped bit anywhere

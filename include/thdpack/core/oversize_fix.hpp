@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // What an error about a sample over the cap tells the user to do, in the words of every front end:
 // the message reaches Python callers and CLI users alike.
 

@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // Parallel layout of a training job: tensor (tp), context (cp), data (dp), pipeline (pp),
 // expert (ep) parallel sizes, virtual pipelining, and the order in which global ranks enumerate
 // the coordinates.

@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // Megatron-LM's indexed dataset (`<prefix>.bin` + `<prefix>.idx`), memory-mapped, exactly as
 // Megatron-LM and NeMo write it:
 //

@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // Opening input files safely: every reader of thdpack (JSONL, lengths files, mock configs, indexed
 // datasets, pack files) opens its files through these, so that
 // - each input is opened by its path exactly once, and everything after (the regular-file check,

@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // Pre-tokenized JSONL (SPEC §2): {"input_ids":[...]} with optional "loss_mask" or "labels".
 
 #include <memory>

@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // Lengths files: one sample length per line, the cheapest way to plan a real dataset.
 
 #include <cstdint>

@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // Mock datasets (Megatron's `--sft-mock-dataset-config-json`, SPEC §2): lengths drawn from a
 // seeded distribution, or read from a file of lengths; token content is deterministic.
 

@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // Writing output files safely: every writer of thdpack (indexed datasets, pack files, the CLI's
 // plan files) writes through OutputFile, so that
 // - an output that is the same file as an input in use (same path, a symbolic or hard link to it,

@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // Pack files: the packed-dataset file `thdpack pack` writes (the packs of a source dataset), which
 // a training job reads back as THD rows.
 

@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // Named, seeded workloads of BENCHMARKS.md (sft-8k, longtail-32k, uniform-16k, bimodal-16k,
 // rl-64k, longctx-128k): a mock length distribution, the per-rank cap M, the CP size and reference batch sizes.
 

@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // Routing layout of MoE expert parallelism (pure; used by dispatch in moe_dispatch.hpp).
 //
 // Experts are laid out in contiguous blocks: with E experts over R EP ranks, rank r hosts experts

@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // Multimodal intra-microbatch reordering (SPEC §8), the pure part: the per-sample cost, the
 // balanced assignment of one global micro-batch's samples to canonical groups, which DP rank owns
 // which group, the wire format of multimodal samples, and in-batch packing of a language shard.

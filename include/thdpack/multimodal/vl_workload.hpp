@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // A synthetic vision-language workload for the reordering benchmark, CLI and tests: samples with a
 // seeded, variable number of images (text-only samples included) whose sizes vary widely, laid
 // out like Qwen-VL inputs. Sample i depends only on (config, i), so every rank can read exactly

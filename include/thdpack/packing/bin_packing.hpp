@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // Offline bin packing of lengths into packs of capacity C, and lower bounds on the number of packs.
 //
 // All packers are deterministic: items are taken in decreasing length with ties by index (or in

@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // Context-parallel partition of a pack (SPEC §4, Transformer Engine compatible) and its inverse.
 //
 // Zigzag (default): every padded sequence of length Lp (a multiple of 2·cp) is cut into 2·cp chunks

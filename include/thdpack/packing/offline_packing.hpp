@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // Offline packing of a whole dataset into packs of capacity C (what `thdpack pack` does) and a
 // streaming packer with a bounded number of open packs for use inside data loaders. The pack file
 // that stores the result is in thdpack/data/pack_file.hpp.

@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // THD packing (SPEC §3): several samples concatenated into one row of T tokens with cu_seqlens
 // metadata.
 //

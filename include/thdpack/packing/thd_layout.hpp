@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // ThdLayout: the one accessor for THD offset arithmetic (docs/cu_seqlens.md).
 //
 // A pack of B sequences is described by two cumulative arrays of B+1 int32 entries:

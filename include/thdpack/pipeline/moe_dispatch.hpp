@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // MoE expert-parallel dispatch and combine for packed (THD) inputs (SPEC §9): every EP rank holds
 // its own number of tokens T_r; each token goes once to every rank hosting one of its top-k
 // experts and comes back summed.

@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // The fields of PipelineOptions, each declared once: its name, its kind, what it means, how it is
 // written as text and read back. describe() is the table's text; Python's PipelineOptions(...)
 // takes exactly the table's names as keywords; tests check that ThdPacker, the .pyi stub and the

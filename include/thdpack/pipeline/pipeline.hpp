@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // The distributed pipeline for one global batch (SPEC §7), over a Communicator.
 //
 // Per step, every rank of the world calls Pipeline::run_step in the same order:

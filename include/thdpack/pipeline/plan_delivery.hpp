@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // What every rank of the dp×cp group receives under a plan (plan.hpp), fixed or dynamic CP,
 // computed in one process: for each micro-batch, the whole pack of the rank's CP group (its samples
 // in plan order) sliced over the group's size, with the rank's position in the group. The reference

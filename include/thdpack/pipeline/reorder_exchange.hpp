@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // The intra-microbatch reordering exchange over one module's DP group (SPEC §8): each rank brings
 // its shard of W global micro-batches (a window), and leaves with the samples of its canonical
 // groups (reorder.hpp), so every rank carries about the same vision cost.

@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // Checks a pipeline step end to end, on every rank (the `thdpack run` verification and the tests'):
 //   - this rank's micro-batches equal reference_microbatches for its coordinates, field by field;
 //   - every rank of one DP index (with dynamic CP: of one dp×cp index) holds bit-identical

@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // The per-sample cost model used for balancing: the training FLOPs of one sample (flops.hpp) or
 // direct coefficients.
 

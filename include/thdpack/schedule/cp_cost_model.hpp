@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // The modeled time of one sample on one rank of a CP group of c ranks (SPEC §5, "ours, with
 // dynamic CP"), in seconds:
 //

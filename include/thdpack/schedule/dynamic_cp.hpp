@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // Dynamic context parallelism (SPEC §5): every micro-batch splits the G = dp·cp ranks of the
 // dp_cp group into contiguous CP groups of their own size; each group runs its samples with
 // context parallelism over its members. Short samples skip CP communication; long ones spread

@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // Model shapes and their training FLOPs.
 //
 // FLOPs formula (SPEC §6), for samples with S1 = Σ L and S2 = Σ L²:

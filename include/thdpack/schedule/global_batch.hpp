@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // Which samples make up global batch `step`, and the lengths a scheduler sees for them.
 //
 // Global batch s of size B takes dataset indices (s·B + j) mod size for j in [0, B). Which DP rank

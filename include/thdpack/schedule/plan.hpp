@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // The plan of one global batch, one type for every scheduler (SPEC §5, §11 "Plans").
 //
 // A plan is a list of micro-batches; each micro-batch splits the G = dp·cp ranks of the dp×cp group

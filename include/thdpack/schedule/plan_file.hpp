@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // Plans that travel (SPEC §11 "Plans"): one versioned JSON format for the plans of every scheduler,
 // fixed or dynamic CP, so that a driver can plan from lengths and the ranks deliver what it planned
 // (Pipeline::run_step with a PlannedBatch, which refuses a plan that does not match the step).

@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // What a plan costs: micro-batches, fill, padding, modeled step time against lower bounds,
 // imbalance across DP replicas, cap violations and FLOPs sums (BENCHMARKS.md figures 1 and 2).
 //

@@ -1,4 +1,5 @@
 #pragma once
+#include "thdpack/core/language.hpp"  // C++20, or one clear error
 // Schedulers (SPEC §5): which samples of a global batch go into which micro-batch on which
 // data-parallel replica.
 //
