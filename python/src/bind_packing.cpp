@@ -103,26 +103,30 @@ void bind_packing(py::module_& m) {
   m.def(
       "pack",
       [](const py::sequence& samples, int64_t divisor, int64_t capacity, int64_t pad_id,
-         int64_t ignore_id, const std::string& pad_positions, const std::string& tail_align,
-         int64_t tail_multiple, const std::string& tail_policy, int64_t fixed_entries) {
+         int64_t ignore_id, bool ignore_masked_labels, const std::string& pad_positions,
+         const std::string& tail_align, int64_t tail_multiple, const std::string& tail_policy,
+         int64_t fixed_entries) {
         std::vector<Sample> owned;
         owned.reserve(samples.size());
         for (size_t i = 0; i < samples.size(); ++i) {
           owned.push_back(sample_from_python(samples[i], static_cast<int64_t>(i), ignore_id));
         }
-        const PackOptions o = pack_options(divisor, capacity, pad_id, ignore_id, pad_positions,
-                                           tail_align, tail_multiple, tail_policy, fixed_entries);
+        PackOptions o = pack_options(divisor, capacity, pad_id, ignore_id, pad_positions,
+                                     tail_align, tail_multiple, tail_policy, fixed_entries);
+        o.ignore_masked_labels = ignore_masked_labels;
         std::vector<SampleView> views;
         for (const Sample& s : owned) views.push_back(view_of(s));
         py::gil_scoped_release release;
         return std::make_shared<PackedBatch>(pack_samples(views, o));
       },
       py::arg("samples"), py::kw_only(), py::arg("divisor") = 1, py::arg("capacity") = 0,
-      py::arg("pad_id") = 0, py::arg("ignore_id") = -100, py::arg("pad_positions") = "continue",
-      py::arg("tail_align") = "none", py::arg("tail_multiple") = 0,
-      py::arg("tail_policy") = "append_dummy_seq", py::arg("fixed_cu_seqlens_entries") = 0,
+      py::arg("pad_id") = 0, py::arg("ignore_id") = -100, py::arg("ignore_masked_labels") = false,
+      py::arg("pad_positions") = "continue", py::arg("tail_align") = "none",
+      py::arg("tail_multiple") = 0, py::arg("tail_policy") = "append_dummy_seq",
+      py::arg("fixed_cu_seqlens_entries") = 0,
       "Packs samples (dicts with input_ids and optional loss_mask / labels / id, or arrays of "
-      "token ids) into one THD row.");
+      "token ids) into one THD row. ignore_masked_labels: labels are ignore_id wherever the loss "
+      "mask is 0 (masked prompts), so a loss with ignore_index alone skips them.");
   m.def(
       "check_pack_invariants",
       [](const PackedBatch& b, int64_t divisor, int64_t capacity, int64_t pad_id, int64_t ignore_id,

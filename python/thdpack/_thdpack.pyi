@@ -182,7 +182,8 @@ class PackedBatch:
     def __len__(self) -> int: ...
 
 def pack(samples: Sequence[SampleLike], *, divisor: int = 1, capacity: int = 0, pad_id: int = 0,
-         ignore_id: int = -100, pad_positions: str = "continue", tail_align: str = "none",
+         ignore_id: int = -100, ignore_masked_labels: bool = False,
+         pad_positions: str = "continue", tail_align: str = "none",
          tail_multiple: int = 0, tail_policy: str = "append_dummy_seq",
          fixed_cu_seqlens_entries: int = 0) -> PackedBatch: ...
 def check_pack_invariants(batch: PackedBatch, *, divisor: int = 1, capacity: int = 0,
@@ -213,6 +214,7 @@ class PipelineOptions:
                  scheduler: str = "balanced", cost: CostModel = ..., reading: str = "megatron",
                  sequence_parallel: bool = False, cp_mode: str = "zigzag",
                  oversize: str = "error", pad_id: int = 0, ignore_id: int = -100,
+                 ignore_masked_labels: bool = False,
                  pad_positions: str = "continue", tail_align: str = "none",
                  tail_multiple: int = 0, tail_policy: str = "append_dummy_seq",
                  fixed_cu_seqlens_entries: int = 0,

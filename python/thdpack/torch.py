@@ -136,7 +136,9 @@ class ThdPacker:
 
     Every option of ``PipelineOptions`` is a keyword here, with the same default, so a packer
     plans exactly as ``thdpack run`` / ``thdpack plan`` do with the same words: ``pad_id``,
-    ``ignore_id`` and ``pad_positions`` ("continue" or "zero") fill padding; with a dynamic-CP
+    ``ignore_id`` and ``pad_positions`` ("continue" or "zero") fill padding;
+    ``ignore_masked_labels=True`` also makes the labels ``ignore_id`` wherever the loss mask is 0
+    (masked prompts: a loss with ``ignore_index`` and no mask skips them); with a dynamic-CP
     scheduler, ``min_cp`` is the smallest CP group and a preset ``model`` name (with
     ``gpu_tflops``, ``cp_link_gbps``, ``cp_step_overhead_us``) selects the full CP cost model
     ``balanced_dynamic_cp`` minimises. A ``ModelSpec`` object as ``model`` sets the FLOPs cost
@@ -153,7 +155,8 @@ class ThdPacker:
                  tail_multiple: int = 0, tail_policy: str = "append_dummy_seq",
                  fixed_cu_seqlens_entries: int = 0, max_sequences_per_pack: int = 0,
                  tokens_on_last_stage: bool = False, private_groups: bool = False,
-                 pad_id: int = 0, ignore_id: int = -100, pad_positions: str = "continue",
+                 pad_id: int = 0, ignore_id: int = -100, ignore_masked_labels: bool = False,
+                 pad_positions: str = "continue",
                  min_cp: int = 1, gpu_tflops: float = 400.0, cp_link_gbps: float = 50.0,
                  cp_step_overhead_us: float = 20.0):
         self._mpi_comm = mpi_comm
@@ -195,7 +198,8 @@ class ThdPacker:
                 topology=topology, max_seqlen_per_dp_cp_rank=max_seqlen_per_dp_cp_rank,
                 scheduler=scheduler, cost=cost, reading=reading,
                 sequence_parallel=sequence_parallel, cp_mode=cp_mode, oversize=oversize,
-                pad_id=pad_id, ignore_id=ignore_id, pad_positions=pad_positions,
+                pad_id=pad_id, ignore_id=ignore_id, ignore_masked_labels=ignore_masked_labels,
+                pad_positions=pad_positions,
                 tail_align=tail_align, tail_multiple=tail_multiple, tail_policy=tail_policy,
                 fixed_cu_seqlens_entries=fixed_cu_seqlens_entries,
                 max_sequences_per_pack=max_sequences_per_pack,

@@ -69,6 +69,11 @@ void write_sequence(PackedBatch& p, int64_t at, const SampleView* s, int64_t rea
         if (labels[j] == o.ignore_id) mask[j] = 0.0f;
       }
     }
+    if (o.ignore_masked_labels) {
+      for (int64_t j = 0; j < real; ++j) {
+        if (mask[j] == 0.0f) labels[j] = o.ignore_id;
+      }
+    }
   }
   const int64_t pads = padded - real;
   if (pads > 0) {

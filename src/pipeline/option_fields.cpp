@@ -188,6 +188,8 @@ std::vector<OptionField> make_fields() {
              {{OversizePolicy::kError, "error"}, {OversizePolicy::kTruncate, "truncate"}}),
       integer("pad_id", "--pad-id", "token of padding positions", &O::pad_id),
       integer("ignore_id", "--ignore-id", "label of positions without a target", &O::ignore_id),
+      flag("ignore_masked_labels", "--ignore-masked-labels",
+           "labels ignore_id where the loss mask is 0 (masked prompts)", &O::ignore_masked_labels),
       choice("pad_positions", "--pad-positions", "position ids of padding", &O::pad_positions,
              {{PadPositions::kContinue, "continue"}, {PadPositions::kZero, "zero"}}),
       choice("tail_align", "--tail-align", "static shapes: tail alignment of every pack",

@@ -297,6 +297,11 @@ void LocalSamples::write(const Segment& seg, RowTargets out) const {
       if (labels[j] == pack_.ignore_id) mask[j] = 0.0f;
     }
   }
+  if (pack_.ignore_masked_labels) {
+    for (int64_t j = from; j < real_end; ++j) {
+      if (mask[j] == 0.0f) labels[j] = pack_.ignore_id;
+    }
+  }
   std::fill(labels + real_end, labels + end, pack_.ignore_id);
   std::fill(mask + real_end, mask + end, 0.0f);
 }

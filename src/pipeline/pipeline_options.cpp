@@ -64,6 +64,7 @@ PackOptions pack_options_of(const PipelineOptions& o) {
                            "the capacity " + capacity_name_of(o));
   p.pad_id = o.pad_id;
   p.ignore_id = o.ignore_id;
+  p.ignore_masked_labels = o.ignore_masked_labels;
   p.pad_positions = o.pad_positions;
   p.tail_align = o.tail_align;
   p.tail_multiple = o.tail_multiple;

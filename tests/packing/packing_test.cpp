@@ -280,6 +280,63 @@ TEST(PackLabels, ShiftedLabelsWithLossMaskUseTheMaskUnshifted) {
   EXPECT_EQ(p.loss_mask, (F32{1, 0, 0, 1}));
 }
 
+TEST(PackLabels, IgnoreMaskedLabelsGivesMaskedPositionsTheIgnoreLabel) {
+  // A prompt masked by loss_mask: with the option, a loss with ignore_index alone skips it.
+  const std::vector<Sample> samples = {make_sample(1, {1, 2, 3, 4, 5}, {0, 0, 1, 1, 0})};
+  PackOptions o;
+  o.divisor = 4;
+  o.ignore_masked_labels = true;
+  const PackedBatch p = pack(samples, o);
+  EXPECT_EQ(p.labels, (I64{-100, 3, 4, -100, -100, -100, -100, -100}));
+  EXPECT_EQ(p.loss_mask, (F32{0, 1, 1, 0, 0, 0, 0, 0}));
+  EXPECT_NO_THROW(check_pack_invariants(p.view(), o));
+}
+
+TEST(PackLabels, IgnoreMaskedLabelsChangesOnlyLabelsWithoutWeight) {
+  // Every label convention (none, aligned, shifted) with random masks: with the option a label is
+  // ignore_id exactly where the weight is 0, and nothing else differs from the pack without it.
+  std::mt19937_64 rng(29);
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<Sample> samples;
+    const int count = 1 + static_cast<int>(rng() % 4);
+    for (int k = 0; k < count; ++k) {
+      Sample s;
+      s.id = k;
+      const int64_t n = 1 + static_cast<int64_t>(rng() % 9);
+      for (int64_t j = 0; j < n; ++j) {
+        s.input_ids.push_back(1 + static_cast<int64_t>(rng() % 50));
+        s.loss_mask.push_back(rng() % 3 == 0 ? 0.0f : 1.0f);
+      }
+      const int convention = static_cast<int>(rng() % 3);  // 0 none, 1 aligned, 2 shifted labels
+      if (convention > 0) {
+        for (int64_t j = 0; j < n; ++j) {
+          s.labels.push_back(rng() % 4 == 0 ? -100 : s.input_ids[static_cast<size_t>(j)]);
+        }
+        s.labels_shifted = convention == 2;
+        if (rng() % 2 == 0) s.loss_mask.clear();
+      }
+      samples.push_back(std::move(s));
+    }
+    PackOptions off;
+    off.divisor = 1 + static_cast<int64_t>(rng() % 4);
+    PackOptions on = off;
+    on.ignore_masked_labels = true;
+    const PackedBatch a = pack(samples, off);
+    const PackedBatch b = pack(samples, on);
+    ASSERT_EQ(a.tokens, b.tokens);
+    ASSERT_EQ(a.loss_mask, b.loss_mask);
+    ASSERT_EQ(a.cu_seqlens, b.cu_seqlens);
+    ASSERT_EQ(a.position_ids, b.position_ids);
+    for (size_t i = 0; i < b.labels.size(); ++i) {
+      ASSERT_EQ(b.labels[i] == on.ignore_id, b.loss_mask[i] == 0.0f) << "trial " << trial;
+      if (b.loss_mask[i] != 0.0f) {
+        ASSERT_EQ(a.labels[i], b.labels[i]) << "trial " << trial;
+      }
+    }
+    ASSERT_NO_THROW(check_pack_invariants(b.view(), on));
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Tail padding and fixed cu_seqlens
 

@@ -213,3 +213,12 @@ def test_type_stubs_cover_the_module_exactly():
     assert public - stubbed == set(), "names without stubs"
     assert stubbed - helpers - public == set(), "stubs for names the module lacks"
     assert set(thdpack.__all__) <= public
+
+
+def test_ignore_masked_labels_makes_a_masked_prompt_ignored():
+    sample = {"input_ids": [1, 2, 3, 4, 5], "loss_mask": [0, 0, 1, 1, 0]}
+    plain = thdpack.pack([sample], divisor=4)
+    masked = thdpack.pack([sample], divisor=4, ignore_masked_labels=True)
+    assert list(plain.labels[:3]) == [2, 3, 4]  # the prompt position keeps its next token
+    assert list(masked.labels) == [-100, 3, 4, -100, -100, -100, -100, -100]
+    assert list(masked.loss_mask) == list(plain.loss_mask)

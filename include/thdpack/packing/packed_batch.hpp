@@ -85,6 +85,9 @@ struct PackOptions {
   int64_t capacity = 0;      ///< C = M·cp; packs of several samples must fit. 0: unchecked
   int64_t pad_id = 0;        ///< token id on padding rows
   int64_t ignore_id = -100;  ///< label on rows without a target
+  /// Labels are ignore_id wherever the loss mask is 0 too (a prompt masked by loss_mask): a loss
+  /// with ignore_index and no mask then skips exactly what the mask skips.
+  bool ignore_masked_labels = false;
   PadPositions pad_positions = PadPositions::kContinue;
   TailAlign tail_align = TailAlign::kNone;
   int64_t tail_multiple = 0;  ///< N for TailAlign::kMultiple; must be a multiple of divisor

@@ -85,6 +85,8 @@ struct PipelineOptions {
   OversizePolicy oversize = OversizePolicy::kError;
   int64_t pad_id = 0;
   int64_t ignore_id = -100;
+  /// Labels ignore_id wherever the loss mask is 0 (PackOptions::ignore_masked_labels).
+  bool ignore_masked_labels = false;
   PadPositions pad_positions = PadPositions::kContinue;
   /// Static shapes (CUDA graphs), as in PackOptions: every pack's rows T aligned to
   /// `tail_multiple` (TailAlign::kMultiple, a multiple of the padding divisor) or to the capacity

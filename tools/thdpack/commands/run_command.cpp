@@ -42,6 +42,7 @@ struct RunFlags {
   DynamicCpFlags dynamic_cp;
   int64_t pad_id = 0;
   int64_t ignore_id = -100;
+  bool ignore_masked_labels = false;
   std::string pad_positions = "continue";
   bool tokens_on_last_stage = false;
   std::string plan_in;  ///< a plan file (plan_file.hpp) whose plans the run delivers
@@ -72,6 +73,7 @@ PipelineOptions pipeline_options(const RunFlags& f, const Job& job) {
   }
   o.pad_id = f.pad_id;
   o.ignore_id = f.ignore_id;
+  o.ignore_masked_labels = f.ignore_masked_labels;
   if (f.pad_positions == "zero") {
     o.pad_positions = PadPositions::kZero;
   } else if (f.pad_positions != "continue") {
@@ -141,6 +143,7 @@ std::vector<AgreedOption> agreed_options(const RunFlags& f, const Job& job) {
           {"--fixed-cu-seqlens-entries", std::to_string(f.shapes.fixed_cu_seqlens_entries)},
           {"--pad-id", std::to_string(f.pad_id)},
           {"--ignore-id", std::to_string(f.ignore_id)},
+          {"--ignore-masked-labels", f.ignore_masked_labels ? "set" : "not set"},
           {"--pad-positions", f.pad_positions},
           {"--tokens-on-last-stage", f.tokens_on_last_stage ? "set" : "not set"},
           {"--plan-in", f.plan_in},
@@ -265,6 +268,9 @@ Command add_run_command(CLI::App& app) {
   cmd->add_option("--ignore-id", flags->ignore_id, "label of positions without a target")
       ->check(any_integer())
       ->capture_default_str();
+  cmd->add_flag("--ignore-masked-labels", flags->ignore_masked_labels,
+                "labels are the --ignore-id wherever the loss mask is 0 (masked prompts), so that "
+                "a loss with ignore_index alone skips them");
   cmd->add_option("--pad-positions", flags->pad_positions,
                   "position ids of padding: continue (count on, as Megatron) or zero")
       ->check(non_empty())
