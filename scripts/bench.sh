@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 quick=0
 [ "${1:-}" = "--quick" ] && quick=1
 
-bash scripts/setup.sh
+bash scripts/setup.sh --tests  # the benchmarks build with the tests
 mkdir -p bench/results
 if [ "$quick" = 1 ]; then
   out=build/bench-quick

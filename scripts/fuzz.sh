@@ -21,7 +21,7 @@ SECONDS_PER_TARGET=${FUZZ_SECONDS:-25}
 JOBS=${JOBS:-$(nproc)}
 CXX_BIN=${FUZZ_CXX:-$(command -v clang++-14 || command -v clang++ || true)}
 if [ -z "$CXX_BIN" ]; then
-  echo "[fuzz] clang++ not found: install clang-14 and libclang-rt-14-dev (scripts/setup.sh" \
+  echo "[fuzz] clang++ not found: install clang-14 and libclang-rt-14-dev (scripts/setup.sh --tests" \
     "does)" >&2
   exit 1
 fi

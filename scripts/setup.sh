@@ -4,25 +4,37 @@
 # package for Debian's /usr/bin/python3 (the interpreter with python3-torch and python3-numpy).
 #
 #   bash scripts/setup.sh                       # apt packages + build (Release) + install
+#   bash scripts/setup.sh --tests               # also the tests and benchmarks (scripts/test.sh)
 #   THDPACK_SKIP_APT=1 bash scripts/setup.sh    # packages already present
 #   THDPACK_SKIP_INSTALL=1 bash scripts/setup.sh  # build only
+#
+# Without --tests a fresh build directory gets what `thdpack plan`, `thdpack run` and
+# `import thdpack` need (library, CLI, Python module) and none of the test-only packages; a build
+# directory configured before keeps its choice.
 #
 # Environment: BUILD_DIR (default build), BUILD_TYPE (default Release), JOBS (default nproc),
 # PREFIX (default /usr/local when writable, else ~/.local), CMAKE_ARGS (extra configure flags).
 # For another Python, a venv or conda: `pip install --no-build-isolation .` (docs/install.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+with_tests=0
+if [ "${1:-}" = "--tests" ]; then with_tests=1; fi
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  libgtest-dev libgmock-dev googletest libbenchmark-dev
   nlohmann-json3-dev libcli11-dev
   openmpi-bin libopenmpi-dev
-  python3 python3-dev python3-numpy python3-pybind11 pybind11-dev python3-pytest python3-torch
-  python3-mpi4py python3-venv python3-pip python3-setuptools python3-wheel python3-build
-  chromium  # headless, for the test that opens `thdpack plan --report` pages
-  clang-14 libclang-rt-14-dev
+  python3 python3-dev python3-numpy python3-pybind11 pybind11-dev python3-torch
+  python3-mpi4py python3-pip python3-setuptools python3-wheel
 )
+if [ "$with_tests" = 1 ]; then
+  packages+=(
+    libgtest-dev libgmock-dev googletest libbenchmark-dev python3-pytest
+    python3-venv python3-build  # the install tests: fresh venvs, sdist and wheel
+    chromium  # headless, for the tests that open the HTML reports
+    clang-14 libclang-rt-14-dev  # the libFuzzer run of the readers
+  )
+fi
 
 if [ "${THDPACK_SKIP_APT:-0}" != "1" ]; then
   SUDO=""
@@ -62,7 +74,13 @@ PY
 BUILD_DIR=${BUILD_DIR:-build}
 BUILD_TYPE=${BUILD_TYPE:-Release}
 JOBS=${JOBS:-$(nproc)}
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" -DCMAKE_INSTALL_PREFIX="$PREFIX" \
+targets=()
+if [ "$with_tests" = 1 ]; then
+  targets=(-DTHDPACK_BUILD_TESTS=ON -DTHDPACK_BUILD_BENCH=ON)
+elif [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
+  targets=(-DTHDPACK_BUILD_TESTS=OFF -DTHDPACK_BUILD_BENCH=OFF)
+fi
+cmake -S . -B "$BUILD_DIR" -G Ninja "${targets[@]}" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" -DCMAKE_INSTALL_PREFIX="$PREFIX" \
   -DTHDPACK_PYTHON_INSTALL_DIR="$python_dir" ${CMAKE_ARGS:-}
 cmake --build "$BUILD_DIR" -j "$JOBS"
 echo "[setup] built in $BUILD_DIR"
