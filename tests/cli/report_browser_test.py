@@ -12,6 +12,7 @@ OUT_DIR/report.png (kept as the test's artefact). Chromium (Debian's `chromium`,
 scripts/setup.sh) is required: without it the test fails.
 """
 
+import html
 import html.parser
 import json
 import os
@@ -22,6 +23,7 @@ import sys
 import tempfile
 
 REL = 1e-6
+STRAGGLER_IMBALANCE = 1.01
 
 
 def fail(message):
@@ -71,15 +73,68 @@ def chromium(args, profile):
     return p.stdout, p.stderr
 
 
+# Run in a copy of the page: every pair of texts of one chart (tick labels, the axis title, bar
+# labels, value labels) whose boxes, as laid out, overlap.
+OVERLAP_SCRIPT = """<script>
+(function () {
+  const found = [];
+  const overlap = (a, b) => a.left < b.right - 0.5 && b.left < a.right - 0.5 &&
+                            a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5;
+  document.querySelectorAll("svg.chart").forEach((svg) => {
+    const texts = [...svg.querySelectorAll("text.tick, text.axis-label, text.bar-label, " +
+                                           "text.value-label")];
+    const boxes = texts.map((t) => t.getBoundingClientRect());
+    for (let i = 0; i < texts.length; i++) {
+      for (let j = i + 1; j < texts.length; j++) {
+        if (overlap(boxes[i], boxes[j])) {
+          found.push(svg.id + ": '" + texts[i].textContent + "' (" + texts[i].getAttribute("class") +
+                     ") overlaps '" + texts[j].textContent + "' (" + texts[j].getAttribute("class") +
+                     ")");
+        }
+      }
+    }
+  });
+  document.body.setAttribute("data-overlaps", JSON.stringify(found));
+})();
+</script>"""
+LAYOUT_WIDTHS = (1100, 700)  # a desktop window and a narrow one
+
+
+def check_layout(report, profile):
+    """Fails when two texts of a chart overlap as Chromium lays the page out, at each width."""
+    probe = report[:-len(".html")] + ".layout.html"
+    with open(report, encoding="utf-8") as f:
+        page = f.read()
+    with open(probe, "w", encoding="utf-8") as f:
+        f.write(page.replace("</body>", OVERLAP_SCRIPT + "</body>"))
+    try:
+        for width in LAYOUT_WIDTHS:
+            dom, _ = chromium(["--dump-dom", f"--window-size={width},1600",
+                               "file://" + os.path.abspath(probe)], profile)
+            m = re.search(r'data-overlaps="([^"]*)"', dom)
+            if m is None:
+                fail("the layout probe did not run")
+            found = json.loads(html.unescape(m.group(1)))
+            if found:
+                fail(f"at {width} px, {len(found)} overlapping chart labels: {found[:3]}")
+    finally:
+        os.remove(probe)
+
+
 def render(report, screenshot=None):
     """The page as headless Chromium leaves it (an Elements parse of its DOM), failing on a script
-    error or when the page's script did not finish; with `screenshot`, also a picture of it."""
+    error, when the page's script did not finish, or when chart labels overlap at any of
+    LAYOUT_WIDTHS; with `screenshot`, also a picture of it at each width (NAME.png, NAME.W.png)."""
     profile = tempfile.mkdtemp(prefix="thdpack_chromium_")
     url = "file://" + os.path.abspath(report)
     try:
         dom, log = chromium(["--dump-dom", url], profile)
+        check_layout(report, profile)
         if screenshot:
-            chromium([f"--screenshot={screenshot}", "--window-size=1100,1600", url], profile)
+            for width in LAYOUT_WIDTHS:
+                shot = screenshot if width == LAYOUT_WIDTHS[0] else \
+                    f"{screenshot[:-len('.png')]}.{width}.png"
+                chromium([f"--screenshot={shot}", f"--window-size={width},1600", url], profile)
     finally:
         shutil.rmtree(profile, ignore_errors=True)
     errors = [l for l in log.splitlines() if "Uncaught" in l or ":CONSOLE" in l]
@@ -174,7 +229,10 @@ def main():
                 if tag == "g" and a.get("data-scheduler") == name and "data-replica" in a}
         if sorted(bars) != list(range(plans_file["dp"])):
             fail(f"{name}: replica bars {sorted(bars)}, expected 0..{plans_file['dp'] - 1}")
-        straggler = max(range(len(fig["replica"])), key=lambda r: (fig["replica"][r], -r))
+        # Marked only where the step waits noticeably (plan_html_report.cpp: max/mean > 1.01).
+        mean = sum(fig["replica"]) / len(fig["replica"])
+        straggler = max(range(len(fig["replica"])), key=lambda r: (fig["replica"][r], -r)) \
+            if max(fig["replica"]) > STRAGGLER_IMBALANCE * mean else None
         for r, (a, cls) in bars.items():
             if not close(float(a["data-value"]), fig["replica"][r]):
                 fail(f"{name} replica {r}: chart {a['data-value']}, plan file "
@@ -209,8 +267,10 @@ def main():
             fail(f"{name}: micro-batch counts {steps}, plan file {counts[name]}")
         cp_bars = [a for tag, a, _, _ in parser.found
                    if tag == "g" and a.get("data-scheduler") == name and "data-cp-rank" in a]
-        if len(cp_bars) != plans_file["cp"] or any(float(a["data-value"]) <= 0 for a in cp_bars):
-            fail(f"{name}: {len(cp_bars)} CP work bars, expected {plans_file['cp']} non-empty")
+        # At cp 1 there is no CP split: no chart (not cp one-bar charts).
+        want_cp_bars = plans_file["cp"] if plans_file["cp"] > 1 else 0
+        if len(cp_bars) != want_cp_bars or any(float(a["data-value"]) <= 0 for a in cp_bars):
+            fail(f"{name}: {len(cp_bars)} CP work bars, expected {want_cp_bars} non-empty")
         checked += 10 + len(counts[name]) + 1
     print(f"ok: {len(figures)} schedulers, {checked} drawn values equal the plan file's; "
           f"screenshot {shot}")

@@ -15,12 +15,13 @@ h1 { font-size: 20px; } h2 { font-size: 17px; margin-top: 32px; border-bottom: 1
 h3 { font-size: 14px; margin: 16px 0 4px; }
 dl.run { display: grid; grid-template-columns: 90px auto; margin: 0; }
 dl.run dt { color: #666; } dl.run dd { margin: 0; }
-table { border-collapse: collapse; margin: 6px 0; font-variant-numeric: tabular-nums; }
+table { border-collapse: collapse; margin: 6px 0; font-variant-numeric: tabular-nums;
+        display: block; max-width: 100%; overflow-x: auto; }
 th, td { padding: 2px 10px; border-bottom: 1px solid #eee; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
 tr.straggler td { color: #b00020; font-weight: bold; }
 details summary { cursor: pointer; color: #555; }
-svg.chart { display: block; }
+svg.chart { display: block; max-width: 100%; height: auto; }
 .row { display: flex; flex-wrap: wrap; gap: 8px; }
 svg .grid { stroke: #eee; } svg .axis { stroke: #888; }
 svg text { font-size: 11px; fill: #444; }

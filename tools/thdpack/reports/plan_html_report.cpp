@@ -16,6 +16,9 @@ namespace thdpack::cli {
 namespace {
 
 constexpr int kFillBins = 10;
+/// A replica is drawn as the straggler only when the step waits for it noticeably: max/mean of
+/// the replica times above this (at 1.0001 every bar is the same height and red would mislead).
+constexpr double kStragglerImbalance = 1.01;
 
 /// How modeled costs are shown: seconds with a model preset, raw cost units without.
 struct Units {
@@ -136,11 +139,15 @@ std::string replica_section(const PlanReportInput& in,
   out << "<section id=\"replicas\"><h2>Modeled time per DP replica (step " << in.step
       << ")</h2>\n<p>Each bar is one DP replica, stacked from its micro-batches (summed sample "
          "costs / cp); the step lasts as long as the tallest bar, the <span "
-         "class=\"straggler-key\">straggler</span>. Same scale for every scheduler.</p>\n";
+         "class=\"straggler-key\">straggler</span>, marked where max/mean exceeds " +
+             fixed(kStragglerImbalance, 2) + ". Same scale for every scheduler.</p>\n";
   for (const auto& p : in.plans) {
     const auto& costs = p.stats.replica_step_costs;
+    // -1: balanced within kStragglerImbalance, no replica is marked.
     const int straggler =
-        static_cast<int>(std::max_element(costs.begin(), costs.end()) - costs.begin());
+        p.stats.imbalance > kStragglerImbalance
+            ? static_cast<int>(std::max_element(costs.begin(), costs.end()) - costs.begin())
+            : -1;
     const double mean =
         std::accumulate(costs.begin(), costs.end(), 0.0) / static_cast<double>(costs.size());
     BarChart chart;
@@ -189,8 +196,10 @@ std::string replica_section(const PlanReportInput& in,
                            "bound"});
     chart.lines.push_back({mean * units.scale, "mean " + fixed(mean * units.scale, 3), "mean"});
     out << "<h3>" << html_escape(p.scheduler) << ": step "
-        << fixed(p.stats.step_cost * units.scale, 3) << " " << units.name << ", straggler replica "
-        << straggler << ", max/mean " << fixed(p.stats.imbalance, 4) << "</h3>\n"
+        << fixed(p.stats.step_cost * units.scale, 3) << " " << units.name << ", "
+        << (straggler >= 0 ? "straggler replica " + std::to_string(straggler)
+                           : std::string("replicas balanced"))
+        << ", max/mean " << fixed(p.stats.imbalance, 4) << "</h3>\n"
         << render_bar_chart(chart)
         << html_details("numbers: " + p.scheduler + " per replica",
                         html_table({"replica", "micro-batches", "modeled (" + units.name + ")",
@@ -253,7 +262,8 @@ std::string microbatch_section(const PlanReportInput& in) {
 std::string fill_section(const PlanReportInput& in, const std::unordered_map<int64_t, size_t>& at) {
   std::ostringstream out;
   out << "<section id=\"fill\"><h2>Pack fill (step " << in.step
-      << ")</h2>\n<p>Packs by padded tokens / C, in bins of 10%.</p>\n";
+      << ")</h2>\n<p>Packs by padded tokens / C, in bins of 10%; counts on a log scale, so that a "
+         "few emptier packs show beside many full ones.</p>\n";
   for (const auto& p : in.plans) {
     std::vector<int64_t> counts(kFillBins, 0);
     double lowest = 1;
@@ -266,8 +276,10 @@ std::string fill_section(const PlanReportInput& in, const std::unordered_map<int
     }
     BarChart chart;
     chart.id = "fill-" + p.scheduler;
-    chart.y_label = "packs";
+    chart.y_label = "packs (log)";
     chart.height = 160;
+    chart.log_scale = true;  // one half-empty pack stays visible beside a thousand full ones
+    chart.value_labels = true;
     std::vector<std::vector<std::string>> rows;
     for (int b = 0; b < kFillBins; ++b) {
       const std::string range = std::to_string(b * 10) + "-" + std::to_string(b * 10 + 10) + "%";
@@ -294,6 +306,10 @@ std::string fill_section(const PlanReportInput& in, const std::unordered_map<int
 
 /// Causal-attention work per CP rank, summed over the step's packs (per-sample zigzag).
 std::string cp_section(const PlanReportInput& in, const std::unordered_map<int64_t, size_t>& at) {
+  if (in.options.cp == 1) {
+    return "<section id=\"cp\"><h2>CP work per rank</h2>\n<p>cp = 1: every pack runs on one "
+           "rank, so there is no context-parallel split to draw.</p></section>\n";
+  }
   std::ostringstream out;
   out << "<section id=\"cp\"><h2>CP work per rank (step " << in.step
       << ")</h2>\n<p>Causal-attention work (query-key pairs) each CP rank holds under Transformer "
@@ -309,7 +325,7 @@ std::string cp_section(const PlanReportInput& in, const std::unordered_map<int64
         std::accumulate(work.begin(), work.end(), 0.0) / static_cast<double>(work.size());
     BarChart chart;
     chart.id = "cp-" + p.scheduler;
-    chart.y_label = "attention work";
+    chart.y_label = "attention work (pairs)";
     chart.height = 160;
     chart.width = std::min(720, 160 + 60 * static_cast<int>(work.size()));
     std::vector<std::vector<std::string>> rows;

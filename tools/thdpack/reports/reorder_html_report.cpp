@@ -88,12 +88,12 @@ std::string movement_section(const ReorderReportInput& in) {
   for (size_t k = 0; k < in.windows.size(); ++k) {
     const ReorderWindowFigures& w = in.windows[k];
     const auto count = [](int64_t n) { return static_cast<double>(n); };
-    moved.bars.push_back(window_bar(k, ours, count(w.samples_moved),
-                                    std::to_string(w.samples_moved) + " of " +
-                                        std::to_string(w.samples)));
-    moved.bars.push_back(window_bar(k, reference, count(w.reference_moved),
-                                    std::to_string(w.reference_moved) + " of " +
-                                        std::to_string(w.samples)));
+    moved.bars.push_back(
+        window_bar(k, ours, count(w.samples_moved),
+                   std::to_string(w.samples_moved) + " of " + std::to_string(w.samples)));
+    moved.bars.push_back(
+        window_bar(k, reference, count(w.reference_moved),
+                   std::to_string(w.reference_moved) + " of " + std::to_string(w.samples)));
     ChartBar mb = window_bar(k, megabytes, count(w.bytes_moved) / 1e6,
                              fixed(count(w.bytes_moved) / 1e6, 3) + " MB");
     mb.data.push_back({"bytes", std::to_string(w.bytes_moved)});
@@ -102,9 +102,9 @@ std::string movement_section(const ReorderReportInput& in) {
         window_bar(k, sync, 1e3 * w.sync_seconds, fixed(1e3 * w.sync_seconds, 2) + " ms"));
     exchange.bars.push_back(window_bar(k, exposed, 1e3 * w.exposed_seconds,
                                        fixed(1e3 * w.exposed_seconds, 2) + " ms exposed"));
-    rows.push_back({std::to_string(k), std::to_string(w.microbatches),
-                    ratio_text(w.spread_before), ratio_text(w.spread_after),
-                    ratio_text(w.spread_reference), ratio_text(w.peak_after),
+    rows.push_back({std::to_string(k), std::to_string(w.microbatches), ratio_text(w.spread_before),
+                    ratio_text(w.spread_after), ratio_text(w.spread_reference),
+                    ratio_text(w.peak_after),
                     std::to_string(w.samples_moved) + "/" + std::to_string(w.samples),
                     std::to_string(w.reference_moved), std::to_string(w.bytes_moved),
                     fixed(1e3 * w.sync_seconds, 2), fixed(1e3 * w.exposed_seconds, 2)});
@@ -115,9 +115,8 @@ std::string movement_section(const ReorderReportInput& in) {
          "time, synchronous and left exposed when the next window is exchanged in the "
          "background.</p>\n" +
          render_bar_chart(moved) + render_bar_chart(bytes) + render_bar_chart(exchange) +
-         html_table({"window", "micro-batches", "spread in", "after", "longest-first",
-                     "max/mean", "moved", "longest-first moved", "bytes", "sync ms",
-                     "overlapped ms"},
+         html_table({"window", "micro-batches", "spread in", "after", "longest-first", "max/mean",
+                     "moved", "longest-first moved", "bytes", "sync ms", "overlapped ms"},
                     rows) +
          "</section>\n";
 }

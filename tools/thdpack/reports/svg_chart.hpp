@@ -44,6 +44,11 @@ struct BarChart {
   double y_max = 0;  ///< 0: from the data; set it to share a scale between charts
   int width = 720;
   int height = 220;
+  /// Heights on a log10(1 + value) scale, ticks at 0, 1, 10, 100, ...: a histogram whose few
+  /// outliers would vanish beside one tall bin (single-segment bars).
+  bool log_scale = false;
+  /// Each non-empty bar's total written above it.
+  bool value_labels = false;
 };
 
 /// The chart as an <svg> element.

@@ -47,8 +47,8 @@ std::string fixed(double value, int decimals) {
 
 std::string scaled(double value) {
   static constexpr std::pair<double, const char*> kPrefixes[] = {
-      {1e9, "G"}, {1e6, "M"}, {1e3, "k"}};
-  std::string suffix;
+      {1e15, "P"}, {1e12, "T"}, {1e9, "G"}, {1e6, "M"}, {1e3, "k"}};
+  const char* suffix = "";
   for (const auto& [factor, prefix] : kPrefixes) {
     if (std::abs(value) >= factor) {
       value /= factor;
@@ -56,9 +56,9 @@ std::string scaled(double value) {
       break;
     }
   }
-  const double size = std::abs(value);
-  const int decimals = size >= 100 ? 0 : size >= 10 ? 1 : suffix.empty() && size < 1 ? 3 : 2;
-  return fixed(value, decimals) + suffix;
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.3g%s", value, suffix);
+  return buffer;
 }
 
 }  // namespace thdpack::cli

@@ -24,8 +24,8 @@ class Table {
 
 /// Fixed-point formatting: fixed(1.23456, 2) == "1.23".
 std::string fixed(double value, int decimals);
-/// A count or rate with a unit prefix and three significant figures: "1.23M", "45.6k", "812",
-/// "0.500" (never "0.00M" for a small one).
+/// A count or rate in at most three significant figures and a unit prefix: "1.23M", "45.6k",
+/// "812", "2.5G", "0.5" (never "0.00M" for a small one; short enough for an axis tick).
 std::string scaled(double value);
 /// A fraction as a percentage: percent(0.1234, 1) == "12.3%".
 std::string percent(double fraction, int decimals);
