@@ -46,6 +46,7 @@ the returned seqlen sums are those of the padded lengths thdpack computes (Megat
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Any, Iterable, Iterator, Optional
 
 import torch
@@ -216,6 +217,27 @@ def _lengths(value, count: int, where: str) -> list:
     return [int(x) for x in lengths]
 
 
+def _warn_on_ignore_labels_with_weight(fields: dict, where: str) -> None:
+    """Hugging Face's -100 labels beside a loss mask that weighs those positions: Megatron's loss
+    reads the mask, not -100; thdpack gives such positions weight 0 (a -100 label has no target).
+    Said once per process, naming the first item, since the data usually has it throughout."""
+    global _warned_ignore_labels
+    if _warned_ignore_labels:
+        return
+    clash = (fields["labels"] < 0) & (fields["loss_mask"] != 0)
+    if bool(clash.any()):
+        _warned_ignore_labels = True
+        warnings.warn(
+            f"{where}: {int(clash.sum())} labels are negative (Hugging Face's -100?) where "
+            "loss_mask is not 0; thdpack gives those positions weight 0 (a negative label has no "
+            "target), while Megatron's loss would read the mask. Give labels as token ids and "
+            "mark ignored positions in loss_mask only (this warning is shown once)",
+            stacklevel=4)
+
+
+_warned_ignore_labels = False
+
+
 def sub_samples(item: dict, where: str = "sample") -> list:
     """The samples of one data-iterator item as thdpack sample dicts (without ids): the item
     itself, or its sub-samples when it carries ``cu_seqlens``; each cut to ``original_seq_len``
@@ -243,6 +265,7 @@ def sub_samples(item: dict, where: str = "sample") -> list:
         bounds = [(a, b) for a, b in zip(cu, cu[1:])]
     else:
         bounds = [(0, total)]
+    _warn_on_ignore_labels_with_weight(fields, where)
     if "original_seq_len" in item:
         kept = _lengths(item["original_seq_len"], len(bounds), where)
     else:

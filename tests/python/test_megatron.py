@@ -304,3 +304,17 @@ def test_a_scheduler_of_none_is_refused_as_megatron_reads_it_as_packing_off():
     groups = {"tp": None, "cp": None, "dp": None, "pp": None}
     with pytest.raises(thdpack.InvalidArgument, match="reads as sequence packing off"):
         tm._packer_settings(config, groups, {})
+
+
+def test_hugging_face_ignore_labels_beside_a_loss_mask_are_named_once(monkeypatch):
+    monkeypatch.setattr(tm, "_warned_ignore_labels", False)
+    t = torch.arange(1, 9)
+    item = {"tokens": t, "labels": torch.tensor([-100, -100, 4, 5, 6, 7, 8, 9]),
+            "loss_mask": torch.ones(8)}
+    with pytest.warns(UserWarning, match="2 labels are negative"):
+        tm.sub_samples(item, "item 0")
+    import warnings as w
+    with w.catch_warnings():
+        w.simplefilter("error")
+        tm.sub_samples(item, "item 1")  # said once
+        tm.sub_samples({**item, "labels": t + 1}, "item 2")  # token ids: nothing to say
