@@ -342,16 +342,16 @@ void bind_mock_datasets(py::module_& m) {
       py::arg("seq_length"), "Megatron's default mock config for sequence length S, as JSON.");
   m.def(
       "load_jsonl_dataset",
-      [](const std::string& path, bool ignore_unknown_keys, bool labels_shifted) {
-        return std::shared_ptr<Dataset>(
-            load_jsonl_dataset(path, JsonlOptions{ignore_unknown_keys, labels_shifted}));
+      [](const py::object& path, bool ignore_unknown_keys, bool labels_shifted) {
+        return std::shared_ptr<Dataset>(load_jsonl_dataset(
+            path_from_python(path), JsonlOptions{ignore_unknown_keys, labels_shifted}));
       },
       py::arg("path"), py::kw_only(), py::arg("ignore_unknown_keys") = false,
       py::arg("labels_shifted") = false);
   m.def(
       "read_lengths_file",
-      [](const std::string& p) {
-        auto v = read_lengths_file(p);
+      [](const py::object& p) {
+        auto v = read_lengths_file(path_from_python(p));
         return copy_of(std::span<const int64_t>(v));
       },
       py::arg("path"));
@@ -573,6 +573,17 @@ void bind_bin_packing(py::module_& m) {
 }
 
 }  // namespace
+
+std::string path_from_python(py::handle path, const char* what) {
+  const py::module_ os = py::module_::import("os");
+  if (!py::isinstance<py::str>(path) && !py::isinstance<py::bytes>(path) &&
+      !py::isinstance(path, os.attr("PathLike"))) {
+    throw InvalidArgument(
+        message(what, " must be a str, bytes or os.PathLike (pathlib.Path), not ",
+                py::str(py::type::handle_of(path).attr("__name__")).cast<std::string>()));
+  }
+  return os.attr("fsencode")(path).cast<std::string>();
+}
 
 Sample sample_from_python(py::handle object, int64_t default_id, int64_t ignore_id) {
   Sample s;

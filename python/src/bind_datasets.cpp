@@ -12,8 +12,9 @@ namespace thdpack::python {
 void bind_datasets(py::module_& m) {
   m.def(
       "open_indexed_dataset",
-      [](const std::string& data_path, int64_t size) {
-        return std::shared_ptr<Dataset>(open_indexed_datasets(data_path, size));
+      [](const py::object& data_path, int64_t size) {
+        return std::shared_ptr<Dataset>(
+            open_indexed_datasets(path_from_python(data_path, "data_path"), size));
       },
       py::arg("data_path"), py::arg("size") = 0,
       "A Megatron indexed dataset (prefix.bin + prefix.idx), or a blend 'w1 prefix1 w2 prefix2 "
@@ -24,8 +25,9 @@ void bind_datasets(py::module_& m) {
       "Writes a Megatron indexed dataset (call finish() at the end: the files appear "
       "only then; a prefix whose .bin or .idx an open dataset reads "
       "is refused).")
-      .def(py::init([](const std::string& prefix, const std::string& dtype) {
-             return std::make_unique<IndexedDatasetWriter>(prefix, token_dtype_from_name(dtype));
+      .def(py::init([](const py::object& prefix, const std::string& dtype) {
+             return std::make_unique<IndexedDatasetWriter>(path_from_python(prefix, "prefix"),
+                                                           token_dtype_from_name(dtype));
            }),
            py::arg("prefix"), py::arg("dtype") = "int32")
       .def(
@@ -39,8 +41,8 @@ void bind_datasets(py::module_& m) {
 
   m.def(
       "pack_offline",
-      [](const py::handle& lengths, int64_t capacity, const std::string& strategy,
-         int64_t divisor, const py::object& seed, const py::object& group_ids, bool flat) {
+      [](const py::handle& lengths, int64_t capacity, const std::string& strategy, int64_t divisor,
+         const py::object& seed, const py::object& group_ids, bool flat) {
         const auto l = int64_values(lengths, "lengths");
         std::vector<int64_t> groups;
         if (!group_ids.is_none()) groups = int64_values(group_ids, "group_ids");
@@ -75,8 +77,8 @@ void bind_datasets(py::module_& m) {
       m, "PackedDataset", "A pack file of `thdpack pack` with its source: pack p is a THD row.")
       .def_static(
           "open",
-          [](const std::string& path) {
-            return std::shared_ptr<PackedDataset>(PackedDataset::open(path));
+          [](const py::object& path) {
+            return std::shared_ptr<PackedDataset>(PackedDataset::open(path_from_python(path)));
           },
           py::arg("path"))
       .def("__len__", &PackedDataset::num_packs)

@@ -280,9 +280,9 @@ void bind_planned_batches(py::module_& m) {
       .def("__eq__", [](const PlannedBatch& a, const PlannedBatch& b) { return a == b; });
   m.def(
       "read_plan_file",
-      [](const std::string& path) {
+      [](const py::object& path) {
         py::list steps;
-        for (const PlanFileStep& step : read_plan_file(path)) {
+        for (const PlanFileStep& step : read_plan_file(path_from_python(path))) {
           py::dict plans;
           for (const auto& [name, planned] : step.plans) plans[py::str(name)] = planned;
           steps.append(plans);

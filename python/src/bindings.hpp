@@ -62,6 +62,11 @@ std::vector<T> vector_of(const Array<T>& array, const char* name) {
 /// when present (even empty), exactly as long as input_ids; id is an integer; labels_shifted a
 /// bool. Anything else throws InvalidArgument.
 Sample sample_from_python(py::handle object, int64_t default_id, int64_t ignore_id = -100);
+
+/// A file system path given from Python as str, bytes or os.PathLike (pathlib.Path), as the bytes
+/// the OS takes (os.fsencode: a str that is not UTF-8 on disk round-trips). Anything else throws
+/// InvalidArgument naming `what` and the type given.
+std::string path_from_python(py::handle path, const char* what = "path");
 /// The same, reading a dict's input_ids in place when they are a 1-D C-contiguous int64 numpy
 /// array (what thdpack.torch passes on for numpy arrays and CPU tensors): the returned Sample has
 /// empty input_ids, `borrowed` is set to the array (keep it alive while the view is used) and the

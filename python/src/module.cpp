@@ -1,12 +1,30 @@
 // The _thdpack extension module: the C++ core, communicators and pipeline for Python. The
 // thdpack package (python/thdpack) re-exports it and adds the torch adapters.
 
+#include <cstring>
+
 #include "bindings.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/core/version.hpp"
 
 namespace thdpack::python {
 namespace {
+
+// Sets `type` with the message of `error`. Messages name paths as the OS gave them, which need not
+// be UTF-8 (a folder of Latin-1 names): bytes that are not UTF-8 are escaped (as \xe9) instead of
+// leaving the Python exception without its message.
+void raise(py::handle type, const std::exception& error) {
+  const char* text = error.what();
+  PyObject* message =
+      PyUnicode_DecodeUTF8(text, static_cast<Py_ssize_t>(std::strlen(text)), "backslashreplace");
+  if (message == nullptr) {
+    PyErr_Clear();
+    PyErr_SetString(type.ptr(), "(a message that could not be decoded)");
+    return;
+  }
+  PyErr_SetObject(type.ptr(), message);
+  Py_DECREF(message);
+}
 
 // Python exception classes: InvalidArgument is a ValueError, CommError and InternalError are
 // RuntimeErrors, all of them thdpack.Error.
@@ -35,13 +53,13 @@ void register_errors(py::module_& m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const InvalidArgument& e) {
-      PyErr_SetString(invalid.ptr(), e.what());
+      raise(invalid, e);
     } catch (const CommError& e) {
-      PyErr_SetString(comm.ptr(), e.what());
+      raise(comm, e);
     } catch (const InternalError& e) {
-      PyErr_SetString(internal.ptr(), e.what());
+      raise(internal, e);
     } catch (const Error& e) {
-      PyErr_SetString(base.ptr(), e.what());
+      raise(base, e);
     }
   });
 }
