@@ -318,7 +318,10 @@ void bind_mock_datasets(py::module_& m) {
       .def(
           "lengths",
           [](const Dataset& d, int64_t start, int64_t stop) {
-            py::array_t<int64_t> out(std::max<int64_t>(stop - start, 0));
+            check(0 <= start && start <= stop && stop <= d.size(), "lengths(start, stop) needs ",
+                  "0 <= start <= stop <= ", d.size(), " (the dataset's size), got (", start, ", ",
+                  stop, ")");
+            py::array_t<int64_t> out(stop - start);
             auto* p = out.mutable_data();
             for (int64_t i = start; i < stop; ++i) p[i - start] = d.length(i);
             return out;

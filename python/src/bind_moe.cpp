@@ -24,6 +24,15 @@ void check_width(const py::array& a, const char* name, const DispatchHandle& han
         handle.hidden);
 }
 
+/// Expert indices as int64: any integer array converts, a float array (1.7 would silently become
+/// expert 1) or any other kind is refused.
+Matrix<int64_t> index_matrix(const py::array& a, const char* name) {
+  const char kind = a.dtype().kind();
+  check(kind == 'i' || kind == 'u', name, " must hold integers (expert indices, -1 for none), got ",
+        py::str(a.dtype()).cast<std::string>());
+  return Matrix<int64_t>::ensure(a);
+}
+
 template <typename T>
 std::span<const T> values_of(const Matrix<T>& a) {
   return {a.data(), static_cast<size_t>(a.size())};
@@ -67,7 +76,8 @@ void bind_moe(py::module_& m) {
 
   m.def(
       "moe_dispatch_layout",
-      [](const Matrix<int64_t>& topk_idx, int num_experts, int ranks) {
+      [](const py::array& topk_indices, int num_experts, int ranks) {
+        const Matrix<int64_t> topk_idx = index_matrix(topk_indices, "topk_idx");
         const auto [tokens, k] = shape_of(topk_idx, "topk_idx");
         const RoutingLayout l =
             routing_layout(values_of(topk_idx), tokens, static_cast<int>(k), num_experts, ranks);
@@ -85,9 +95,10 @@ void bind_moe(py::module_& m) {
 
   m.def(
       "moe_dispatch",
-      [](Communicator& ep, const Matrix<float>& x, const Matrix<int64_t>& topk_idx,
+      [](Communicator& ep, const Matrix<float>& x, const py::array& topk_indices,
          const Matrix<float>& topk_weights, int num_experts, int64_t expert_alignment, bool padded,
          int64_t pad_alignment, std::shared_ptr<Communicator> pad_group) {
+        const Matrix<int64_t> topk_idx = index_matrix(topk_indices, "topk_idx");
         const auto [tokens, hidden] = shape_of(x, "x");
         const auto [idx_tokens, k] = shape_of(topk_idx, "topk_idx");
         const auto [weight_tokens, weight_k] = shape_of(topk_weights, "topk_weights");

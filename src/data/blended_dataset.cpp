@@ -123,6 +123,7 @@ std::unique_ptr<Dataset> open_indexed_datasets(const std::string& data_path, int
 std::unique_ptr<Dataset> detail::open_indexed_datasets(
     const std::string& data_path, int64_t size,
     const std::function<void(const IndexedDataset&)>& opened) {
+  check(size >= 0, "dataset size must be >= 0 (0: all samples), got ", size);
   std::istringstream in(data_path);
   std::vector<std::string> words;
   for (std::string w; in >> w;) words.push_back(w);

@@ -326,6 +326,14 @@ Sample IndexedDataset::sample(int64_t index) const {
     fail(prefix_, ".bin: byte ", byte, ": token ", bad, " of sequence ", index, " is ", value.str(),
          ", not an integer token id that fits int64");
   }
+  // Signed dtypes can hold negative values, which are no token id (JSONL refuses them alike).
+  const auto negative =
+      std::find_if(s.input_ids.begin(), s.input_ids.end(), [](int64_t t) { return t < 0; });
+  if (negative != s.input_ids.end()) {
+    const auto position = negative - s.input_ids.begin();
+    fail(prefix_, ".bin: byte ", at + position * token_size(dtype_), ": token ", position,
+         " of sequence ", index, " is ", *negative, "; token ids are >= 0");
+  }
   return s;
 }
 

@@ -1,5 +1,6 @@
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -64,6 +65,9 @@ void IndexedDatasetWriter::require_open(const char* call) const {
 void IndexedDatasetWriter::add_sequence(std::span<const int64_t> tokens) {
   require_open("add_sequence");
   if (tokens.empty()) throw InvalidArgument("an indexed dataset sequence needs at least one token");
+  const auto negative = std::find_if(tokens.begin(), tokens.end(), [](int64_t t) { return t < 0; });
+  check(negative == tokens.end(), "token ", negative - tokens.begin(), " of the sequence is ",
+        negative == tokens.end() ? 0 : *negative, "; token ids are >= 0");
   check(tokens.size() <= static_cast<size_t>(std::numeric_limits<int32_t>::max()), "sequence of ",
         tokens.size(), " tokens exceeds the index's int32 lengths");
   std::vector<std::byte> bytes;
@@ -118,11 +122,7 @@ void IndexedDatasetWriter::end_document() {
 }
 
 void IndexedDatasetWriter::finish() {
-  if (finished_) return;
-  if (!bin_) {
-    throw InvalidArgument("finish() failed earlier for '" + prefix_ +
-                          "': nothing was moved into place; open a new IndexedDatasetWriter");
-  }
+  require_open("finish");
   try {
     write_and_commit();
   } catch (...) {

@@ -80,6 +80,7 @@ json parse_json_strictly(std::string_view text, const std::string& where) {
   text = skip_utf8_bom(text);
   check_bytes_and_depth(text, where);
   std::vector<std::set<std::string>> keys;  // the keys seen in each open object
+  std::string last_key;                     // names the value a number overflow is in
   const json::parser_callback_t callback = [&](int, json::parse_event_t event, json& parsed) {
     switch (event) {
       case json::parse_event_t::object_start:
@@ -89,6 +90,7 @@ json parse_json_strictly(std::string_view text, const std::string& where) {
         keys.pop_back();
         break;
       case json::parse_event_t::key:
+        last_key = parsed.get<std::string>();
         if (!keys.back().insert(parsed.get<std::string>()).second) {
           fail(where, "key \"" + excerpt(parsed.get<std::string>()) +
                           "\" given twice in one object (JSON readers disagree on which wins)");
@@ -101,7 +103,11 @@ json parse_json_strictly(std::string_view text, const std::string& where) {
   };
   try {
     return json::parse(text.begin(), text.end(), callback);
-  } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e400
+  } catch (const json::out_of_range& e) {  // a number such as 1e400
+    fail(where, (last_key.empty() ? std::string("a number")
+                                  : "the value of \"" + excerpt(last_key) + "\"") +
+                    " does not fit a double (" + shortened(e.what()) + ")");
+  } catch (const json::exception& e) {
     fail(where, "not valid JSON (" + shortened(e.what()) + ")");
   }
 }

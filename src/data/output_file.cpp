@@ -101,8 +101,8 @@ Backup keep_backup(const std::string& path) {
     if (::link(path.c_str(), backup.c_str()) == 0) return {backup, false};
     if (errno == EEXIST) continue;
     if (::rename(path.c_str(), backup.c_str()) == 0) return {backup, true};
-    throw InvalidArgument("cannot keep the old '" + path + "' while replacing it: " +
-                          error_text() + " (nothing was moved into place)");
+    throw InvalidArgument("cannot keep the old '" + path + "' while replacing it: " + error_text() +
+                          " (nothing was moved into place)");
   }
 }
 
@@ -116,9 +116,9 @@ void put_back(const std::string& path, const Backup& backup, const std::string& 
     throw InvalidArgument(
         "'" + path + "' may be new while '" + partner + "' is old, and then they do not belong " +
         "together: " +
-        (backup.path.empty() ? "removing the new '" + path + "' failed"
-                             : "the old '" + path + "' could not be put back from '" +
-                                   backup.path + "'") +
+        (backup.path.empty()
+             ? "removing the new '" + path + "' failed"
+             : "the old '" + path + "' could not be put back from '" + backup.path + "'") +
         " (" + error_text() + ")");
   }
 }
@@ -236,8 +236,8 @@ void commit_pair(OutputFile& first, OutputFile& second) {
     second.move_into_place();
   } catch (const InvalidArgument& e) {
     undo_first_move(first.path_, std::exchange(first.committed_, false), backup, second.path_);
-    throw InvalidArgument(std::string(e.what()) + "; '" + first.path_ + "' and '" +
-                          second.path_ + "' are left as they were");
+    throw InvalidArgument(std::string(e.what()) + "; '" + first.path_ + "' and '" + second.path_ +
+                          "' are left as they were");
   } catch (...) {
     undo_first_move(first.path_, std::exchange(first.committed_, false), backup, second.path_);
     throw;

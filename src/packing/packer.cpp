@@ -173,8 +173,25 @@ void fix_cu_seqlens_entries(std::vector<int32_t>& cu_seqlens,
   cu_seqlens_padded.resize(want, cu_seqlens_padded.back());
 }
 
+namespace {
+
+// A sample id names one sample: a pack holding one twice would deliver, and report, the wrong one.
+void check_unique_ids(std::span<const SampleView> samples) {
+  std::vector<int64_t> ids;
+  ids.reserve(samples.size());
+  for (const auto& s : samples) ids.push_back(s.id);
+  std::sort(ids.begin(), ids.end());
+  const auto twice = std::adjacent_find(ids.begin(), ids.end());
+  check(twice == ids.end(), "sample id ", twice == ids.end() ? 0 : *twice,
+        " appears twice in one pack; ids must be unique");
+}
+
+}  // namespace
+
 PackedBatch pack_samples(std::span<const SampleView> samples, const PackOptions& o) {
   if (o.divisor < 1) throw InvalidArgument("padding divisor must be >= 1");
+  check(o.capacity >= 0, "pack capacity must be >= 0 (0: unchecked), got ", o.capacity);
+  check_unique_ids(samples);
   int64_t rows = 0;
   int64_t longest = 0;
   for (const auto& s : samples) {

@@ -286,14 +286,29 @@ TEST_F(HostileIndexed, FloatTokensThatAreNotIntegers) {
         [&] { d->sample(2); },
         {bin_ + ": byte 16: token 0 of sequence 2 is ", "not an integer token id that fits int64"});
   }
-  // float64 2^63 does not fit int64; -2^63 does.
+  // float64 2^63 does not fit int64; -2^63 does, but is no token id (ids are >= 0).
   std::string bin;
   for (double t : {-9223372036854775808.0, 9223372036854775808.0}) put(bin, t);
   write(MegatronIndex::of({1, 1}, 6, 8).bytes(), bin);
   const auto d = IndexedDataset::open(prefix_);
-  EXPECT_EQ(d->sample(0).input_ids, std::vector<int64_t>{std::numeric_limits<int64_t>::min()});
+  expect_throw_with<InvalidArgument>(
+      [&] { d->sample(0); },
+      {bin_ + ": byte 0: token 0 of sequence 0 is -9223372036854775808", "token ids are >= 0"});
   expect_throw_with<InvalidArgument>(
       [&] { d->sample(1); }, {bin_ + ": byte 8: token 0 of sequence 1 is 9.2233720368547758e+18"});
+}
+
+// A signed dtype holds negative values, which are no token ids: reading one names the file, the
+// byte and the sequence (as JSONL refuses them).
+TEST_F(HostileIndexed, NegativeTokensOfASignedDtype) {
+  std::string bin;
+  for (int32_t t : {5, 6, -3, 7}) put(bin, t);
+  write(MegatronIndex::of({2, 2}, 4, 4).bytes(), bin);
+  const auto d = IndexedDataset::open(prefix_);
+  EXPECT_EQ(d->sample(0).input_ids, (std::vector<int64_t>{5, 6}));
+  expect_throw_with<InvalidArgument>(
+      [&] { d->sample(1); },
+      {bin_ + ": byte 8: token 0 of sequence 1 is -3", "token ids are >= 0"});
 }
 
 // Every truncation and every single-byte corruption of a valid index is an InvalidArgument or a
@@ -358,7 +373,9 @@ TEST(HostileJsonl, BrokenLines) {
            {"\x01\x02\x03", {"not valid JSON"}},
            {"input_ids: [1, 2]", {"not valid JSON"}},
            // A number past double used to escape as nlohmann's out_of_range, without file or line.
-           {R"({"input_ids":[1,1e400]})", {"not valid JSON", "number overflow parsing '1e400'"}},
+           {R"({"input_ids":[1,1e400]})",
+            {"the value of \"input_ids\" does not fit a double",
+             "number overflow parsing '1e400'"}},
            {"{'input_ids': [1, 2]}", {"not valid JSON"}},
        }) {
     expect_jsonl_line_fails(dir, c);
@@ -503,7 +520,8 @@ TEST(HostileMockConfig, WrongTypes) {
            {"7", "must be a JSON object"},
            {"", "not valid JSON"},
            {"{\"type\":\"uniform\"", "not valid JSON"},
-           {R"({"type":"uniform","min_seq_len":1e400,"max_seq_len":2})", "number overflow"},
+           {R"({"type":"uniform","min_seq_len":1e400,"max_seq_len":2})",
+            "the value of \"min_seq_len\" does not fit a double"},
            {"{\"type\":\"uni\xff\"}", "not valid JSON"},
        }) {
     const std::string message = invalid_argument_message([&] { parse_mock_config(c.json); });

@@ -1,6 +1,6 @@
-// Megatron indexed datasets (include/thdpack/data/indexed_dataset.hpp): writer -> reader round trips for
-// every dtype, the byte-exact file format against files built by hand, multimodal indexes, blends
-// (Megatron's build_blending_indices, reimplemented here) and data paths.
+// Megatron indexed datasets (include/thdpack/data/indexed_dataset.hpp): writer -> reader round
+// trips for every dtype, the byte-exact file format against files built by hand, multimodal
+// indexes, blends (Megatron's build_blending_indices, reimplemented here) and data paths.
 
 #include "thdpack/data/indexed_dataset.hpp"
 
@@ -38,31 +38,32 @@ constexpr TokenDType kAllDtypes[] = {TokenDType::kUint8,   TokenDType::kInt8,  T
 
 // Tokens that use the dtype's whole range, including its extremes.
 std::vector<std::vector<int64_t>> tokens_for(TokenDType dtype) {
+  // Token ids are >= 0: each dtype from 0 to its largest id.
   int64_t lo = 0, hi = 0;
   switch (dtype) {
     case TokenDType::kUint8:
       lo = 0, hi = 255;
       break;
     case TokenDType::kInt8:
-      lo = -128, hi = 127;
+      lo = 0, hi = 127;
       break;
     case TokenDType::kInt16:
-      lo = -32768, hi = 32767;
+      lo = 0, hi = 32767;
       break;
     case TokenDType::kUint16:
       lo = 0, hi = 65535;
       break;
     case TokenDType::kInt32:
-      lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max();
+      lo = 0, hi = std::numeric_limits<int32_t>::max();
       break;
     case TokenDType::kInt64:
-      lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+      lo = 0, hi = std::numeric_limits<int64_t>::max();
       break;
     case TokenDType::kFloat32:
-      lo = -(int64_t{1} << 24), hi = int64_t{1} << 24;  // integers a float holds exactly
+      lo = 0, hi = int64_t{1} << 24;  // integers a float holds exactly
       break;
     case TokenDType::kFloat64:
-      lo = -(int64_t{1} << 53), hi = int64_t{1} << 53;
+      lo = 0, hi = int64_t{1} << 53;
       break;
   }
   return {{lo, hi, 0, 1}, {7}, {hi, hi - 1, lo + 1, lo, 5, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}};
@@ -153,14 +154,17 @@ TEST(IndexedWriter, TokensThatDoNotFitTheDtypeAreRejected) {
     IndexedDatasetWriter writer(prefix, dtype);
     // One past each end of the range tokens_for() uses: for float dtypes, the first integers
     // without an exact float (2^24 + 1, 2^53 + 1).
-    const auto extremes = tokens_for(dtype)[0];  // {lo, hi, 0, 1}
-    for (int64_t bad : {extremes[0] - 1, extremes[1] + 1}) {
-      expect_throw_with<InvalidArgument>(
-          [&] {
-            writer.add_sequence(std::vector<int64_t>{1, bad});
-          },
-          {std::to_string(bad), token_dtype_name(dtype)});
-    }
+    const auto extremes = tokens_for(dtype)[0];  // {0, hi, 0, 1}
+    expect_throw_with<InvalidArgument>(
+        [&] {
+          writer.add_sequence(std::vector<int64_t>{1, extremes[1] + 1});
+        },
+        {std::to_string(extremes[1] + 1), token_dtype_name(dtype)});
+    expect_throw_with<InvalidArgument>(
+        [&] {
+          writer.add_sequence(std::vector<int64_t>{1, -1});
+        },
+        {"token 1 of the sequence is -1", "token ids are >= 0"});
     // Nothing of a rejected sequence was written.
     writer.add_sequence(std::vector<int64_t>{1});
     writer.finish();
@@ -182,7 +186,6 @@ TEST(IndexedWriter, EndDocumentGroupsSequences) {
   writer.add_sequence(std::vector<int64_t>{5, 6, 7});
   writer.add_sequence(std::vector<int64_t>{8});  // left open: finish closes it
   writer.finish();
-  writer.finish();  // a second call does nothing
   const auto d = IndexedDataset::open(prefix);
   EXPECT_EQ(std::vector<int64_t>(d->document_indices().begin(), d->document_indices().end()),
             (std::vector<int64_t>{0, 2, 3, 5}));

@@ -22,7 +22,8 @@ TEST(IndexedWriterState, CallsAfterFinishAreRefusedAndTheDatasetStaysIntact) {
   const std::vector<int64_t> tokens = {4, 5, 6};
   writer.add_sequence(tokens);
   writer.finish();
-  writer.finish();  // does nothing
+  test_util::expect_throw_with<InvalidArgument>([&] { writer.finish(); },
+                                                {"finish after finish()", prefix});
   test_util::expect_throw_with<InvalidArgument>([&] { writer.add_sequence(tokens); },
                                                 {"add_sequence after finish()", prefix});
   test_util::expect_throw_with<InvalidArgument>([&] { writer.add_length_only(3); },
@@ -43,7 +44,7 @@ TEST(IndexedWriterState, AFailedFinishIsReportedNotTakenForCompletion) {
   std::filesystem::create_directory(prefix + ".idx");  // .idx cannot be written
   test_util::expect_throw_with<InvalidArgument>([&] { writer.finish(); }, "not a regular file");
   test_util::expect_throw_with<InvalidArgument>([&] { writer.finish(); },
-                                                {"finish() failed earlier", prefix});
+                                                {"finish after a failed finish()", prefix});
   test_util::expect_throw_with<InvalidArgument>([&] { writer.add_sequence(tokens); },
                                                 "add_sequence after a failed finish()");
   EXPECT_FALSE(std::filesystem::exists(prefix + ".bin"));

@@ -250,7 +250,7 @@ TEST(IndexedDatasetWriter, NothingIsAddedAfterFinish) {
   IndexedDatasetWriter writer(dir.file("d"), TokenDType::kInt32);
   writer.add_sequence(std::vector<int64_t>{1});
   writer.finish();
-  writer.finish();  // again: nothing
+  expect_throw_with<InvalidArgument>([&] { writer.finish(); }, {"finish after finish()"});
   expect_throw_with<InvalidArgument>([&] { writer.add_sequence(std::vector<int64_t>{2}); },
                                      {"after finish()"});
   expect_throw_with<InvalidArgument>([&] { writer.add_length_only(4); }, {"after finish()"});

@@ -215,7 +215,8 @@ TEST(InBatchPacking, RandomShardsKeepEveryInvariant) {
       } else {
         expected_labels.emplace_back();
       }
-      shard.push_back(text_sample(static_cast<int64_t>(1000 + rng() % 1000), ids, labels));
+      shard.push_back(
+          text_sample(static_cast<int64_t>(1000 + 7 * i + rng() % 7), ids, labels));  // unique ids
     }
     const PackedBatch p = pack_language_shard(shard, o);
     expect_invariants(p, o);

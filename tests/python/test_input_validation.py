@@ -4,6 +4,7 @@ field, and the same values given correctly pack exactly as they are."""
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -197,8 +198,7 @@ def test_writer_calls_after_finish_are_refused(tmp_path):
     writer = thdpack.IndexedDatasetWriter(str(tmp_path / "d"))
     writer.add_sequence([1, 2, 3])
     writer.finish()
-    writer.finish()  # a second finish() does nothing
-    for call in (lambda: writer.add_sequence([4]), writer.end_document):
+    for call in (lambda: writer.add_sequence([4]), writer.end_document, writer.finish):
         with pytest.raises(thdpack.InvalidArgument, match="after finish"):
             call()
     dataset = thdpack.open_indexed_dataset(str(tmp_path / "d"))
@@ -343,3 +343,62 @@ def test_bad_integer_arrays_are_refused_by_every_array_entry_point(entry, kind):
     with pytest.raises(thdpack.InvalidArgument) as raised:
         ARRAY_ENTRY_POINTS[entry](values)
     assert needle in str(raised.value)
+
+
+def _indexed(tmp_path, name="d"):
+    writer = thdpack.IndexedDatasetWriter(str(tmp_path / name))
+    writer.add_sequence([1, 2, 3])
+    writer.finish()
+    return writer, str(tmp_path / name)
+
+
+# Values that were once accepted without a word: each class is refused in one line naming it.
+REFUSED_ONCE_ACCEPTED = {
+    "duplicate ids in one pack": (
+        lambda tmp: thdpack.pack([{"id": 1, "input_ids": [1, 2]}, {"id": 1, "input_ids": [3]}]),
+        "sample id 1 appears twice"),
+    "negative pack capacity": (lambda tmp: thdpack.pack([[1, 2, 3]], capacity=-1),
+                               "capacity must be >= 0"),
+    "lengths with start past stop": (
+        lambda tmp: thdpack.mock_dataset(thdpack.default_mock_config(128)).lengths(3, 1),
+        "0 <= start <= stop"),
+    "lengths past the dataset": (
+        lambda tmp: thdpack.mock_dataset(thdpack.default_mock_config(128)).lengths(0, 2**40),
+        "the dataset's size"),
+    "finish twice": (lambda tmp: _indexed(tmp)[0].finish(), "finish after finish()"),
+    "negative dataset size": (lambda tmp: thdpack.open_indexed_dataset(_indexed(tmp)[1], size=-1),
+                              "size must be >= 0"),
+    "negative token id written": (
+        lambda tmp: thdpack.IndexedDatasetWriter(str(tmp / "n")).add_sequence([1, -5, 2]),
+        "is -5; token ids are >= 0"),
+    "float expert indices": (
+        lambda tmp: thdpack.moe_dispatch_layout(np.array([[0.5, 1.7]]), 4, 2),
+        "topk_idx must hold integers"),
+    "number past a double in a mock config": (
+        lambda tmp: thdpack.mock_dataset(json.dumps(
+            {"mode": "distribution", "type": "lognormal", "min_seq_len": 1, "max_seq_len": 10,
+             "mean_seq_len": 5, "lognormal_sigma": 1.0, "size": 10}).replace('"min_seq_len": 1',
+                                                                             '"min_seq_len": 1e400')),
+        'the value of "min_seq_len" does not fit a double'),
+}
+
+
+@pytest.mark.parametrize("kind", REFUSED_ONCE_ACCEPTED)
+def test_values_once_accepted_are_refused_naming_what(kind, tmp_path):
+    call, needle = REFUSED_ONCE_ACCEPTED[kind]
+    with pytest.raises(thdpack.InvalidArgument, match=re.escape(needle)):
+        call(tmp_path)
+
+
+def test_integer_expert_indices_of_any_width_are_taken():
+    for dtype in (np.int32, np.int64, np.uint8):
+        tokens_per_rank, _, _ = thdpack.moe_dispatch_layout(np.array([[0, 3]], dtype=dtype), 4, 2)
+        assert list(tokens_per_rank) == [1, 1]
+
+
+def test_pack_offline_group_ids_are_labels_in_any_order():
+    # Group ids name groups; their members need not be adjacent nor their ids consecutive: each
+    # group is packed whole wherever its members are.
+    result = thdpack.pack_offline([3, 4, 5, 2], capacity=9, group_ids=[7, 2, 7, 2])
+    packs = [sorted(int(i) for i in p) for p in result["packs"]]
+    assert sorted(packs) == [[0, 2], [1, 3]]

@@ -112,9 +112,9 @@ class IndexedDatasetWriter {
   void add_length_only(int64_t length);
   /// Closes the current document (the sequences since the previous call).
   void end_document();
-  /// Writes `<prefix>.idx` and moves both files into place. Further calls do nothing;
-  /// add_sequence, add_length_only and end_document after it throw InvalidArgument. When it
-  /// throws, nothing is complete: later calls (finish included) throw InvalidArgument saying so.
+  /// Writes `<prefix>.idx` and moves both files into place. Every call after it (finish too)
+  /// throws InvalidArgument: the dataset is complete. When it throws, nothing is complete: later
+  /// calls (finish included) throw InvalidArgument saying so.
   void finish();
 
  private:

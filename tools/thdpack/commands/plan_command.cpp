@@ -215,7 +215,7 @@ Command add_plan_command(CLI::App& app) {
       "workload at dp 8)");
   flags->job.add_to(*cmd);
   cmd->add_option("--steps", flags->steps, "global batches to plan")
-      ->check(positive_integer())
+      ->check(positive_integer(kMaxSteps))
       ->capture_default_str();
   std::string names = "all";
   for (const auto& n : scheduler_names()) names += ", " + n;

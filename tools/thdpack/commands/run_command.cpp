@@ -231,7 +231,7 @@ Command add_run_command(CLI::App& app) {
       "verifying every step against the single-process reference");
   flags->job.add_to(*cmd);
   cmd->add_option("--steps", flags->steps, "global batches to run")
-      ->check(positive_integer())
+      ->check(positive_integer(kMaxSteps))
       ->capture_default_str();
   cmd->add_option("--scheduler,--sequence-packing-scheduler", flags->scheduler,
                   "balanced, dp_balanced, local, or a dynamic-CP scheduler: default_dynamic_cp "

@@ -14,6 +14,10 @@ namespace thdpack::cli {
 /// Longest --timeout taken, in seconds (about 11 days): beyond it a wait is a hang, not a timeout.
 constexpr double kMaxTimeoutSeconds = 1e6;
 
+/// Most --steps taken (plan, run): ten million global batches already take hours; a larger count
+/// is a typo or an overflow, refused up front instead of running for years.
+constexpr int64_t kMaxSteps = 10'000'000;
+
 /// A whole number in [1, maximum], written in decimal digits (a leading '+' allowed).
 CLI::Validator positive_integer(int64_t maximum = std::numeric_limits<int64_t>::max());
 

@@ -16,6 +16,11 @@ namespace {
 // sample fills at most one pack.
 // Every length is read: a large dataset shows a progress bar saying why (none within a second).
 int64_t default_cap(const Dataset& dataset, int cp, int64_t divisor) {
+  // Beyond this the scan takes hours (a mock config's size can be anything up to 2^63).
+  constexpr int64_t kMaxScanned = 10'000'000'000;
+  check(dataset.size() <= kMaxScanned, "finding the longest of ", dataset.size(),
+        " samples would take hours: give -M/--max-seqlen-per-dp-cp-rank (at most ", kMaxScanned,
+        " samples are scanned for it)");
   int64_t longest = 0;
   constexpr int64_t kChunk = 1 << 20;
   Progress bar("finding the longest sample (give -M to skip)", dataset.size(), true);
@@ -50,11 +55,11 @@ void JobFlags::add_to(CLI::App& cmd) {
                  "samples per step (default: the workload's reference batch for this dp, else 32 "
                  "per replica)")
       ->check(positive_integer());
-  model_flag = cmd.add_option("--model", model,
-                               "model preset for the cost model and FLOPs: " +
-                                   joined(model_preset_names()))
-                   ->check(non_empty())
-                   ->capture_default_str();
+  model_flag =
+      cmd.add_option("--model", model,
+                     "model preset for the cost model and FLOPs: " + joined(model_preset_names()))
+          ->check(non_empty())
+          ->capture_default_str();
   cmd.add_option("--cost-linear", cost_linear,
                  "direct cost coefficient per token (with --cost-quadratic instead of --model)")
       ->check(non_negative_number(kMaxCostCoefficient));

@@ -6,11 +6,11 @@
 #include <cstdint>
 #include <string>
 
+#include "flags/topology_options.hpp"
+#include "flags/workload_source.hpp"
 #include "thdpack/core/topology.hpp"
 #include "thdpack/schedule/cost_model.hpp"
 #include "thdpack/schedule/global_batch.hpp"
-#include "flags/topology_options.hpp"
-#include "flags/workload_source.hpp"
 
 namespace thdpack::cli {
 

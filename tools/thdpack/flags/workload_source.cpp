@@ -110,33 +110,38 @@ ResolvedWorkload resolve_source(const WorkloadFlags& f) {
 void WorkloadFlags::add_to(CLI::App& command) {
   std::string names;
   for (const auto& n : workload_names()) names += (names.empty() ? "" : ", ") + n;
-  command.add_option("--workload", workload, "named workload: " + names + " (plan and run default to sft-8k)")
+  command
+      .add_option("--workload", workload,
+                  "named workload: " + names + " (plan and run default to sft-8k)")
       ->check(non_empty());
-  command.add_option("--dataset-config,--sft-mock-dataset-config-json", dataset_config,
-                     "mock dataset config: inline JSON or a file holding it (Megatron's "
-                     "--sft-mock-dataset-config-json keys)")
+  command
+      .add_option("--dataset-config,--sft-mock-dataset-config-json", dataset_config,
+                  "mock dataset config: inline JSON or a file holding it (Megatron's "
+                  "--sft-mock-dataset-config-json keys)")
       ->check(non_empty());
   command.add_option("--lengths", lengths_file, "file of sample lengths, one per line")
       ->check(non_empty());
-  command.add_option(
-      "--jsonl", jsonl_file,
-      "pre-tokenized JSONL: {\"input_ids\":[...]} with optional loss_mask or labels")
+  command
+      .add_option("--jsonl", jsonl_file,
+                  "pre-tokenized JSONL: {\"input_ids\":[...]} with optional loss_mask or labels")
       ->check(non_empty());
-  command.add_option("--data-path", data_path,
-                     "Megatron indexed dataset: a prefix (prefix.bin + prefix.idx) or a blend "
-                     "\"w1 prefix1 w2 prefix2 ...\"")
+  command
+      .add_option("--data-path", data_path,
+                  "Megatron indexed dataset: a prefix (prefix.bin + prefix.idx) or a blend "
+                  "\"w1 prefix1 w2 prefix2 ...\"")
       ->check(non_empty());
-  command.add_option("--seq-length", seq_length,
-                     "Megatron's default mock for sequence length S (lognormal, [S/2, S], mean "
-                     "S//4*3, sigma 1.1); also sets the default cap M = S")
+  command
+      .add_option("--seq-length", seq_length,
+                  "Megatron's default mock for sequence length S (lognormal, [S/2, S], mean "
+                  "S//4*3, sigma 1.1); also sets the default cap M = S")
       ->check(positive_integer());
   command.add_flag("--jsonl-ignore-unknown-keys", jsonl_ignore_unknown_keys,
                    "skip JSONL keys other than input_ids, loss_mask, labels");
 }
 
 int WorkloadFlags::sources_given() const {
-  return !workload.empty() + !dataset_config.empty() + !lengths_file.empty() +
-         !jsonl_file.empty() + !data_path.empty() + (seq_length > 0);
+  return !workload.empty() + !dataset_config.empty() + !lengths_file.empty() + !jsonl_file.empty() +
+         !data_path.empty() + (seq_length > 0);
 }
 
 void require_source(const WorkloadFlags& flags, const std::string& command) {

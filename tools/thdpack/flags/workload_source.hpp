@@ -52,8 +52,8 @@ struct ResolvedWorkload {
   std::vector<std::shared_ptr<const InputLease>> inputs;
 };
 
-/// Resolves the flags; the default (none given) is the sft-8k workload (plan and run). Throws InvalidArgument when
-/// more than one source is given or a source is bad.
+/// Resolves the flags; the default (none given) is the sft-8k workload (plan and run). Throws
+/// InvalidArgument when more than one source is given or a source is bad.
 ResolvedWorkload resolve_workload(const WorkloadFlags& flags);
 
 }  // namespace thdpack::cli
