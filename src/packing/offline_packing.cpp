@@ -23,18 +23,21 @@ struct Items {
 
 /// A sample that fits the capacity until it is padded to the divisor.
 InvalidArgument padded_too_long(int64_t id, int64_t length, int64_t divisor, int64_t capacity) {
-  return InvalidArgument(
-      message("sample ", id, " has ", length, " tokens, ", round_up(length, divisor),
-              " once padded to a multiple of the divisor ", divisor, ", but the pack capacity is ",
-              capacity, "; raise the capacity (--capacity) or lower the divisor (--divisor)"));
+  return InvalidArgument(message("sample ", id, " has ", length, " tokens, ",
+                                 round_up(length, divisor),
+                                 " once padded to a multiple of the divisor ", divisor,
+                                 ", but the pack capacity is ", capacity,
+                                 "; raise the capacity or lower the divisor (capacity, divisor: "
+                                 "-C, --divisor on the command line)"));
 }
 
 Items make_items(std::span<const int64_t> lengths, const OfflinePackOptions& o) {
   Items items;
   const auto n = static_cast<int64_t>(lengths.size());
   // Real lengths first: rounding a length near 2^63 up to the divisor would overflow.
-  check_items_fit(lengths, o.capacity, "sample", "the pack capacity",
-                  "raise the capacity (--capacity) or drop the sample");
+  check_items_fit(
+      lengths, o.capacity, "sample", "the pack capacity",
+      "raise the capacity (capacity; -C/--capacity on the command line) or drop the sample");
   if (o.group_ids.empty()) {
     items.lengths.resize(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) {

@@ -577,7 +577,8 @@ TEST(HostilePacking, SampleLongerThanTheCapacity) {
         pack_offline(std::vector<int64_t>{8, 99}, padded);
       },
       {"sample 1 has 99 tokens, 104 once padded to a multiple of the divisor 8, but the pack "
-       "capacity is 100; raise the capacity (--capacity) or lower the divisor (--divisor)"});
+       "capacity is 100; raise the capacity or lower the divisor (capacity, divisor: -C, --divisor "
+       "on the command line)"});
   // A length near 2^63 is rejected before it is rounded up (which would overflow).
   expect_throw_with<InvalidArgument>(
       [&] {
@@ -629,7 +630,8 @@ TEST(HostilePacking, StreamingPackerRejectsAndLosesNothing) {
   expect_throw_with<InvalidArgument>(
       [&] { packer.add(3, 97, closed); },
       {"sample 3 has 97 tokens, 104 once padded to a multiple of the divisor 8, but the pack "
-       "capacity is 100; raise the capacity (--capacity) or lower the divisor (--divisor)"});
+       "capacity is 100; raise the capacity or lower the divisor (capacity, divisor: -C, --divisor "
+       "on the command line)"});
   expect_throw_with<InvalidArgument>([&] { packer.add(4, kInt64Max, closed); },
                                      {"sample 4 has 9223372036854775807 tokens"});
   for (int64_t bad : {int64_t{0}, int64_t{-1}}) {
