@@ -73,6 +73,18 @@ DynamicCpStats evaluate_dynamic_cp_plan(const Plan& plan, std::span<const int64_
   return stats;
 }
 
+double fixed_cp_step_lower_bound(std::span<const int64_t> padded_lengths, int dp, int cp,
+                                 const CpCostModel& cost) {
+  check(dp >= 1 && cp >= 1, "fixed-CP bound: dp and cp must be >= 1, got ", dp, " and ", cp);
+  double total = 0, longest = 0;
+  for (const int64_t length : padded_lengths) {
+    const double t = cost.time(length, cp);
+    total += t;
+    longest = std::max(longest, t);
+  }
+  return std::max(total / dp, longest);
+}
+
 double fixed_cp_modeled_step(const Plan& plan, std::span<const int64_t> ids,
                              std::span<const int64_t> padded_lengths, int cp,
                              const CpCostModel& cost) {

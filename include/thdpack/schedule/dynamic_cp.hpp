@@ -87,6 +87,14 @@ DynamicCpStats evaluate_dynamic_cp_plan(const Plan& plan, std::span<const int64_
 /// The modeled step of a fixed-CP plan (scheduler.hpp) under the same cost: every pack runs on a
 /// group of `cp` ranks; replicas do not meet between micro-batches, so the step is the slowest
 /// replica's sum. Comparable with DynamicCpStats::step for the same samples.
+/// A lower bound on fixed_cp_modeled_step for any fixed-CP plan of these samples: every sample
+/// runs on one replica's cp ranks, so the slowest replica takes at least the mean,
+/// Σ cost.time(L, cp) / dp, and at least the longest single sample. (The dynamic-CP lower bound of
+/// DynamicCpStats is no bound for fixed CP: it counts the dynamic divisor's padding and group
+/// sizes.)
+double fixed_cp_step_lower_bound(std::span<const int64_t> padded_lengths, int dp, int cp,
+                                 const CpCostModel& cost);
+
 double fixed_cp_modeled_step(const Plan& plan, std::span<const int64_t> ids,
                              std::span<const int64_t> padded_lengths, int cp,
                              const CpCostModel& cost);

@@ -28,7 +28,9 @@ struct DynamicCpSummaryRow {
   double microbatches = 0;
   double groups = 0;  ///< CP groups per micro-batch (fixed CP: dp)
   double step = 0;
-  double ratio = 0;
+  double bound = 0;  ///< a lower bound for this row's layout (fixed CP or dynamic CP)
+  double ratio = 0;  ///< step / bound
+  double vs_fastest = 0;  ///< step / the fastest row's step (layouts compared with each other)
   std::string error;
 };
 
@@ -54,7 +56,8 @@ struct DynamicCpReportInput {
   std::span<const int64_t> ids;
   std::span<const int64_t> padded_lengths;           ///< to the dynamic-CP divisor
   std::span<const int64_t> fixed_cp_padded_lengths;  ///< to the fixed-CP divisor
-  double lower_bound = 0;                            ///< of step `step`
+  double lower_bound = 0;        ///< of step `step`, for dynamic-CP plans
+  double fixed_lower_bound = 0;  ///< of step `step`, for fixed-CP plans
   const std::vector<ReportedFixedCpPlan>& fixed;
   const std::vector<ReportedDynamicCpPlan>& dynamic;
 };
