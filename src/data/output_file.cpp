@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "data/file_syscalls.hpp"
+#include "data/temporary_files.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/input_file.hpp"
 
@@ -157,14 +158,12 @@ OutputFile::OutputFile(const std::string& path) {
   refuse_replacing_inputs(path);
   path_ = final_path(path);
   const std::filesystem::path target(path_);
-  const std::filesystem::path folder =
-      target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
-  std::string name = ".";
-  name.append(target.filename().string()).append(".tmp.XXXXXX");
-  std::string templ = (folder / name).string();
+  detail::remove_stale_temporaries(target);
+  std::string templ = detail::temporary_template(target);
   const int fd = ::mkstemp(templ.data());
   if (fd < 0) throw InvalidArgument("cannot create '" + path + "': " + error_text());
   temp_path_ = templ;
+  registration_ = std::make_shared<detail::TemporaryRegistration>(temp_path_.c_str());
   struct stat st {};
   const mode_t mode = ::stat(path_.c_str(), &st) == 0 ? (st.st_mode & 07777) : new_file_mode();
   ::fchmod(fd, mode);
@@ -180,6 +179,7 @@ OutputFile::OutputFile(const std::string& path) {
 OutputFile::~OutputFile() {
   if (file_ != nullptr) std::fclose(file_);
   if (!committed_ && !temp_path_.empty()) ::unlink(temp_path_.c_str());
+  registration_.reset();
 }
 
 void OutputFile::write(const void* data, size_t n) {
@@ -219,6 +219,7 @@ void OutputFile::move_into_place() {
     throw InvalidArgument("cannot move the new '" + path_ + "' into place: " + error_text());
   }
   committed_ = true;
+  registration_.reset();  // the name is free again: a signal must not remove another file by it
 }
 
 void commit_pair(OutputFile& first, OutputFile& second) {

@@ -10,8 +10,12 @@
 #include "flags/unknown_arguments.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/core/version.hpp"
+#include "thdpack/data/output_file.hpp"
 
 int main(int argc, char** argv) {
+  // An interrupted run leaves no temporary file of its outputs; past a file size limit a write
+  // fails with a message.
+  thdpack::clean_up_outputs_on_signals();
   CLI::App app{"thdpack: packed-sequence (THD) data layer for distributed LLM training"};
   app.set_version_flag("--version", std::string("thdpack ") + thdpack::kVersion);
   app.require_subcommand(1);

@@ -8,9 +8,12 @@
 // - what is there stays intact until the new file is complete: the bytes go to a temporary file
 //   in the same folder, synced to disk (fsync) and then renamed into place by commit(), which
 //   syncs the folder too, so that a crash leaves either the old file or the whole new one; a
-//   writer that fails or is abandoned removes the temporary file.
+//   writer that fails or is abandoned removes the temporary file. Its name,
+//   ".NAME.tmp.HOST.PID.XXXXXX" (NAME shortened to fit the folder's name limit), lets a later
+//   writer of the same path remove what a killed one left.
 
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,6 +24,15 @@ namespace thdpack {
 void refuse_replacing_inputs(const std::string& path);
 /// refuse_replacing_inputs for each path, before any of them is written.
 void refuse_replacing_inputs(const std::vector<std::string>& paths);
+
+/// For programs that write outputs (the CLI): SIGINT, SIGTERM, SIGHUP and SIGQUIT first remove the
+/// temporary files of every OutputFile still being written, then end the process as the signal
+/// would have; SIGXFSZ (past RLIMIT_FSIZE) is ignored, so that the write fails with a message and
+/// its temporary file is removed. A writer killed outright (SIGKILL) leaves its temporary file: the
+/// next OutputFile for the same path on the same host removes it once its process is gone.
+/// Installs process-wide signal handlers: a library embedded in another program (Python) does not
+/// call it.
+void clean_up_outputs_on_signals();
 
 class OutputFile;
 
@@ -70,6 +82,8 @@ class OutputFile {
 
   std::string path_;
   std::string temp_path_;
+  /// Lets the signal handlers of clean_up_outputs_on_signals remove temp_path_ (opaque here).
+  std::shared_ptr<void> registration_;
   std::FILE* file_ = nullptr;
   bool closed_ = false;  ///< the temporary file is complete on disk
   bool committed_ = false;
