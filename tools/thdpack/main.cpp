@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,11 @@ int main(int argc, char** argv) {
   } catch (const thdpack::Error& e) {
     std::cerr << "thdpack: " << e.what() << '\n';
     return 3;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "thdpack: error: out of memory (this machine's memory, ulimit -v or the cgroup's "
+                 "limit); give the command less data (--limit, --global-batch, --steps) or more "
+                 "memory\n";
+    return 2;
   } catch (const std::exception& e) {
     std::cerr << "thdpack: unexpected error: " << e.what() << '\n';
     return 4;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "commands/memory_check.hpp"
 #include "flags/flag_values.hpp"
 #include "flags/static_shape_flags.hpp"
 #include "flags/workload_source.hpp"
@@ -187,20 +188,17 @@ void materialize(const PackedDataset& packed, const std::string& prefix, TokenDT
 // Packing holds about this many bytes per sample at its peak (lengths, sort keys, packs, ids).
 constexpr int64_t kPackBytesPerSample = 80;
 
-// Refuses, before anything is allocated for it, a source too large to pack in this machine's
-// memory (a mock config's "size" of 10^12, say).
+// Refuses, before anything is allocated for it, a source too large to pack in the memory this
+// process may use (a mock config's "size" of 10^12, say).
 void require_memory_for(int64_t samples) {
-  const long pages = ::sysconf(_SC_PHYS_PAGES);
-  const long page_size = ::sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || page_size <= 0) return;
-  const double memory = static_cast<double>(pages) * static_cast<double>(page_size);
-  const double needed = static_cast<double>(samples) * kPackBytesPerSample;
-  if (needed > memory) {
-    fail("packing ", samples, " samples needs about ", fixed(needed / 1e9, 1), " GB of memory (",
-         kPackBytesPerSample, " bytes per sample); this machine has ", fixed(memory / 1e9, 1),
-         " GB: pack fewer (--limit N) or a smaller source");
-  }
+  require_memory(
+      static_cast<double>(samples) * kPackBytesPerSample,
+      message("packing ", samples, " samples (", kPackBytesPerSample, " bytes per sample)"),
+      "pack fewer (--limit N) or a smaller source");
 }
+
+// Converting holds each sequence's length, pointer and document index (about this many bytes).
+constexpr int64_t kConvertBytesPerSequence = 24;
 
 // Every output is checked against the inputs (the source's files stay leased while the workload
 // lives) and against the others before any of them is written.
@@ -405,6 +403,10 @@ int run_convert(const ConvertFlags& f) {
   require_source(f.source, "convert");
   const ResolvedWorkload w = resolve_workload(f.source);
   const int64_t n = limited_size(*w.dataset, f.limit);
+  require_memory(static_cast<double>(n) * kConvertBytesPerSequence,
+                 message("converting ", n, " sequences (the index holds ", kConvertBytesPerSequence,
+                         " bytes per sequence)"),
+                 "convert fewer (--limit N) or a smaller source");
   IndexedDatasetWriter writer(f.out, token_dtype_from_name(f.dtype));
   Progress bar("converting", n, !f.no_progress);
   int64_t dropped = 0;

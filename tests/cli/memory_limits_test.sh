@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Memory the process may use, as the commands see it: under an address-space limit (ulimit -v),
+# pack and convert refuse a source too large up front, naming the limit, and a command that runs
+# out of memory anyway ends with one line and exit 2 (not "unexpected error: std::bad_alloc").
+#
+#   bash tests/cli/memory_limits_test.sh THDPACK WORK_DIR
+set -uo pipefail
+thdpack=$1 work=$2
+fail() { echo "FAIL: $*"; exit 1; }
+rm -rf "$work" && mkdir -p "$work"
+mock() {  # a mock config of $1 samples
+  echo "{\"mode\": \"distribution\", \"type\": \"lognormal\", \"min_seq_len\": 1, \"max_seq_len\": 10, \"mean_seq_len\": 5, \"lognormal_sigma\": 1.0, \"size\": $1}" > "$work/mock_$1.json"
+  echo "$work/mock_$1.json"
+}
+expect() {  # expect KB_LIMIT NEEDLE COMMAND...: exit 2 and one line holding NEEDLE
+  local limit=$1 needle=$2
+  shift 2
+  local err rc
+  err=$( (ulimit -v "$limit"; "$thdpack" "$@" --no-progress) 2>&1 >/dev/null)
+  rc=$?
+  [ "$rc" = 2 ] || fail "$*: exit $rc, expected 2 ($err)"
+  [ "$(echo "$err" | wc -l)" = 1 ] && [[ $err == *"$needle"* ]] || fail "$*: the message is: $err"
+}
+big=$(mock 100000000)
+expect 2000000 "GB of memory; this process may use" \
+  pack --dataset-config "$big" -C 100
+expect 2000000 "GB of memory; this process may use" \
+  convert --dataset-config "$big" --out "$work/never"
+expect 400000 "thdpack: error: out of memory" \
+  plan --dataset-config "$(mock 1000000000)" --global-batch 100000000 --dp 1 --steps 1 -M 16
+echo "ok: pack and convert refuse past ulimit -v up front; running out of memory is one line"
