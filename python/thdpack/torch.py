@@ -24,6 +24,7 @@ sizes (tp, cp, dp, pp) instead of groups.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Optional
@@ -51,6 +52,35 @@ def _host_sample(sample: dict) -> dict:
         if isinstance(value, torch.Tensor):
             out[key] = value.detach().cpu().numpy()
     return out
+
+
+def job_timeout(group=None):
+    """The timeout the job gave torch.distributed (init_process_group(timeout=...)): of `group`, by
+    default the world's; None where this torch does not say. Groups thdpack creates use it, not
+    torch's default of 30 minutes, so that a dead peer ends every wait as the job asked."""
+    import torch.distributed as dist
+
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    readers = (lambda: pg.options._timeout,  # torch 1.x
+               lambda: pg._get_backend(torch.device("cpu")).options._timeout,  # torch 2.x
+               lambda: dist.distributed_c10d._world.pg_default_timeout)
+    for read in readers:
+        try:
+            timeout = read()
+        except Exception:  # noqa: BLE001 - another torch version keeps it elsewhere
+            continue
+        if isinstance(timeout, datetime.timedelta):
+            return timeout
+    return None
+
+
+def new_group(ranks, timeout=None):
+    """torch.distributed.new_group with the job's timeout (job_timeout) unless one is given."""
+    import torch.distributed as dist
+
+    timeout = timeout if timeout is not None else job_timeout()
+    return dist.new_group(list(ranks)) if timeout is None else \
+        dist.new_group(list(ranks), timeout=timeout)
 
 
 def fail_step_with(pipeline, error: BaseException) -> None:
@@ -228,7 +258,7 @@ class ThdPacker:
             if dp_group is None and dp > 1:
                 dp_group = self._topology_group(topology, "dp")
             if private_groups:
-                self._control = dist.new_group(list(range(dist.get_world_size())))
+                self._control = new_group(range(dist.get_world_size()))
                 dp_group = self._topology_group(topology, "dp") if dp > 1 else None
                 tp_group = self._topology_group(topology, "tp") if tp > 1 else None
             world = TorchCommunicator(self._control, device)
@@ -270,7 +300,7 @@ class ThdPacker:
         rank = dist.get_rank()
         mine = None
         for ranks in topology.all_groups(kind):
-            group = dist.new_group(list(ranks))
+            group = new_group(ranks)
             if rank in ranks:
                 mine = group
         return mine
@@ -304,7 +334,7 @@ class ThdPacker:
         world = dist.distributed_c10d._get_default_group()
         if cls._singleton_groups[0] is not world:
             # new_group must be entered by every rank for every group, in the same order.
-            cls._singleton_groups = (world, [dist.new_group([r])
+            cls._singleton_groups = (world, [new_group([r])
                                              for r in range(dist.get_world_size())])
         return cls._singleton_groups[1][dist.get_rank()]
 
