@@ -98,6 +98,53 @@ void require(bool ok, const std::string& message) {
 
 }  // namespace
 
+namespace {
+
+bool valid_utf8(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const size_t n = c < 0x80           ? 1
+                     : (c >> 5) == 0x6  ? 2
+                     : (c >> 4) == 0xE  ? 3
+                     : (c >> 3) == 0x1E ? 4
+                                        : 0;
+    if (n == 0 || i + n > text.size()) return false;
+    for (size_t k = 1; k < n; ++k) {
+      if ((static_cast<unsigned char>(text[i + k]) & 0xC0) != 0x80) return false;
+    }
+    i += n;
+  }
+  return true;
+}
+
+std::string to_hex(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (const char ch : bytes) {
+    const auto b = static_cast<unsigned char>(ch);
+    out.push_back(kDigits[b >> 4]);
+    out.push_back(kDigits[b & 0xF]);
+  }
+  return out;
+}
+
+std::string from_hex(const std::string& hex, const std::string& where) {
+  const auto digit = [&](char ch) -> int {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    throw InvalidArgument(where + ": 'path_hex' must be hexadecimal digits (0-9, a-f)");
+  };
+  if (hex.size() % 2 != 0) throw InvalidArgument(where + ": 'path_hex' has an odd length");
+  std::string out;
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    out.push_back(static_cast<char>(digit(hex[i]) * 16 + digit(hex[i + 1])));
+  }
+  return out;
+}
+
+}  // namespace
+
 MockConfig default_mock_config(int64_t seq_length) {
   // Below 4 the mean S//4*3 is 0, which no lognormal has.
   check(seq_length >= 4, "sequence length for the default mock config must be >= 4, got ",
@@ -126,7 +173,8 @@ MockConfig parse_mock_config(const std::string& json_text, const std::string& ba
   const std::string mode = r.has("mode") ? r.text("mode") : "distribution";
   if (mode == "file") {
     c.mode = MockConfig::Mode::kFile;
-    c.path = r.text("path");
+    // "path_hex": how to_json records a path that is not UTF-8 (JSON text is UTF-8 only).
+    c.path = r.has("path_hex") ? from_hex(r.text("path_hex"), name) : r.text("path");
     if (!base_dir.empty() && std::filesystem::path(c.path).is_relative()) {
       c.path = (std::filesystem::path(base_dir) / c.path).string();
     }
@@ -217,7 +265,11 @@ std::string to_json(const MockConfig& c) {
   json j;
   if (c.mode == MockConfig::Mode::kFile) {
     j["mode"] = "file";
-    j["path"] = c.path;
+    if (valid_utf8(c.path)) {
+      j["path"] = c.path;
+    } else {
+      j["path_hex"] = to_hex(c.path);  // a folder named in Latin-1, say: bytes JSON cannot hold
+    }
     return j.dump();
   }
   j["mode"] = "distribution";

@@ -27,15 +27,26 @@ std::string error_text() {
   return std::strerror(errno);
 }
 
-// Where the bytes finally go: an existing symbolic link is followed, so the link stays and its
-// target is replaced.
+// Where the bytes finally go: a symbolic link is followed, so the link stays and its target is
+// replaced, or created when the link dangles. A link that loops is refused (InvalidArgument).
 std::string final_path(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::exists(path, ec)) {
     const auto resolved = std::filesystem::canonical(path, ec);
     if (!ec) return resolved.string();
   }
-  return path;
+  // Not there: a dangling link, a looping one, or no file at all.
+  constexpr int kMaxHops = 40;  // as the kernel's limit on links followed
+  std::filesystem::path at(path);
+  for (int hop = 0; hop <= kMaxHops; ++hop) {
+    if (!std::filesystem::is_symlink(std::filesystem::symlink_status(at, ec))) return at.string();
+    const std::filesystem::path target = std::filesystem::read_symlink(at, ec);
+    if (ec) break;
+    at = target.is_absolute() ? target : at.parent_path() / target;
+  }
+  throw InvalidArgument("output '" + path + "' is a symbolic link that loops (or passes " +
+                        std::to_string(kMaxHops) +
+                        " links); remove it or write somewhere else (nothing was written)");
 }
 
 // The process umask, read from /proc/self/status: reading it with umask() means setting it, which
