@@ -21,7 +21,19 @@
 #include "thdpack/data/input_file.hpp"
 
 namespace thdpack {
+
+struct DeferredCommits::Pending {
+  std::unique_ptr<OutputFile> first;
+  std::unique_ptr<OutputFile> second;  ///< set for commit_pair
+};
+
 namespace {
+
+thread_local DeferredCommits* active_scope = nullptr;
+
+DeferredCommits* deferred_scope() {
+  return active_scope;
+}
 
 std::string error_text() {
   return std::strerror(errno);
@@ -187,6 +199,19 @@ OutputFile::OutputFile(const std::string& path) {
   }
 }
 
+OutputFile::OutputFile(OutputFile&& other) noexcept
+    : path_(std::move(other.path_)),
+      temp_path_(std::exchange(other.temp_path_, {})),
+      file_(std::exchange(other.file_, nullptr)),
+      closed_(other.closed_),
+      committed_(other.committed_) {
+  other.registration_.reset();
+  // The registration points at the temporary file's name, which lives here now.
+  if (!temp_path_.empty() && !committed_) {
+    registration_ = std::make_shared<detail::TemporaryRegistration>(temp_path_.c_str());
+  }
+}
+
 OutputFile::~OutputFile() {
   if (file_ != nullptr) std::fclose(file_);
   if (!committed_ && !temp_path_.empty()) ::unlink(temp_path_.c_str());
@@ -217,6 +242,18 @@ void OutputFile::close() {
 
 void OutputFile::commit() {
   if (committed_) return;
+  if (DeferredCommits* scope = deferred_scope()) {
+    close();
+    if (!closed_) throw InvalidArgument("'" + path_ + "' was not written");
+    scope->pending_.push_back({std::make_unique<OutputFile>(std::move(*this)), nullptr});
+    committed_ = true;  // handed over: in place once the scope commits
+    return;
+  }
+  commit_now();
+}
+
+void OutputFile::commit_now() {
+  if (committed_) return;
   close();
   if (!closed_) throw InvalidArgument("'" + path_ + "' was not written");
   // The check again, as late as possible: an input opened since the constructor is not replaced.
@@ -234,6 +271,18 @@ void OutputFile::move_into_place() {
 }
 
 void commit_pair(OutputFile& first, OutputFile& second) {
+  if (DeferredCommits* scope = deferred_scope()) {
+    first.close();
+    second.close();
+    if (!first.closed_ || !second.closed_) {
+      throw InvalidArgument("'" + (first.closed_ ? second.path_ : first.path_) +
+                            "' was not written");
+    }
+    scope->pending_.push_back({std::make_unique<OutputFile>(std::move(first)),
+                               std::make_unique<OutputFile>(std::move(second))});
+    first.committed_ = second.committed_ = true;  // handed over
+    return;
+  }
   first.close();
   second.close();
   if (!first.closed_ || !second.closed_) {
@@ -256,6 +305,42 @@ void commit_pair(OutputFile& first, OutputFile& second) {
   }
   if (!backup.path.empty()) ::unlink(backup.path.c_str());
   sync_folder(second.path_);
+}
+
+DeferredCommits::DeferredCommits() {
+  check(active_scope == nullptr, "outputs are already deferred on this thread");
+  active_scope = this;
+}
+
+DeferredCommits::~DeferredCommits() {
+  if (active_scope == this) active_scope = nullptr;
+  // Not committed: each pending OutputFile removes its temporary file as it goes.
+}
+
+std::string DeferredCommits::readable_path(const std::string& path) const {
+  const std::string target = final_path(path);
+  for (const Pending& p : pending_) {
+    for (const OutputFile* f : {p.first.get(), p.second.get()}) {
+      if (f != nullptr && f->path_ == target) return f->temp_path_;
+    }
+  }
+  return path;
+}
+
+void DeferredCommits::commit_all() {
+  check(active_, "commit_all() after commit_all()");
+  active_ = false;
+  active_scope = nullptr;
+  std::vector<Pending> pending = std::move(pending_);
+  for (Pending& p : pending) {
+    if (p.second) {
+      p.first->committed_ = p.second->committed_ = false;
+      commit_pair(*p.first, *p.second);
+    } else {
+      p.first->committed_ = false;
+      p.first->commit_now();
+    }
+  }
 }
 
 }  // namespace thdpack

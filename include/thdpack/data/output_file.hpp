@@ -49,6 +49,34 @@ class OutputFile;
 /// old `second`, with the backup beside them.
 void commit_pair(OutputFile& first, OutputFile& second);
 
+/// The outputs of one command as one unit: while it lives on this thread, OutputFile::commit()
+/// and commit_pair() close their files (complete and synced on disk, not yet in place) and hand
+/// them to it. commit_all() then moves them into place in the order they came; a scope destroyed
+/// without commit_all() (the command failed on the way) removes them all, so a command whose last
+/// output fails replaces none of its outputs. Scopes do not nest (InvalidArgument).
+class DeferredCommits {
+ public:
+  DeferredCommits();
+  ~DeferredCommits();
+  DeferredCommits(const DeferredCommits&) = delete;
+  DeferredCommits& operator=(const DeferredCommits&) = delete;
+
+  /// Moves every output handed over into place (commit / commit_pair), in order, and ends the
+  /// deferral. Throws what the commits throw; outputs not yet moved are removed.
+  void commit_all();
+
+  /// Where to read `path` meanwhile: the complete temporary file of a pending output that goes to
+  /// `path`, else `path` itself (a command that reads back what it wrote, as pack --materialize).
+  std::string readable_path(const std::string& path) const;
+
+ private:
+  friend class OutputFile;
+  friend void commit_pair(OutputFile& first, OutputFile& second);
+  struct Pending;
+  std::vector<Pending> pending_;
+  bool active_ = true;
+};
+
 class OutputFile {
  public:
   /// Checks `path` (refuse_replacing_inputs) and creates the temporary file beside it. Throws
@@ -58,6 +86,9 @@ class OutputFile {
   ~OutputFile();
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
+  /// Takes over `other`'s temporary file (`other` is left with none).
+  OutputFile(OutputFile&& other) noexcept;
+  OutputFile& operator=(OutputFile&&) = delete;
 
   /// The stream to write the new content to.
   std::FILE* stream() { return file_; }
@@ -72,11 +103,15 @@ class OutputFile {
   /// Closes the temporary file (close()), renames it over the final path (with the permissions a
   /// new file would get) and syncs the folder. InvalidArgument naming the path when any step
   /// fails; until the rename, what was at the path is intact and the destructor removes the
-  /// temporary file.
+  /// temporary file. While a DeferredCommits lives on this thread, only closes the file and hands
+  /// it to that scope, which moves it into place later.
   void commit();
 
  private:
   friend void commit_pair(OutputFile& first, OutputFile& second);
+  friend class DeferredCommits;
+  /// commit() itself, whatever scope is active.
+  void commit_now();
   /// The rename of commit() without the folder sync.
   void move_into_place();
 

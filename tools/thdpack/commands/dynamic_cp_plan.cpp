@@ -219,7 +219,7 @@ void print_table(std::ostream& out, const Job& job, int64_t steps, const Dynamic
 
 int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, double gpu_tflops,
                         const DynamicCpFlags& flags, const DynamicCpOutputs& outputs, bool json,
-                        std::ostream& out) {
+                        std::ostream& out, DeferredCommits& files) {
   const DynamicCpSetup s = setup_of(job, gpu_tflops, flags, name);
   const Topology& t = job.topology;
   std::vector<Row> rows = rows_of(t);
@@ -282,6 +282,7 @@ int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, 
          fixed_cp_step_lower_bound(report_batch->padded_lengths, t.dp(), t.cp(), s.cost),
          reported_plans.fixed, reported_plans.dynamic});
   }
+  files.commit_all();
   if (json) {
     print_json(out, job, steps, s, flags, bound_sum / n, rows);
   } else {

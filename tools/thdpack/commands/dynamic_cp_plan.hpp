@@ -7,6 +7,7 @@
 #include <string>
 
 #include "flags/job_flags.hpp"
+#include "thdpack/data/output_file.hpp"
 #include "thdpack/schedule/cp_cost_model.hpp"
 
 namespace thdpack::cli {
@@ -35,10 +36,11 @@ struct DynamicCpOutputs {
 
 /// Plans `steps` global batches with dp_balanced and balanced at the layout's fixed cp and with
 /// every dynamic-CP scheduler over all dp·cp ranks; prints a table (or JSON) of micro-batches, CP
-/// groups and modeled step time against the shared lower bound, and writes the outputs asked
-/// for. Returns 2 when the scheduler `name` failed, else 0.
+/// groups and modeled step time against each layout's lower bound, and writes the outputs asked
+/// for, moved into place together through `files` (its commit_all() is called once all are
+/// complete). Returns 2 when the scheduler `name` failed, else 0.
 int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, double gpu_tflops,
                         const DynamicCpFlags& flags, const DynamicCpOutputs& outputs, bool json,
-                        std::ostream& out);
+                        std::ostream& out, DeferredCommits& files);
 
 }  // namespace thdpack::cli

@@ -334,6 +334,9 @@ void print_pack_text(const PackFlags& f, const ResolvedWorkload& w, size_t sampl
 
 int run_pack(const PackFlags& f) {
   const auto start = std::chrono::steady_clock::now();
+  // Every output (pack file, materialized dataset, report) goes into place only once all are
+  // complete: a failure on the last replaces none of them.
+  DeferredCommits outputs;
   require_source(f.source, "pack");
   const ResolvedWorkload w = resolve_workload(f.source);
   PackTimes t;
@@ -359,8 +362,8 @@ int run_pack(const PackFlags& f) {
     }
     t.write = seconds_since(write_start);
     if (!f.materialize.empty()) {
-      materialize(*PackedDataset::open(f.out), f.materialize, token_dtype_from_name(f.dtype),
-                  f.tokens_only, !f.no_progress);
+      materialize(*PackedDataset::open(outputs.readable_path(f.out)), f.materialize,
+                  token_dtype_from_name(f.dtype), f.tokens_only, !f.no_progress);
     }
   }
 
@@ -374,6 +377,7 @@ int run_pack(const PackFlags& f) {
                            {w.description, strategy, f.capacity, f.divisor, lengths, result});
   }
 
+  outputs.commit_all();
   t.total = seconds_since(start);
   const double over_l2 =
       result.lower_bound_l2 > 0

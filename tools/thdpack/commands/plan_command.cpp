@@ -146,6 +146,8 @@ int run_plan(const PlanFlags& f) {
     throw InvalidArgument("--report-step must be in [0, --steps)");
   const Job job = resolve_job(f.job);
   check_outputs(f);
+  // The plan file and the report go into place together, once both are complete.
+  DeferredCommits outputs;
   if (is_dynamic_cp_scheduler(f.scheduler)) {
     if (f.shapes.tail_align != "none" || f.shapes.fixed_cu_seqlens_entries > 0) {
       throw InvalidArgument(
@@ -155,7 +157,7 @@ int run_plan(const PlanFlags& f) {
           f.scheduler);
     }
     return run_dynamic_cp_plan(job, f.scheduler, f.steps, f.gpu_tflops, f.dynamic_cp,
-                               {f.plan_out, f.report, f.report_step}, f.json, std::cout);
+                               {f.plan_out, f.report, f.report_step}, f.json, std::cout, outputs);
   }
   const ScheduleOptions options = fixed_cp_schedule_options(f, job);
   const PlanRunInfo info = run_info_of(f, job);
@@ -195,6 +197,7 @@ int run_plan(const PlanFlags& f) {
     write_plan_html_report(f.report,
                            {info, summaries, f.report_step, *report_batch, report_plans, options});
   }
+  outputs.commit_all();
   print_summary(f, info, summaries, truncated);
   // Failed schedulers are rows of the table; when none succeeded the run is an error.
   for (const auto& s : summaries) {
