@@ -139,10 +139,34 @@ class PackedSteps:
         self._consumed = 0
 
     def __len__(self) -> int:
-        """Steps in a full epoch when every rank's sampler has the same length (an estimate
-        otherwise)."""
-        n = len(self.sampler) if self.sampler is not None else -(-len(self.dataset) // self.dp)
-        return n // self.samples_per_step if self.drop_last else -(-n // self.samples_per_step)
+        """The steps a full epoch yields, as iteration stops: when no DP rank has samples left,
+        with drop_last when some rank cannot fill a step, and when the ranks' last samples cannot
+        fill one micro-batch slot per DP rank (dp x VPP group), dropped with a warning. Exact for
+        no sampler and for DistributedSampler; another sampler's length is taken as every rank's."""
+        counts = self._rank_counts()
+        per_step = self.samples_per_step
+        need = self.dp * self.packer.options.topology.microbatch_multiple
+        # Steps where every rank fills samples_per_step, then the ragged end step by step.
+        steps = min(counts) // per_step
+        counts = [c - steps * per_step for c in counts]
+        while True:
+            taken = [min(c, per_step) for c in counts]
+            if max(taken) == 0 or (self.drop_last and min(taken) < per_step) or sum(taken) < need:
+                return steps
+            steps += 1
+            counts = [c - t for c, t in zip(counts, taken)]
+
+    def _rank_counts(self) -> list:
+        """Samples each DP rank reads in an epoch."""
+        size = len(self.dataset)
+        if self.sampler is None or self._skip_padding:
+            # Rank r reads positions r, r + dp, ...; a padded DistributedSampler's repeats are
+            # skipped, which leaves the same.
+            counts = [len(range(r, size, self.dp)) for r in range(self.dp)]
+            if self.sampler is not None:
+                counts = [min(c, len(self.sampler)) for c in counts]
+            return counts
+        return [len(self.sampler)] * self.dp
 
     def _indices(self) -> Iterator[int]:
         if self.sampler is None:

@@ -6,6 +6,7 @@ a group in one micro-batch."""
 
 import json
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -249,3 +250,35 @@ def test_the_prefetch_thread_runs_on_the_callers_cuda_device(monkeypatch):
     assert torch_data._caller_cuda_device() == 5
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
     assert torch_data._caller_cuda_device() is None
+
+
+def _length_worker(rank, world, out_dir):
+    # len() must equal the steps iteration yields, over ragged tails that leave some ranks short,
+    # a last step too small to give every DP rank a micro-batch, drop_last, and both samplers.
+    packer = ThdPacker(max_seqlen_per_dp_cp_rank=512)
+    mismatches, cases = [], 0
+    for size in (1, 2, 4, 5, 7, 10, 17, 31):
+        for per_step in (1, 2, 3, 5):
+            for drop_last in (False, True):
+                for use_sampler in (False, True):
+                    data = Items(size)
+                    sampler = DistributedSampler(data, num_replicas=world, rank=rank,
+                                                 shuffle=False) if use_sampler else None
+                    loader = PackedSteps(packer, data, samples_per_step=per_step,
+                                         sampler=sampler, drop_last=drop_last)
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")  # the dropped-tail warning
+                        yielded = sum(1 for _ in loader)
+                    cases += 1
+                    if len(loader) != yielded:
+                        mismatches.append((size, per_step, drop_last, use_sampler, len(loader),
+                                           yielded))
+    with open(os.path.join(out_dir, f"len{rank}.json"), "w") as f:
+        json.dump({"cases": cases, "mismatches": mismatches}, f)
+
+
+def test_len_is_the_number_of_steps_an_epoch_yields(tmp_path):
+    run_processes(3, _length_worker, str(tmp_path))
+    for rank in range(3):
+        outcome = json.loads((tmp_path / f"len{rank}.json").read_text())
+        assert outcome["cases"] == 128 and outcome["mismatches"] == [], outcome
