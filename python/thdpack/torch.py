@@ -444,6 +444,17 @@ class ThdPacker:
         finally:
             self._in_use.release()
 
+    def allgather_object(self, obj) -> list:
+        """Collective over the packer's world: every rank's picklable `obj`, in rank order."""
+        with self._one_caller("allgather_object"):
+            if getattr(self, "_mpi_comm", None) is not None:
+                return self._mpi_comm.allgather(obj)
+            import torch.distributed as dist
+
+            out = [None] * dist.get_world_size(self._control)
+            dist.all_gather_object(out, obj, group=self._control)
+            return out
+
     def _max(self, value: np.ndarray) -> int:
         """The largest of every rank's single value (one allreduce over the world)."""
         return int(self.reduce_max(value)[0])

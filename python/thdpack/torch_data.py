@@ -20,7 +20,9 @@ rank takes ``samples_per_step`` of them per step.
 
 - Sample ids: the j-th index of DP rank r's sampler gets the global id ``j·dp + r`` (its position
   in the global stream), so ids are unique even when a sampler repeats a dataset index.
-  ``step.dataset_indices`` maps the ids this rank read to dataset indices.
+  ``step.dataset_indices`` maps the ids this rank read to dataset indices, and
+  ``step.microbatch_dataset_indices[k]`` lists the dataset index of every sample of this rank's
+  micro-batch k, wherever it was read.
 - ``DistributedSampler`` without ``drop_last`` pads its list with repeats of the first indices so
   that every rank gets the same count; those repeats (global position >= len(dataset)) are skipped,
   so every sample is trained once per epoch. thdpack does not need equal counts per rank.
@@ -199,6 +201,14 @@ class PackedSteps:
         for step, index_of in packed_steps(self.packer, next_chunk, self.samples_per_step,
                                            self.drop_last):
             step.dataset_indices = index_of if index_of is not None else {}
+            # The samples of this rank's micro-batches were read on any DP rank: every rank's
+            # map, gathered, names their dataset indices (one allgather of the step's ids).
+            everyone = {}
+            for part in self.packer.allgather_object(step.dataset_indices):
+                everyone.update(part)
+            step.microbatch_dataset_indices = [
+                [everyone.get(int(i), -1) for i in batch.sample_ids]
+                for batch in step.result.microbatches]
             yield step, position
 
 

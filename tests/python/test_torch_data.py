@@ -44,6 +44,10 @@ def record(step):
     tokens = np.concatenate([mb["tokens"].numpy() for mb in step.microbatches])
     return {"ids": sorted(int(i) for i in step.result.batch.ids),
             "indices": sorted(step.dataset_indices.values()),
+            "read_pairs": sorted([int(k), int(v)] for k, v in step.dataset_indices.items()),
+            "held_pairs": sorted([int(i), int(d)] for b, mb in zip(
+                step.result.microbatches, step.microbatch_dataset_indices)
+                for i, d in zip(b.sample_ids, mb)),
             "tokens": int(tokens.sum()), "rows": int(tokens.size)}
 
 
@@ -123,6 +127,16 @@ def test_every_sample_once_per_epoch_and_the_tail_is_packed(results):
         assert sorted(i for s in steps for i in s["indices"]) == list(range(100))
     assert [len(s["ids"]) for s in results[0]["whole"][:7]] == [16] * 6 + [4]
     assert [len(s["ids"]) for s in results[0]["drop_last"]] == [16] * 6
+
+
+def test_every_rank_names_the_dataset_index_of_every_sample_in_its_microbatches(results):
+    # Samples move between DP ranks: each rank's micro-batches name the dataset indices of what
+    # they hold, wherever it was read, and over the ranks each index read appears exactly once.
+    for case in ("whole", "drop_last", "padded", "tiny"):
+        for step in range(len(results[0][case])):
+            read = sorted(p for r in results for p in r[case][step]["read_pairs"])
+            held = sorted(p for r in results for p in r[case][step]["held_pairs"])
+            assert held == read and read, (case, step)  # (sample id, dataset index) pairs
 
 
 def test_distributed_sampler_padding_is_trained_once(results):
