@@ -248,8 +248,11 @@ def packed_steps(packer, next_chunk, samples_per_step: int, drop_last: bool):
             return
         need = dp * packer.options.topology.microbatch_multiple
         if counts.sum() < need:
+            mine = sorted(extra.values()) if isinstance(extra, dict) else []
+            named = (f"; DP rank {coordinates['dp']} drops dataset indices {mine[:20]}"
+                     + (" ..." if len(mine) > 20 else "")) if mine else ""
             warnings.warn(f"the last {int(counts.sum())} samples cannot fill the {need} "
-                          f"micro-batch slots of one step; they are dropped")
+                          f"micro-batch slots of one step; they are dropped{named}")
             return
         yield packer.step(chunk), extra
 

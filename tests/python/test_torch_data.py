@@ -287,8 +287,13 @@ def _length_worker(rank, world, out_dir):
                     if len(loader) != yielded:
                         mismatches.append((size, per_step, drop_last, use_sampler, len(loader),
                                            yielded))
+    # The dropped tail is named: 7 samples over 3 ranks, 2 per step, leave dataset index 6 on rank 0.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        list(PackedSteps(packer, Items(7), samples_per_step=2))
+    dropped = [str(w.message) for w in caught if "dropped" in str(w.message)]
     with open(os.path.join(out_dir, f"len{rank}.json"), "w") as f:
-        json.dump({"cases": cases, "mismatches": mismatches}, f)
+        json.dump({"cases": cases, "mismatches": mismatches, "dropped": dropped}, f)
 
 
 def test_len_is_the_number_of_steps_an_epoch_yields(tmp_path):
@@ -296,3 +301,5 @@ def test_len_is_the_number_of_steps_an_epoch_yields(tmp_path):
     for rank in range(3):
         outcome = json.loads((tmp_path / f"len{rank}.json").read_text())
         assert outcome["cases"] == 128 and outcome["mismatches"] == [], outcome
+        want = "DP rank 0 drops dataset indices [6]" if rank == 0 else "they are dropped"
+        assert len(outcome["dropped"]) == 1 and want in outcome["dropped"][0], outcome["dropped"]
