@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import pickle
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Optional
@@ -425,9 +426,7 @@ class ThdPacker:
             out = np.empty_like(flag)
             self._mpi_comm.Allreduce(flag, out, op=MPI.MAX)
             return out
-        if getattr(self, "_control_collectives", None) is None:
-            self._control_collectives = _TorchCollectives(self._control, self.device)
-        return self._control_collectives.allreduce(flag, "max").copy()
+        return self._collectives().allreduce(flag, "max").copy()
 
     @contextlib.contextmanager
     def _one_caller(self, what: str):
@@ -449,11 +448,23 @@ class ThdPacker:
         with self._one_caller("allgather_object"):
             if getattr(self, "_mpi_comm", None) is not None:
                 return self._mpi_comm.allgather(obj)
-            import torch.distributed as dist
+            # Through the packer's own collectives (not dist.all_gather_object), whose tensors are
+            # kept from being freed on a gloo thread at exit (comm.py).
+            collectives = self._collectives()
+            payload = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
+            sizes = collectives.allgatherv(
+                np.array([payload.size], dtype=np.int64).view(np.uint8),
+                [8] * collectives.size).view(np.int64)
+            data = collectives.allgatherv(payload, [int(n) for n in sizes])
+            bounds = np.concatenate([[0], np.cumsum(sizes)])
+            return [pickle.loads(data[bounds[r]:bounds[r + 1]].tobytes())
+                    for r in range(collectives.size)]
 
-            out = [None] * dist.get_world_size(self._control)
-            dist.all_gather_object(out, obj, group=self._control)
-            return out
+    def _collectives(self) -> _TorchCollectives:
+        """The packer's world group's collectives (torch.distributed), made once."""
+        if getattr(self, "_control_collectives", None) is None:
+            self._control_collectives = _TorchCollectives(self._control, self.device)
+        return self._control_collectives
 
     def _max(self, value: np.ndarray) -> int:
         """The largest of every rank's single value (one allreduce over the world)."""

@@ -7,6 +7,7 @@ import sys
 import torch.distributed as dist
 
 from thdpack.torch import ThdPacker
+from thdpack.torch_data import PackedSteps
 
 
 def main(store: str, rank: int, world: int) -> None:
@@ -16,6 +17,10 @@ def main(store: str, rank: int, world: int) -> None:
         samples = [{"id": (step * world + rank) * 8 + i,
                     "input_ids": list(range(1, 100 + 37 * i + rank))} for i in range(8)]
         packer.step(samples)
+    # And through the data loader, whose steps add collectives of their own (counts, id maps).
+    dataset = [{"input_ids": list(range(1, 20 + 7 * i))} for i in range(16)]
+    for _ in PackedSteps(packer, dataset, samples_per_step=4):
+        pass
 
 
 if __name__ == "__main__":
