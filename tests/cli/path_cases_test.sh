@@ -31,6 +31,12 @@ for outputs in "" "--json" "--plan-out plans.json" "--report report.html"; do
 done
 "$thdpack" pack --lengths "$latin/l.csv" -C 10 -o latin.packs --json --no-progress > /dev/null ||
   fail "pack with a non-UTF-8 folder failed"
+# Every source's name reaches the --json summaries, which must not fail on it.
+printf '{"input_ids": [1, 2, 3]}\n{"input_ids": [4, 5]}\n' > "$latin/d.jsonl"
+"$thdpack" plan --jsonl "$latin/d.jsonl" --dp 1 --global-batch 2 --steps 1 -M 8 --json \
+  --no-progress > /dev/null || fail "plan --json of a JSONL file in a non-UTF-8 folder failed"
+"$thdpack" pack --jsonl "$latin/d.jsonl" -C 10 --json --no-progress > /dev/null ||
+  fail "pack --json of a JSONL file in a non-UTF-8 folder failed"
 /usr/bin/python3 -c "import sys, thdpack; sys.exit(len(thdpack.PackedDataset.open('latin.packs')) != 1)" ||
   fail "the pack file of a non-UTF-8 folder does not reopen its source"
 echo "ok: looping output link refused, dangling one written through, non-UTF-8 folder works"

@@ -12,6 +12,7 @@
 #include "flags/flag_values.hpp"
 #include "reports/dynamic_cp_html_report.hpp"
 #include "reports/dynamic_cp_run_info.hpp"
+#include "reports/json_output.hpp"
 #include "reports/plan_file_writer.hpp"
 #include "reports/table.hpp"
 #include "thdpack/core/errors.hpp"
@@ -189,7 +190,7 @@ void print_json(std::ostream& out, const Job& job, int64_t steps, const DynamicC
                                {"step_vs_fastest", row.vs_fastest},
                                {"error", row.error}});
   }
-  out << j.dump(2) << '\n';
+  out << json_text(j, 2) << '\n';
 }
 
 void print_table(std::ostream& out, const Job& job, int64_t steps, const DynamicCpSetup& s,

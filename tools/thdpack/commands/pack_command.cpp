@@ -15,6 +15,7 @@
 #include "flags/flag_values.hpp"
 #include "flags/static_shape_flags.hpp"
 #include "flags/workload_source.hpp"
+#include "reports/json_output.hpp"
 #include "reports/pack_html_report.hpp"
 #include "reports/progress.hpp"
 #include "reports/table.hpp"
@@ -298,7 +299,7 @@ void print_pack_json(const PackFlags& f, const ResolvedWorkload& w, size_t sampl
                         {"write", t.write},
                         {"total", t.total}}},
                       {"out", f.out}};
-  std::cout << j.dump(2) << '\n';
+  std::cout << json_text(j, 2) << '\n';
 }
 
 void print_pack_text(const PackFlags& f, const ResolvedWorkload& w, size_t samples,

@@ -11,6 +11,7 @@
 #include "flags/flag_values.hpp"
 #include "flags/job_flags.hpp"
 #include "flags/static_shape_flags.hpp"
+#include "reports/json_output.hpp"
 #include "reports/plan_file_writer.hpp"
 #include "reports/plan_html_report.hpp"
 #include "reports/plan_report.hpp"
@@ -130,7 +131,7 @@ void print_summary(const PlanFlags& f, const PlanRunInfo& info,
   if (f.json) {
     auto j = plan_json(info, summaries);
     j["truncated_samples"] = truncated;
-    std::cout << j.dump(2) << '\n';
+    std::cout << json_text(j, 2) << '\n';
     return;
   }
   print_plan_table(std::cout, info, summaries);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "reports/json_output.hpp"
 #include "reports/table.hpp"
 #include "thdpack/core/errors.hpp"
 
@@ -190,7 +191,7 @@ nlohmann::json plan_json(const PlanRunInfo& info, const std::vector<SchedulerSum
 
 StepsJsonFile::StepsJsonFile(const std::string& path, const nlohmann::ordered_json& head)
     : file_(path) {
-  std::string text = head.dump();
+  std::string text = json_text(head);
   text.pop_back();  // reopen the object to append "steps"
   out_ << text << ",\"steps\":[";
 }

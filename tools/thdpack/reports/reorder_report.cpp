@@ -7,6 +7,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "reports/json_output.hpp"
 #include "reports/reorder_html_report.hpp"
 #include "reports/table.hpp"
 
@@ -241,7 +242,7 @@ void ReorderReport::finish(double sync_wall, double overlapped_wall,
                      {"overlapped_exposed_seconds", w.exposed_seconds}});
     }
     j["per_window"] = per;
-    std::cout << j.dump(2) << '\n';
+    std::cout << json_text(j, 2) << '\n';
     return;
   }
   std::cout << "\nsummary    vision-cost spread (max/min over ranks, mean over " << mbs

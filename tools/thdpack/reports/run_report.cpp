@@ -4,6 +4,7 @@
 #include <iostream>
 #include <unordered_map>
 
+#include "reports/json_output.hpp"
 #include "reports/run_html_report.hpp"
 #include "reports/table.hpp"
 #include "thdpack/core/errors.hpp"
@@ -185,7 +186,7 @@ void RunReport::finish() {
                      {"verified", s.verified}});
     }
     j["per_step"] = per;
-    std::cout << j.dump(2) << '\n';
+    std::cout << json_text(j, 2) << '\n';
     return;
   }
   std::cout << "\nsummary    " << steps_.size() << " steps, "
