@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(count, args.data());
   } catch (const CLI::ParseError& e) {
-    return thdpack::cli::report_parse_error(app, e, count, args.data());
+    return thdpack::cli::report_parse_error(app, e);
   }
   try {
     for (const auto& command : commands) {

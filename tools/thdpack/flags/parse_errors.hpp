@@ -8,6 +8,6 @@ namespace thdpack::cli {
 
 /// Exit code 2 for parse errors, printed as one line "thdpack: error: ..." (a mistyped or missing
 /// subcommand lists the subcommands that exist); 0 after printing --help or --version.
-int report_parse_error(CLI::App& app, const CLI::ParseError& error, int argc, char** argv);
+int report_parse_error(CLI::App& app, const CLI::ParseError& error);
 
 }  // namespace thdpack::cli

@@ -61,12 +61,6 @@ std::vector<std::string> subcommand_names(const CLI::App& app) {
   return names;
 }
 
-std::string quoted_list(const std::vector<std::string>& words) {
-  std::string out;
-  for (const std::string& word : words) out += (out.empty() ? "" : ", ") + word;
-  return out;
-}
-
 // The hint for an unknown option of `command` (the subcommand, or "" at the top level).
 std::string option_hint(const std::string& flag, const std::vector<std::string>& known,
                         const std::string& command) {
@@ -83,6 +77,12 @@ std::string option_hint(const std::string& flag, const std::vector<std::string>&
 }
 
 }  // namespace
+
+std::string subcommand_list(const CLI::App& app) {
+  std::string out;
+  for (const std::string& name : subcommand_names(app)) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
 
 std::string nearest_word(const std::string& word, const std::vector<std::string>& candidates) {
   std::string best;
@@ -111,7 +111,7 @@ std::string unknown_argument_message(CLI::App& app, int argc, char** argv) {
         const std::string near = nearest_word(word, commands);
         return "unknown subcommand '" + word + "'" +
                (near.empty() ? "." : "; did you mean '" + near + "'?") + " The subcommands are " +
-               quoted_list(commands) + " (thdpack --help)";
+               subcommand_list(app) + " (thdpack --help)";
       }
       command = app.get_subcommand(word);
       known = option_names(*command);

@@ -15,6 +15,9 @@ namespace thdpack::cli {
 /// options and negative numbers are not checked.
 std::string unknown_argument_message(CLI::App& app, int argc, char** argv);
 
+/// The subcommands of `app`, "plan, run, ...", for messages.
+std::string subcommand_list(const CLI::App& app);
+
 /// The nearest of `candidates` to `word` by edit distance, when near enough to be a typo of it
 /// (at most 2 edits, or a third of the word); "" otherwise.
 std::string nearest_word(const std::string& word, const std::vector<std::string>& candidates);

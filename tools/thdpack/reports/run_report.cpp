@@ -17,10 +17,6 @@ std::string megabytes(double bytes) {
   return fixed(bytes / 1e6, 2) + " MB";
 }
 
-std::string tokens_text(double tokens) {
-  return tokens >= 1e6 ? fixed(tokens / 1e6, 2) + "M" : fixed(tokens / 1e3, 1) + "k";
-}
-
 double mean_of(const std::vector<RunStepFigures>& steps, double (*field)(const RunStepFigures&)) {
   double sum = 0;
   for (const auto& s : steps) sum += field(s);
@@ -124,7 +120,7 @@ void RunReport::step(int64_t step, const StepResult& r, bool verified) {
                                                   : 1.0;
       std::printf("%5lld %5lld %8lld %9s %6.1f%% %9.4fx %10s %12s %7.3fx %10s %6lld %9.2f %s\n",
                   static_cast<long long>(step), static_cast<long long>(f.microbatches),
-                  static_cast<long long>(f.samples), tokens_text(f.real_tokens).c_str(),
+                  static_cast<long long>(f.samples), scaled(f.real_tokens).c_str(),
                   100 * f.fill, f.step_ratio,
                   f.dp_balanced_ratio > 0 ? (fixed(f.dp_balanced_ratio, 4) + "x").c_str() : "-",
                   megabytes(static_cast<double>(f.exchange_bytes)).c_str(), ratio,
