@@ -334,9 +334,9 @@ void bind_mock_datasets(py::module_& m) {
       .def("__repr__", &Dataset::describe);
   m.def(
       "mock_dataset",
-      [](const std::string& config_json, const std::string& base_dir) {
-        return std::shared_ptr<Dataset>(
-            make_mock_dataset(parse_mock_config(config_json, base_dir)));
+      [](const std::string& config_json, const py::object& base_dir) {
+        return std::shared_ptr<Dataset>(make_mock_dataset(
+            parse_mock_config(config_json, path_from_python(base_dir, "base_dir"))));
       },
       py::arg("config_json"), py::arg("base_dir") = "",
       "A mock dataset from a config JSON with Megatron's keys (mode, type, min_seq_len, ...).");

@@ -22,13 +22,16 @@ namespace {
 constexpr std::string_view kTempMarker = ".tmp.";
 constexpr size_t kHostChars = 24;  // of the host name in a temporary name
 
-// This host's name as it appears in temporary names: at most kHostChars, dots made dashes so that
-// the name splits back into its parts.
-std::string host_tag() {
-  char host[256] = {};
-  if (::gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') return "host";
-  std::string tag(host, std::min(std::strlen(host), kHostChars));
-  std::replace(tag.begin(), tag.end(), '.', '-');
+// This host's name as it appears in temporary names (read once): at most kHostChars, dots made
+// dashes so that the name splits back into its parts.
+const std::string& host_tag() {
+  static const std::string tag = [] {
+    char host[256] = {};
+    if (::gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') return std::string("host");
+    std::string t(host, std::min(std::strlen(host), kHostChars));
+    std::replace(t.begin(), t.end(), '.', '-');
+    return t;
+  }();
   return tag;
 }
 

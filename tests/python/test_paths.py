@@ -35,6 +35,9 @@ def test_every_path_argument_takes_str_bytes_and_pathlike(folder):
         assert len(thdpack.load_jsonl_dataset(form)) == 2
     for form in _forms(lengths):
         assert list(thdpack.read_lengths_file(form)) == [3, 2]
+    config = '{"mode": "file", "path": "lengths.csv"}'  # relative to base_dir
+    for form in _forms(folder):
+        assert thdpack.mock_dataset(config, base_dir=form).length(1) == 2
     for i in range(3):
         prefix = folder / f"corpus{i}"
         writer = thdpack.IndexedDatasetWriter(_forms(prefix)[i])
