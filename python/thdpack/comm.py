@@ -21,9 +21,12 @@ from . import _thdpack
 
 _OPS = {"sum": "SUM", "max": "MAX", "min": "MIN"}
 
-# The tensors of the most recent collectives, over every communicator (see _hold): enough for a
-# backend's worker threads to have finished with every older one.
-_recent = collections.deque(maxlen=4)
+# The tensors of recent collectives, over every communicator, with when they finished (see _hold):
+# all of the last _HELD_SECONDS, so that a worker thread descheduled for a while on a loaded
+# machine has long finished with an older one, and at least the last _HELD_AT_LEAST.
+_recent = collections.deque()
+_HELD_SECONDS = 5.0
+_HELD_AT_LEAST = 4
 
 
 def _hold(*tensors) -> None:
@@ -34,7 +37,10 @@ def _hold(*tensors) -> None:
     must take the GIL; once the interpreter is finalizing (a script that ends right after its last
     step) that thread is terminated on taking it, and the process aborts. The last collectives'
     tensors stay referenced here until exit, where _release_at_exit frees them safely."""
-    _recent.append(tensors)
+    now = time.monotonic()
+    _recent.append((now, tensors))
+    while len(_recent) > _HELD_AT_LEAST and now - _recent[0][0] > _HELD_SECONDS:
+        _recent.popleft()
 
 
 @atexit.register
@@ -42,7 +48,7 @@ def _release_at_exit(timeout_seconds: float = 2.0) -> None:
     """At exit, while other threads may still take the GIL: drops the held tensors and waits until
     no gloo thread holds any of them either (bounded; normally microseconds), so none is freed by
     a gloo thread during finalization."""
-    alive = [weakref.ref(t) for tensors in _recent for t in tensors]
+    alive = [weakref.ref(t) for _, tensors in _recent for t in tensors]
     _recent.clear()
     deadline = time.monotonic() + timeout_seconds
     while any(ref() is not None for ref in alive) and time.monotonic() < deadline:
