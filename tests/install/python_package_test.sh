@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# What a Python user does: `python -m build --no-isolation` (an sdist, then a wheel built from
-# that sdist alone in a temporary folder), install the wheel into a fresh venv (with Debian's numpy
-# and torch visible through --system-site-packages), offline, and use it; then
-# `pip install --no-build-isolation .` from the source tree into a second fresh venv. In each venv: the import-and-pack smoke test (python_smoke.py) and the `thdpack`
-# console script. Nothing here reaches a network: pip runs with --no-index.
+# What a Python user does: `python -m build --no-isolation` (an sdist, checked to hold every
+# tracked source file and to configure on its own; a wheel), install the wheel into a fresh venv
+# (with Debian's numpy and torch visible through --system-site-packages), offline, and use it; then
+# `pip install --no-build-isolation .` from the source tree into a second fresh venv. In each venv:
+# the import-and-pack smoke test (python_smoke.py) and the `thdpack` console script. The project
+# is compiled once: the wheel and `pip install .` share setup.py's build folder (build-python/).
+# Nothing here reaches a network: pip runs with --no-index.
 #
 #   bash tests/install/python_package_test.sh [PYTHON]     (default /usr/bin/python3)
 set -euo pipefail
@@ -26,21 +28,41 @@ check_venv() {  # venv: the smoke test and the console script, from outside the 
   grep -q '^balanced' "$work/plan.txt" || { cat "$work/plan.txt"; exit 1; }
 }
 
-step "sdist and wheel (python -m build --no-isolation)"
+step "sdist (python -m build --sdist): complete, no build output, configures on its own"
 "$python" -m venv --system-site-packages "$work/wheel-venv"
-(cd "$work" && "$work/wheel-venv/bin/python" -m build --no-isolation --outdir "$work/dist" \
-  "$root" > "$work/wheel.log" 2>&1) || { tail -40 "$work/wheel.log"; exit 1; }
+(cd "$work" && "$work/wheel-venv/bin/python" -m build --sdist --no-isolation --outdir "$work/dist" \
+  "$root" > "$work/sdist.log" 2>&1) || { tail -40 "$work/sdist.log"; exit 1; }
 sdist=$(ls "$work"/dist/thdpack-"$version".tar.gz)
-wheel=$(ls "$work"/dist/thdpack-"$version"-*.whl)
-step "built $(basename "$sdist") and, from it, $(basename "$wheel")"
-tar tzf "$sdist" > "$work/sdist-contents.txt"
-for f in CMakeLists.txt cmake/install.cmake src/CMakeLists.txt include/thdpack/thdpack.hpp \
-    tools/thdpack/main.cpp python/src/module.cpp; do
-  grep -q "^thdpack-$version/$f\$" "$work/sdist-contents.txt" || { echo "sdist lacks $f" >&2; exit 1; }
-done
-if grep -qE '/build|\.so$' "$work/sdist-contents.txt"; then
-  echo "sdist carries build output:" >&2; grep -E '/build|\.so$' "$work/sdist-contents.txt" >&2; exit 1
+tar tzf "$sdist" | sed "s|^thdpack-$version/||" > "$work/sdist-contents.txt"
+needed="$work/sdist-needed.txt"
+if git -C "$root" rev-parse --is-inside-work-tree > /dev/null 2>&1; then
+  # Every tracked file of the folders the build reads, not a chosen few.
+  git -C "$root" ls-files CMakeLists.txt setup.py pyproject.toml cmake include src tools python \
+    > "$needed"
+else
+  printf '%s\n' CMakeLists.txt cmake/install.cmake src/CMakeLists.txt include/thdpack/thdpack.hpp \
+    tools/thdpack/main.cpp python/src/module.cpp > "$needed"
 fi
+missing=$(grep -vxF -f "$work/sdist-contents.txt" "$needed" || true)
+[ -z "$missing" ] || { echo "sdist lacks:" >&2; echo "$missing" >&2; exit 1; }
+if grep -qE '^build|\.so$' "$work/sdist-contents.txt"; then
+  echo "sdist carries build output:" >&2; grep -E '^build|\.so$' "$work/sdist-contents.txt" >&2; exit 1
+fi
+# CMake checks at generate time that every source file it names exists: the unpacked sdist alone
+# configures (building it again would only repeat the wheel build below).
+tar xzf "$sdist" -C "$work"
+cmake -S "$work/thdpack-$version" -B "$work/sdist-configure" -DTHDPACK_WITH_PYTHON=ON \
+  -DPython3_EXECUTABLE="$work/wheel-venv/bin/python" -DTHDPACK_BUILD_TESTS=OFF \
+  -DTHDPACK_BUILD_BENCH=OFF > "$work/sdist-configure.log" 2>&1 ||
+  { tail -40 "$work/sdist-configure.log"; exit 1; }
+step "$(basename "$sdist") holds all $(wc -l < "$needed") source files and configures"
+
+# One compile for the whole test: the wheel builds the project in setup.py's build folder
+# (build-python/), and the `pip install .` below finds it built.
+step "wheel (python -m build --wheel --no-isolation)"
+(cd "$root" && "$work/wheel-venv/bin/python" -m build --wheel --no-isolation --outdir "$work/dist" \
+  . > "$work/wheel.log" 2>&1) || { tail -40 "$work/wheel.log"; exit 1; }
+wheel=$(ls "$work"/dist/thdpack-"$version"-*.whl)
 "$work/wheel-venv/bin/python" -m zipfile -l "$wheel" > "$work/wheel-contents.txt"
 for f in thdpack/__init__.py thdpack/py.typed thdpack/_thdpack.pyi thdpack/_bin/thdpack \
     thdpack/torch.py; do
