@@ -6,11 +6,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <iomanip>
 #include <limits>
 #include <sstream>
+#include <thread>
 #include <type_traits>
 
 #include "data/readers.hpp"
@@ -28,6 +31,26 @@ T read_at(const std::byte* base, int64_t offset) {
   T value;
   std::memcpy(&value, base + offset, sizeof(T));
   return value;
+}
+
+// How long open() waits for a writer of the prefix to finish its commit.
+constexpr auto kWaitForWriter = std::chrono::seconds(10);
+
+// "; the previous data file a commit kept is 'F'" for each hidden backup of `bin` in its folder
+// (OutputFile's commit_pair leaves one behind when the writer died between the two renames).
+std::string kept_old_data_files(const std::string& bin) {
+  const std::filesystem::path target(bin);
+  const std::filesystem::path folder =
+      target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+  const std::string start = "." + target.filename().string() + ".old.";
+  std::string kept;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(folder, ec)) {
+    if (entry.path().filename().string().rfind(start, 0) == 0) {
+      kept.append("; a previous data file is kept as '").append(entry.path().string()).append("'");
+    }
+  }
+  return kept;
 }
 
 }  // namespace
@@ -57,6 +80,15 @@ struct IndexedDataset::Mapping {
   }
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;
+
+  // True when the file at `path` is no longer the one mapped (it was replaced by a rename).
+  bool replaced() const {
+    struct stat now {
+    }, mapped{};
+    if (::fstat(lease.file().descriptor(), &mapped) != 0) return false;
+    if (::stat(path.c_str(), &now) != 0) return true;
+    return now.st_dev != mapped.st_dev || now.st_ino != mapped.st_ino;
+  }
 
   // Throws unless the mapped file still holds bytes [0, end). A file replaced under the same path
   // (another inode) leaves the mapped one intact; the same file cut shorter does not.
@@ -124,7 +156,11 @@ namespace detail {
 IndexContents parse_index(std::span<const std::byte> idx, const std::string& idx_name,
                           const std::string& bin_name) {
   const std::byte* p = idx.data();
-  const auto size = static_cast<int64_t>(idx.size());
+  // A seal, if any, ends the index; the checks below are of what comes before it.
+  const std::optional<IndexSeal> seal =
+      idx.size() >= static_cast<size_t>(kHeaderBytes + kIndexSealBytes) ? find_seal(idx)
+                                                                        : std::nullopt;
+  const auto size = static_cast<int64_t>(idx.size()) - (seal ? kIndexSealBytes : 0);
   auto bad = [&idx_name](int64_t at, const std::string& what) {
     fail(idx_name, ": byte ", at, ": ", what);
   };
@@ -142,6 +178,7 @@ IndexContents parse_index(std::span<const std::byte> idx, const std::string& idx
   if (code < 1 || code > 8) bad(17, message("unknown dtype code ", std::to_string(code)));
   IndexContents c;
   c.dtype = static_cast<TokenDType>(code);
+  c.seal = seal;
   const auto sequences = read_at<uint64_t>(p, 18);
   const auto documents = read_at<uint64_t>(p, 26);
   // Sizes as unsigned arithmetic that cannot overflow for counts bounded by the file size.
@@ -187,6 +224,10 @@ IndexContents parse_index(std::span<const std::byte> idx, const std::string& idx
     end += len * item;
   }
   c.data_bytes = end;
+  if (seal && seal->data_bytes != static_cast<uint64_t>(end)) {
+    bad(size + 8, message("the seal gives ", bin_name, " ", seal->data_bytes,
+                          " bytes, but the sequence lengths cover ", end));
+  }
   const int64_t docs_at = c.pointers_at + 8 * n;
   const auto m = static_cast<int64_t>(documents);
   c.document_indices.resize(static_cast<size_t>(m));
@@ -232,6 +273,30 @@ void check_data_size(const IndexContents& index, int64_t bin_bytes, const std::s
   }
 }
 
+void check_pair(const IndexContents& index, std::span<const std::byte> bin,
+                const std::string& idx_name, const std::string& bin_name) {
+  const auto bin_bytes = static_cast<int64_t>(bin.size());
+  if (!index.seal) {
+    check_data_size(index, bin_bytes, idx_name, bin_name);
+    return;
+  }
+  if (bin.size() != index.seal->data_bytes) {
+    try {
+      check_data_size(index, bin_bytes, idx_name, bin_name);
+    } catch (const InvalidArgument& e) {
+      fail(e.what(), "; ", idx_name, " was written with a .bin of ", index.seal->data_bytes,
+           " bytes: the data file was cut or extended since, or the pair is mixed, from two "
+           "writes of the dataset; write the dataset again");
+    }
+  }
+  if (data_fingerprint(bin) != index.seal->fingerprint) {
+    fail(bin_name, " is not the data file ", idx_name,
+         " was written with (same size, other contents): the pair is mixed, from two writes of "
+         "the dataset (a writer stopped between renaming its .bin and its .idx, or another "
+         "replaced one of them); write the dataset again");
+  }
+}
+
 int64_t decode_tokens(const std::byte* data, TokenDType dtype, std::span<int64_t> out) {
   const auto n = static_cast<int64_t>(out.size());
   auto convert = [&]<typename T>(T) -> int64_t {
@@ -274,11 +339,27 @@ std::unique_ptr<IndexedDataset> IndexedDataset::open(const std::string& prefix) 
   d->prefix_ = prefix;
   const std::string idx = prefix + ".idx";
   const std::string bin = prefix + ".bin";
-  d->index_ = std::make_unique<Mapping>(idx);
-  detail::IndexContents c =
-      detail::parse_index({d->index_->data, static_cast<size_t>(d->index_->size)}, idx, bin);
-  d->data_ = std::make_unique<Mapping>(bin);
-  detail::check_data_size(c, d->data_->size, idx, bin);
+  detail::IndexContents c;
+  // A writer commits .bin, then .idx: a reader between the two renames sees the new .bin beside
+  // the old .idx, and one that read .idx just before a whole commit sees the new .bin too. While a
+  // writer holds the prefix's lock, or when the .idx read is no longer the one at its path, a
+  // mismatch is such a moment: open again.
+  const auto deadline = std::chrono::steady_clock::now() + kWaitForWriter;
+  for (;;) {
+    d->index_ = std::make_unique<Mapping>(idx);
+    c = detail::parse_index({d->index_->data, static_cast<size_t>(d->index_->size)}, idx, bin);
+    d->data_ = std::make_unique<Mapping>(bin);
+    try {
+      detail::check_pair(c, {d->data_->data, static_cast<size_t>(d->data_->size)}, idx, bin);
+      break;
+    } catch (const InvalidArgument& e) {
+      const bool racing = d->index_->replaced() || detail::writer_active(prefix);
+      if (!racing || std::chrono::steady_clock::now() > deadline) {
+        throw InvalidArgument(e.what() + kept_old_data_files(bin));
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   d->dtype_ = c.dtype;
   d->lengths_ = std::move(c.lengths);
   d->pointers_at_ = c.pointers_at;

@@ -7,6 +7,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "data/indexed_pair.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/indexed_dataset.hpp"
 #include "thdpack/data/output_file.hpp"
@@ -47,6 +48,7 @@ IndexedDatasetWriter::IndexedDatasetWriter(const std::string& prefix, TokenDType
   if (token_size(dtype) == 0) throw InvalidArgument("unknown token dtype");
   refuse_replacing_inputs({prefix + ".bin", prefix + ".idx"});
   bin_ = std::make_unique<OutputFile>(prefix + ".bin");
+  lock_ = std::make_unique<detail::PrefixLock>(prefix);
 }
 
 IndexedDatasetWriter::~IndexedDatasetWriter() = default;
@@ -127,8 +129,10 @@ void IndexedDatasetWriter::finish() {
     write_and_commit();
   } catch (...) {
     bin_.reset();  // removes the temporary .bin; later calls report the failed finish
+    lock_.reset();
     throw;
   }
+  lock_.reset();  // the pair is in place: another writer may replace it now
   finished_ = true;
 }
 
@@ -164,6 +168,16 @@ void IndexedDatasetWriter::write_and_commit() {
   }
   idx.write(pointers.data(), pointers.size() * 8);
   idx.write(documents.data(), documents.size() * 8);
+  const int bin_fd = ::fileno(bin_->stream());
+  const uint64_t fingerprint =
+      detail::data_fingerprint(bin_bytes_, [&](int64_t offset, std::span<std::byte> buffer) {
+        if (::pread(bin_fd, buffer.data(), buffer.size(), offset) !=
+            static_cast<ssize_t>(buffer.size())) {
+          fail("cannot read back '", bin_path, "' to seal its index: ", std::strerror(errno));
+        }
+      });
+  const auto seal = detail::encode_seal({static_cast<uint64_t>(bin_bytes_), fingerprint});
+  idx.write(seal.data(), seal.size());
   // Both files complete on disk before either moves into place; then .bin, then .idx, with the
   // old .bin put back when anything after its rename fails: a failure leaves the old pair or
   // the new one, never a data file beside an index that does not describe it.

@@ -8,12 +8,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <istream>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "data/indexed_pair.hpp"
 #include "thdpack/core/dataset.hpp"
 #include "thdpack/data/indexed_dataset.hpp"
 #include "thdpack/data/input_file.hpp"
@@ -54,6 +56,8 @@ struct IndexContents {
   std::vector<int64_t> document_indices;
   bool has_modes = false;  ///< a trailing int8 mode per sequence (multimodal indexes)
   int64_t data_bytes = 0;  ///< bytes of .bin the sequences cover (the running sum of the pointers)
+  std::optional<IndexSeal>
+      seal;  ///< what a thdpack writer sealed the index with (indexed_pair.hpp)
 };
 
 /// Parses and validates the bytes of `idx_name` (see indexed_dataset.hpp for the checks); pointers
@@ -65,6 +69,12 @@ IndexContents parse_index(std::span<const std::byte> idx, const std::string& idx
 /// message names the first sequence that runs past the end, or the first byte no sequence covers.
 void check_data_size(const IndexContents& index, int64_t bin_bytes, const std::string& idx_name,
                      const std::string& bin_name);
+
+/// Throws InvalidArgument unless `bin` is the data file `index` describes: for a sealed index, the
+/// one it was written with (size and fingerprint; the message calls the pair mixed), otherwise one
+/// of the size it covers (check_data_size).
+void check_pair(const IndexContents& index, std::span<const std::byte> bin,
+                const std::string& idx_name, const std::string& bin_name);
 
 /// Converts `out.size()` tokens of `dtype` at `data` to int64. Returns the position of the first
 /// token that is not an integer in int64 range (only floating-point dtypes can hold one), or -1.

@@ -3,6 +3,8 @@
 // MegatronIndex lays out an .idx field by field as Megatron-LM's writer does, and its members can
 // be set to anything (a wrong magic, a count that does not fit) to build damaged files.
 
+#include <gtest/gtest.h>
+
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -87,6 +89,17 @@ inline void write_bytes(const std::string& path, const std::string& bytes) {
 inline std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+/// An index thdpack wrote, without the seal it ends with (indexed_dataset.hpp): Megatron's bytes.
+/// Fails the test when there is no seal.
+inline std::string without_seal(const std::string& idx) {
+  constexpr size_t kSeal = 24;
+  if (idx.size() < kSeal || idx.compare(idx.size() - kSeal, 8, "THDPSEAL") != 0) {
+    ADD_FAILURE() << "the index does not end with a seal";
+    return idx;
+  }
+  return idx.substr(0, idx.size() - kSeal);
 }
 
 }  // namespace thdpack::testing

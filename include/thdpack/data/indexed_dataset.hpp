@@ -8,7 +8,18 @@
 //         sequence pointers i64[sequence count] (byte offsets into .bin) |
 //         document indices i64[document count] (sequence-index boundaries: 0, ..., sequence count)
 //         [| sequence modes i8[sequence count], multimodal files only]
+//         [| seal: "THDPSEAL" | .bin size u64 | .bin fingerprint u64]
 //   .bin  the token ids of every sequence, back to back, in the dtype
+//
+// The two files are one unit. IndexedDatasetWriter seals the index with the size and a fingerprint
+// (sampled blocks) of the .bin it was written with, and holds a lock (".NAME.lock" beside the
+// prefix) from construction to the end of finish(): a second writer of the same prefix, in any
+// process, is refused with one line. Opening a sealed dataset whose .bin is not the one its index
+// was written with (two writes mixed: a crash between the two renames of a commit, or a replacement
+// racing the open) waits while a writer holds the lock (the commit in progress) and then refuses
+// with one line naming any old .bin a commit kept beside it. Megatron's readers stop at the
+// document indices (or modes) and do not see the seal; indexes without one (written by Megatron or
+// NeMo) open as before, with only the size check.
 //
 // dtype codes: 1 uint8, 2 int8, 3 int16, 4 int32, 5 int64, 6 float64, 7 float32, 8 uint16.
 // Sample i of the Dataset is sequence i; lengths come from the index without touching .bin.
@@ -49,6 +60,9 @@ std::string token_dtype_name(TokenDType dtype);
 TokenDType token_dtype_from_name(const std::string& name);
 
 class OutputFile;
+namespace detail {
+class PrefixLock;
+}
 
 /// A memory-mapped indexed dataset. Its files are leased as inputs in use (input_file.hpp). A file
 /// cut shorter while open is an InvalidArgument naming it when sample() next reads it, not a
@@ -123,6 +137,7 @@ class IndexedDatasetWriter {
 
   std::string prefix_;
   TokenDType dtype_;
+  std::unique_ptr<detail::PrefixLock> lock_;  ///< held from construction to the end of finish()
   std::unique_ptr<OutputFile> bin_;
   int64_t bin_bytes_ = 0;
   bool holes_ = false;
