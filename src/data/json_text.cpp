@@ -14,9 +14,19 @@ using nlohmann::json;
   throw InvalidArgument(where + ": " + what);
 }
 
-// NUL bytes and the nesting depth, outside strings, in one pass: both must be known before
-// nlohmann sees the text (it stops at a NUL as if the text ended there).
-void check_bytes_and_depth(std::string_view text, const std::string& where) {
+// nlohmann's message, with the text it read ("last read: '...'") cut to an excerpt.
+std::string shortened(const std::string& message) {
+  const std::string marker = "last read: '";
+  const size_t at = message.find(marker);
+  if (at == std::string::npos) return excerpt(message);
+  std::string read = message.substr(at + marker.size());
+  if (!read.empty() && read.back() == '\'') read.pop_back();
+  return message.substr(0, at + marker.size()) + excerpt(read) + "'";
+}
+
+}  // namespace
+
+void check_json_bytes_and_depth(std::string_view text, const std::string& where) {
   int depth = 0;
   bool in_string = false, escaped = false;
   for (size_t i = 0; i < text.size(); ++i) {
@@ -46,18 +56,6 @@ void check_bytes_and_depth(std::string_view text, const std::string& where) {
   }
 }
 
-// nlohmann's message, with the text it read ("last read: '...'") cut to an excerpt.
-std::string shortened(const std::string& message) {
-  const std::string marker = "last read: '";
-  const size_t at = message.find(marker);
-  if (at == std::string::npos) return excerpt(message);
-  std::string read = message.substr(at + marker.size());
-  if (!read.empty() && read.back() == '\'') read.pop_back();
-  return message.substr(0, at + marker.size()) + excerpt(read) + "'";
-}
-
-}  // namespace
-
 std::string_view skip_utf8_bom(std::string_view text) {
   if (text.size() >= 3 && text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
   return text;
@@ -78,7 +76,7 @@ std::string json_excerpt(const json& value) {
 
 json parse_json_strictly(std::string_view text, const std::string& where) {
   text = skip_utf8_bom(text);
-  check_bytes_and_depth(text, where);
+  check_json_bytes_and_depth(text, where);
   std::vector<std::set<std::string>> keys;  // the keys seen in each open object
   std::string last_key;                     // names the value a number overflow is in
   const json::parser_callback_t callback = [&](int, json::parse_event_t event, json& parsed) {

@@ -21,6 +21,11 @@ inline constexpr size_t kExcerptChars = 80;
 /// `text` without a leading UTF-8 byte order mark (EF BB BF).
 std::string_view skip_utf8_bom(std::string_view text);
 
+/// Throws InvalidArgument (message as parse_json_strictly's) on a NUL byte or nesting deeper than
+/// kMaxJsonDepth, outside strings, in one pass: both must be known before nlohmann sees the text
+/// (it stops at a NUL as if the text ended there).
+void check_json_bytes_and_depth(std::string_view text, const std::string& where);
+
 /// Parses `text` as one JSON value; a leading UTF-8 BOM is skipped. Throws InvalidArgument, its
 /// message starting with `where` ("file:line" or "mock dataset config 'file'"), on: a NUL byte
 /// (with its column), nesting deeper than kMaxJsonDepth (with the column), a key given twice in

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/json_text.hpp"
+#include "data/jsonl_sax.hpp"
 #include "data/readers.hpp"
 #include "thdpack/core/dataset.hpp"
 #include "thdpack/core/errors.hpp"
@@ -158,6 +159,15 @@ bool blank(const std::string& line) {
 
 Sample detail::parse_jsonl_line(const std::string& line, int64_t id, const JsonlOptions& options,
                                 const std::string& where) {
+  const std::string_view text = skip_utf8_bom(line);
+  check_json_bytes_and_depth(text, where);
+  if (auto sample = parse_sample_events(text, id, options)) return std::move(*sample);
+  // Not a valid sample (or a shape the event reader leaves): the document reader says why.
+  return parse_jsonl_document(line, id, options, where);
+}
+
+Sample detail::parse_jsonl_document(const std::string& line, int64_t id,
+                                    const JsonlOptions& options, const std::string& where) {
   return LineParser(options, where).parse(line, id);
 }
 

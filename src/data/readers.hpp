@@ -28,6 +28,10 @@ namespace thdpack::detail {
 /// One non-blank JSONL line as sample `id`; `where` ("file:line") starts every error message.
 Sample parse_jsonl_line(const std::string& line, int64_t id, const JsonlOptions& options,
                         const std::string& where);
+/// The same through a whole JSON document (what parse_jsonl_line falls back to for a line that is
+/// not a valid sample, to say why): both give equal samples for every valid line.
+Sample parse_jsonl_document(const std::string& line, int64_t id, const JsonlOptions& options,
+                            const std::string& where);
 
 /// The lengths in a lengths file's text (see read_lengths_file); `name` is the file in messages.
 std::vector<int64_t> parse_lengths(std::istream& in, const std::string& name);

@@ -28,4 +28,23 @@ expect 2000000 "GB of memory; this process may use" \
   convert --dataset-config "$big" --out "$work/never"
 expect 400000 "thdpack: error: out of memory" \
   plan --dataset-config "$(mock 1000000000)" --global-batch 100000000 --dp 1 --steps 1 -M 16
-echo "ok: pack and convert refuse past ulimit -v up front; running out of memory is one line"
+# A JSONL source under limits from too small to enough, read and reread (pack -o --materialize):
+# every run ends with exit 0 or one line and exit 2, never an abort (a JSON document's destructor
+# allocates: reading lines through one ended in std::terminate when memory ran out).
+/usr/bin/python3 - "$work/big.jsonl" <<'PY'
+import random, sys
+rng = random.Random(1)
+with open(sys.argv[1], "w") as f:
+    for _ in range(4000):
+        f.write('{"input_ids":[' + ",".join(str(rng.randrange(50000)) for _ in range(rng.randint(1, 1500))) + "]}\n")
+PY
+outcomes=""
+for limit in 40000 50000 60000 70000 80000 100000 120000 160000; do
+  err=$( (ulimit -v "$limit"; "$thdpack" pack --jsonl "$work/big.jsonl" -C 4096 -o "$work/j.thdpacks" \
+    --materialize "$work/j_m" --no-progress) 2>&1 >/dev/null)
+  rc=$?
+  [ "$rc" = 0 ] || { [ "$rc" = 2 ] && [ "$(echo "$err" | wc -l)" = 1 ] && [[ $err == "thdpack: error: "* ]]; } ||
+    fail "JSONL under ulimit -v $limit: exit $rc: $err"
+  outcomes="$outcomes $rc"
+done
+echo "ok: pack and convert refuse past ulimit -v up front; running out of memory is one line (JSONL exits:$outcomes)"

@@ -1,5 +1,6 @@
 // Fuzz target: the JSONL line parser (detail::parse_jsonl_line, what load_jsonl_dataset runs on
-// every line), and pack_samples on what it accepts. InvalidArgument is an expected outcome; a
+// every line), its agreement with the document reader it falls back to, and pack_samples on what
+// it accepts. InvalidArgument is an expected outcome; a
 // crash, a sanitizer report, another exception or a failed check is a finding.
 
 #include <cstddef>
@@ -74,6 +75,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // parsing of the same bytes keeps what was accepted).
     FUZZ_CHECK(line.find('\0') == std::string::npos);
     check_sample(s, line, options, line_no - 1);
+    // The event reader that accepted it agrees with the document reader, value for value.
+    Sample document;
+    try {
+      document = thdpack::detail::parse_jsonl_document(line, line_no - 1, options, "fuzz.jsonl");
+    } catch (const InvalidArgument&) {
+      FUZZ_CHECK(false);
+    }
+    FUZZ_CHECK(document.input_ids == s.input_ids);
+    FUZZ_CHECK(document.labels == s.labels);
+    FUZZ_CHECK(document.loss_mask == s.loss_mask);
     // What the reader accepts, the packer packs: one sample alone, padded.
     thdpack::PackOptions pack;
     pack.divisor = 1 + line_no % 4;

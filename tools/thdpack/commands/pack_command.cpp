@@ -363,8 +363,20 @@ int run_pack(const PackFlags& f) {
     }
     t.write = seconds_since(write_start);
     if (!f.materialize.empty()) {
-      materialize(*PackedDataset::open(outputs.readable_path(f.out)), f.materialize,
-                  token_dtype_from_name(f.dtype), f.tokens_only, !f.no_progress);
+      // The pack file is read back from its complete temporary file: messages name the output.
+      const std::string written = outputs.readable_path(f.out);
+      std::unique_ptr<PackedDataset> packed;
+      try {
+        packed = PackedDataset::open(written);
+      } catch (const InvalidArgument& e) {
+        std::string text = e.what();
+        for (size_t at; (at = text.find(written)) != std::string::npos;) {
+          text.replace(at, written.size(), f.out);
+        }
+        throw InvalidArgument(text);
+      }
+      materialize(*packed, f.materialize, token_dtype_from_name(f.dtype), f.tokens_only,
+                  !f.no_progress);
     }
   }
 
