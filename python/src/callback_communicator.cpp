@@ -3,6 +3,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -93,7 +94,11 @@ auto guarded(const char* op, F&& call) {
   try {
     return call();
   } catch (py::error_already_set& e) {
-    throw CommError(std::string(op) + " failed in the Python communicator: " + e.what());
+    // The exception's type and text, on one line: what() would add the Python traceback.
+    std::string text = py::str(e.type().attr("__name__")).cast<std::string>();
+    text.append(": ").append(py::str(e.value()).cast<std::string>());
+    std::replace(text.begin(), text.end(), '\n', ' ');
+    throw CommError(std::string(op) + " failed in the Python communicator: " + text);
   } catch (const py::cast_error& e) {
     throw CommError(std::string(op) + ": the Python communicator returned the wrong type (" +
                     e.what() + ")");

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import atexit
 import collections
+import ctypes
 import time
-import weakref
 
 import numpy as np
 
@@ -36,7 +36,7 @@ def _hold(*tensors) -> None:
     caller resumes. When that is the last reference, the tensor is freed on the gloo thread, which
     must take the GIL; once the interpreter is finalizing (a script that ends right after its last
     step) that thread is terminated on taking it, and the process aborts. The last collectives'
-    tensors stay referenced here until exit, where _release_at_exit frees them safely."""
+    tensors stay referenced here, and at exit they are kept for good (_keep_held_tensors_at_exit)."""
     now = time.monotonic()
     _recent.append((now, tensors))
     while len(_recent) > _HELD_AT_LEAST and now - _recent[0][0] > _HELD_SECONDS:
@@ -44,15 +44,14 @@ def _hold(*tensors) -> None:
 
 
 @atexit.register
-def _release_at_exit(timeout_seconds: float = 2.0) -> None:
-    """At exit, while other threads may still take the GIL: drops the held tensors and waits until
-    no gloo thread holds any of them either (bounded; normally microseconds), so none is freed by
-    a gloo thread during finalization."""
-    alive = [weakref.ref(t) for _, tensors in _recent for t in tensors]
-    _recent.clear()
-    deadline = time.monotonic() + timeout_seconds
-    while any(ref() is not None for ref in alive) and time.monotonic() < deadline:
-        time.sleep(0.001)
+def _keep_held_tensors_at_exit() -> None:
+    """At exit: the held tensors are never freed. A gloo worker may still hold a collective's
+    tensor, or a view of its memory (a tensor over a numpy array frees that array, under the GIL,
+    when its memory goes); whichever reference goes last frees it, and on a gloo thread during
+    finalization that ends the process. With one reference that is never dropped, nothing a
+    collective touched is freed by anyone: the process is ending, and its memory goes with it."""
+    held = [tensor for _, tensors in _recent for tensor in tensors]
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(held))
 
 
 class _TorchCollectives:

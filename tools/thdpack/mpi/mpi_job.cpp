@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -14,6 +15,9 @@
 
 namespace thdpack::cli {
 namespace {
+
+// How long MPI_Abort may take before the rank ends itself.
+constexpr int kAbortGraceSeconds = 3;
 
 // How a rank's body ended.
 struct Outcome {
@@ -132,8 +136,15 @@ int run_mpi_job(int thread_level, double timeout_seconds,
                  mine.code != 0
                      ? mine.error.c_str()
                      : "a peer rank did not finish (it died or hangs); stopping the job");
-    MPI_Abort(MPI_COMM_WORLD, mine.code != 0 ? mine.code : 3);
-    return mine.code != 0 ? mine.code : 3;
+    const int code = mine.code != 0 ? mine.code : 3;
+    // MPI_Abort asks mpirun to end the job through this host's daemon; with the link to mpirun
+    // gone that never returns. The rank is out either way, a few seconds later at most.
+    std::thread([code] {
+      std::this_thread::sleep_for(std::chrono::seconds(kAbortGraceSeconds));
+      std::_Exit(code);
+    }).detach();
+    MPI_Abort(MPI_COMM_WORLD, code);
+    return code;
   }
   int code = 0;
   bool any_failed = false;

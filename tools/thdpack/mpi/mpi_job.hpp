@@ -15,7 +15,10 @@ namespace thdpack::cli {
 /// left). When all ranks arrive: rank 0 prints one line (the error, when every rank failed alike;
 /// else the error of the rank that failed first for a reason other than a communication failure,
 /// naming it) and every rank exits with that error's code. When some rank never arrives (it died
-/// or hangs), the failed ranks print their own line and MPI_Abort stops the job.
+/// or hangs), the failed ranks print their own line and MPI_Abort stops the job; a rank whose
+/// MPI_Abort does not end it within 3 s (its link to mpirun is gone) ends itself with its code. A
+/// rank is therefore out at most timeout + (timeout + 10 s) + 3 s after a peer or link dies;
+/// mpirun itself may wait longer for a host it cannot reach (--timeout bounds the ranks, not it).
 int run_mpi_job(int thread_level, double timeout_seconds,
                 const std::function<int(int rank, int size)>& body);
 
