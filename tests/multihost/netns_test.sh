@@ -41,7 +41,7 @@ below() { awk -v x="$1" -v y="$2" 'BEGIN { exit !(x < y) }'; }
 ranks_running() {  # a thdpack process whose arguments hold $1, in any namespace
   local f
   for f in /proc/[0-9]*/cmdline; do
-    tr '\0' ' ' < "$f" 2> /dev/null | grep -q "^$thdpack run .*$1" && return 0
+    { tr '\0' ' ' < "$f"; } 2> /dev/null | grep -q "^$thdpack run .*$1" && return 0
   done
   return 1
 }
