@@ -9,7 +9,10 @@
 
 namespace thdpack::python {
 
-void bind_datasets(py::module_& m) {
+namespace {
+
+// Megatron indexed datasets: open_indexed_dataset, IndexedDatasetWriter.
+void bind_indexed(py::module_& m) {
   m.def(
       "open_indexed_dataset",
       [](const py::object& data_path, int64_t size) {
@@ -38,7 +41,10 @@ void bind_datasets(py::module_& m) {
           py::arg("tokens"))
       .def("end_document", &IndexedDatasetWriter::end_document)
       .def("finish", &IndexedDatasetWriter::finish);
+}
 
+// Offline packing and its pack files: pack_offline, PackedDataset.
+void bind_pack_files(py::module_& m) {
   m.def(
       "pack_offline",
       [](const py::handle& lengths, int64_t capacity, const std::string& strategy, int64_t divisor,
@@ -105,6 +111,13 @@ void bind_datasets(py::module_& m) {
           py::arg("fixed_cu_seqlens_entries") = 0,
           "Pack `index` as a PackedBatch (tokens, labels, cu_seqlens, ...), with the static "
           "shapes `thdpack pack` was given (tail alignment, fixed cu_seqlens entries).");
+}
+
+}  // namespace
+
+void bind_datasets(py::module_& m) {
+  bind_indexed(m);
+  bind_pack_files(m);
 }
 
 }  // namespace thdpack::python

@@ -55,9 +55,8 @@ std::vector<float> run_released(const std::function<std::vector<float>()>& body)
   return body();
 }
 
-}  // namespace
-
-void bind_moe(py::module_& m) {
+// The handle and the routing layout: what dispatch sends where.
+void bind_routing(py::module_& m) {
   py::class_<DispatchHandle>(m, "DispatchHandle",
                              "What combine and the backward passes need to reverse a dispatch.")
       .def_readonly("hidden", &DispatchHandle::hidden)
@@ -92,7 +91,9 @@ void bind_moe(py::module_& m) {
       "Where tokens go: (num_tokens_per_rank [ranks], num_tokens_per_expert [num_experts], "
       "is_token_in_rank [tokens, ranks] bool). topk_idx is [tokens, k] int64, -1 for none; rank "
       "r hosts experts [r*E/ranks, (r+1)*E/ranks).");
+}
 
+void bind_dispatch(py::module_& m) {
   m.def(
       "moe_dispatch",
       [](Communicator& ep, const Matrix<float>& x, const py::array& topk_indices,
@@ -134,7 +135,10 @@ void bind_moe(py::module_& m) {
       "handle). Rows are grouped by source rank, then source token order. padded=True pads every "
       "rank to the group maximum rounded up to pad_alignment (HybridEP shapes); results are "
       "identical. A collective over comm.");
+}
 
+// combine, and the backward passes of dispatch and combine: collectives along a dispatch's handle.
+void bind_combine_and_backward(py::module_& m) {
   m.def(
       "moe_combine",
       [](Communicator& ep, const Matrix<float>& x, const DispatchHandle& handle) {
@@ -181,6 +185,14 @@ void bind_moe(py::module_& m) {
       py::arg("comm"), py::arg("grad"), py::arg("handle"),
       "Gradient of combine's output [tokens, hidden] -> gradient of its input [rows, hidden] (a "
       "dispatch along the cached layout).");
+}
+
+}  // namespace
+
+void bind_moe(py::module_& m) {
+  bind_routing(m);
+  bind_dispatch(m);
+  bind_combine_and_backward(m);
 }
 
 }  // namespace thdpack::python

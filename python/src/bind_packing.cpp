@@ -40,20 +40,8 @@ std::span<const T> span_of(const std::vector<T>& v) {
   return std::span<const T>(v);
 }
 
-}  // namespace
-
-void bind_packing(py::module_& m) {
-  m.def(
-      "padding_divisor",
-      [](int cp, int tp, bool sp, bool dynamic_cp, int dp, int min_cp) {
-        return padding_divisor({cp, tp, sp, dynamic_cp, dp, min_cp});
-      },
-      py::kw_only(), py::arg("cp") = 1, py::arg("tp") = 1, py::arg("sequence_parallel") = false,
-      py::arg("dynamic_cp") = false, py::arg("dp") = 1, py::arg("min_cp") = 1,
-      "2*cp if cp > 1 else 1, times tp with sequence parallelism; with dynamic CP 2*lcm of every "
-      "CP group size of dp*cp ranks replaces 2*cp (2*dp*cp when dp*cp and min_cp are powers of "
-      "two).");
-
+// PackedBatch: a THD pack whose fields are numpy views into it.
+void bind_packed_batch(py::module_& m) {
   py::class_<PackedBatch, std::shared_ptr<PackedBatch>>(
       m, "PackedBatch",
       "A THD pack. Per-row fields are numpy views into the pack (keep the pack or the arrays); "
@@ -99,6 +87,20 @@ void bind_packing(py::module_& m) {
                ", max_seqlen=" + std::to_string(b.max_seqlen) + ", cp " +
                std::to_string(b.cp_rank) + "/" + std::to_string(b.cp_size) + ")";
       });
+}
+
+// Packing samples into one row and checking a row: padding_divisor, pack, check_pack_invariants.
+void bind_pack(py::module_& m) {
+  m.def(
+      "padding_divisor",
+      [](int cp, int tp, bool sp, bool dynamic_cp, int dp, int min_cp) {
+        return padding_divisor({cp, tp, sp, dynamic_cp, dp, min_cp});
+      },
+      py::kw_only(), py::arg("cp") = 1, py::arg("tp") = 1, py::arg("sequence_parallel") = false,
+      py::arg("dynamic_cp") = false, py::arg("dp") = 1, py::arg("min_cp") = 1,
+      "2*cp if cp > 1 else 1, times tp with sequence parallelism; with dynamic CP 2*lcm of every "
+      "CP group size of dp*cp ranks replaces 2*cp (2*dp*cp when dp*cp and min_cp are powers of "
+      "two).");
 
   m.def(
       "pack",
@@ -137,6 +139,10 @@ void bind_packing(py::module_& m) {
       },
       py::arg("batch"), py::kw_only(), py::arg("divisor") = 1, py::arg("capacity") = 0,
       py::arg("pad_id") = 0, py::arg("ignore_id") = -100, py::arg("pad_positions") = "continue");
+}
+
+// Context-parallel slices of a row: cp_slice, cp_unslice, cp_global_rows.
+void bind_cp_slices(py::module_& m) {
   m.def(
       "cp_slice",
       [](const PackedBatch& whole, int cp, int rank, const std::string& mode) {
@@ -164,6 +170,14 @@ void bind_packing(py::module_& m) {
       py::arg("cu_seqlens"), py::arg("cu_seqlens_padded"), py::arg("cp"), py::arg("rank"),
       py::arg("mode") = "zigzag",
       "Global row of every local row of CP rank `rank` (e.g. to gather keys/values back).");
+}
+
+}  // namespace
+
+void bind_packing(py::module_& m) {
+  bind_packed_batch(m);
+  bind_pack(m);
+  bind_cp_slices(m);
 }
 
 }  // namespace thdpack::python

@@ -300,9 +300,8 @@ class PyReorderExchange {
   bool busy_ = false;  // guarded by the GIL
 };
 
-}  // namespace
-
-void bind_reorder(py::module_& m) {
+// The per-sample cost: ReorderCost, image_patches, sample_cost.
+void bind_reorder_cost(py::module_& m) {
   py::class_<ReorderCost>(m, "ReorderCost",
                           "cost = vision_weight * patches + text_weight * real_tokens, from "
                           "input_ids alone (patches = image placeholders * spatial_merge_size^2).")
@@ -332,6 +331,11 @@ void bind_reorder(py::module_& m) {
         return sample_cost(int64_values(ids, "input_ids"), c);
       },
       py::arg("input_ids"), py::arg("cost"));
+}
+
+// Canonical groups and which rank holds what: canonical_groups, owned_groups, shard_positions,
+// assign_groups.
+void bind_canonical_groups(py::module_& m) {
   m.def(
       "canonical_groups", [](const std::vector<int>& sizes) { return canonical_groups(sizes); },
       py::arg("module_dp_sizes"), "G = lcm of the module DP sizes.");
@@ -378,7 +382,10 @@ void bind_reorder(py::module_& m) {
       py::arg("max_swaps") = 1000,
       "Assigns B = len(costs) samples to `groups` groups of B/groups: 'refined' (ours) or "
       "'longest_first' (the reference). Deterministic.");
+}
 
+// The synthetic vision-language workload and the language shard packer.
+void bind_vision_language(py::module_& m) {
   py::class_<VisionLanguageWorkload>(m, "VisionLanguageWorkload",
                                      "A seeded synthetic vision-language workload.")
       .def(py::init<>())
@@ -417,7 +424,9 @@ void bind_reorder(py::module_& m) {
       py::arg("divisor") = 1,
       "One [1, T] THD row from a language shard (trailing pad ids dropped, HF 'labels' used when "
       "present).");
+}
 
+void bind_reorder_exchange(py::module_& m) {
   py::class_<PyReorderExchange>(
       m, "ReorderExchange",
       "Rebalances micro-batches across a DP group by per-sample cost: exchange(shards) "
@@ -450,6 +459,15 @@ void bind_reorder(py::module_& m) {
       .def("finish", &PyReorderExchange::finish)
       .def_property_readonly("in_flight", &PyReorderExchange::in_flight)
       .def_property_readonly("groups", &PyReorderExchange::groups);
+}
+
+}  // namespace
+
+void bind_reorder(py::module_& m) {
+  bind_reorder_cost(m);
+  bind_canonical_groups(m);
+  bind_vision_language(m);
+  bind_reorder_exchange(m);
 }
 
 }  // namespace thdpack::python

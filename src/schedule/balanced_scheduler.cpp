@@ -114,6 +114,113 @@ std::optional<Candidate> try_k(const ScheduleItems& ranked, std::span<const int6
   return std::nullopt;
 }
 
+// The items (samples, or groups) in decreasing cost, ties by index, renumbered by that rank:
+// placement then reads lengths and costs front to back instead of at random (at a million items,
+// cache misses were most of its time).
+struct Ranking {
+  bool grouped = false;
+  ScheduleItems items;         ///< with groups: each item's samples (lengths and costs dropped)
+  std::vector<int64_t> order;  ///< rank -> item
+  ScheduleItems ranked;        ///< lengths and costs by rank
+  int64_t l2 = 0;              ///< the L2 lower bound on the pack count
+};
+
+Ranking rank_items(const ScheduleInput& input, const ScheduleOptions& options) {
+  Ranking r;
+  // Without groups every sample is its own item and nothing but the samples' lengths is needed
+  // (the per-item tables of build_items are skipped: at a million samples, 40 MB of fresh pages).
+  r.grouped = !input.group_ids.empty();
+  const int64_t capacity = options.capacity();
+  if (r.grouped) {
+    r.items = build_items(input, options, /*same_rank_groups=*/false);
+    r.order.resize(static_cast<size_t>(r.items.size()));
+    std::iota(r.order.begin(), r.order.end(), int64_t{0});
+    std::stable_sort(r.order.begin(), r.order.end(), [&](int64_t a, int64_t b) {
+      return r.items.costs[static_cast<size_t>(a)] > r.items.costs[static_cast<size_t>(b)];
+    });
+    r.l2 = bins_lower_bound_l2(r.items.lengths, capacity);
+    r.ranked.lengths.resize(r.order.size());
+    r.ranked.costs.resize(r.order.size());
+    for (size_t i = 0; i < r.order.size(); ++i) {
+      r.ranked.lengths[i] = r.items.lengths[static_cast<size_t>(r.order[i])];
+      r.ranked.costs[i] = r.items.costs[static_cast<size_t>(r.order[i])];
+    }
+  } else {
+    check_items_fit(input.padded_lengths, capacity, "sample");
+    // Cost is non-decreasing in length, so the counting sort by length gives the same order (and
+    // the L2 bound for free).
+    SortedItems sorted = sort_decreasing(input.padded_lengths, capacity);
+    r.l2 = l2_bound_of_descending(sorted.lengths, capacity);
+    r.order = std::move(sorted.order);
+    r.ranked.lengths = std::move(sorted.lengths);
+    // A sample's cost is a function of its length: computed in order instead of gathered.
+    r.ranked.costs.resize(r.order.size());
+    for (size_t i = 0; i < r.order.size(); ++i) {
+      r.ranked.costs[i] = options.cost.cost(r.ranked.lengths[i]);
+    }
+  }
+  // Past this point only the samples of each item are read.
+  std::vector<int64_t>().swap(r.items.lengths);
+  std::vector<double>().swap(r.items.costs);
+  return r;
+}
+
+// The micro-batch counts smallest_working_k searches: [k_low, k_high] in steps of `multiple`, and
+// `dealt`, the K at which the best-fit-decreasing packs can be dealt out over the replicas.
+struct KRange {
+  int64_t k_low, k_high, multiple, dealt;
+};
+
+int64_t dealt_k(int64_t bfd_packs, int dp, int64_t multiple) {
+  return round_up_to((bfd_packs + dp - 1) / dp, multiple);
+}
+
+using Attempt = std::function<std::optional<Candidate>(int64_t k, Fallback, FirstFit)>;
+
+std::optional<Candidate> smallest_working_k(const KRange& range, const ScheduleItems& ranked,
+                                            int dp, int64_t capacity, int pp, double bound,
+                                            const Attempt& attempt) {
+  // The smallest K that works, from the lower bound up. The bound usually works. When it does not,
+  // K + multiple is tried next (the common near miss; longest-first only when the global
+  // best-fit-decreasing packs do not fit there, since dealing them out cannot work), then K jumps
+  // to ceil(packs / dp), where dealing out those packs works. Three K are tried (where walking up
+  // one K at a time cost one attempt per K: seconds at a million samples), plus, in the rare case
+  // below, the K up to k_high.
+  // The search starts at the K where the best-fit-decreasing packs can be dealt out, if that is
+  // above the bound: below it longest-first per replica, which packs no tighter than global best
+  // fit, fails after a full pass per fit (all 22 such K among the 200 inputs of 8192 samples x dp
+  // 64 in thdpack_planner_bench did). Large inputs start with the tight fit.
+  const auto [k_low, k_high, multiple, dealt] = range;
+  int64_t first = k_low;
+  if (dealt > first && dealt <= k_high) first = dealt;
+  int64_t tokens = 0;
+  for (int64_t length : ranked.lengths) tokens += length;
+  const double fill = static_cast<double>(tokens) / (static_cast<double>(dp) * first * capacity);
+  const FirstFit first_fit =
+      ranked.size() >= kLargeInput && fill > kWorstFitMaxFill ? FirstFit::kTight : FirstFit::kWorst;
+  std::optional<Candidate> best = attempt(first, Fallback::kDealPacks, first_fit);
+  if (!best && first + multiple <= k_high) {
+    first += multiple;
+    best =
+        attempt(first, dealt <= first ? Fallback::kDealPacks : Fallback::kNone, FirstFit::kWorst);
+    // Dealing out works at `dealt`; later K only if that is wrong about this input. Where `dealt`
+    // is past k_high (too few samples for dp·dealt packs), the K up to k_high are tried in turn.
+    if (!best) {
+      const int64_t start = dealt <= k_high ? std::max(first + multiple, dealt) : first + multiple;
+      for (first = start; first <= k_high; first += multiple) {
+        best = attempt(first, Fallback::kDealPacks, FirstFit::kWorst);
+        if (best) break;
+      }
+    }
+  }
+  // One K more can balance better (more, smaller packs); it is kept when it does.
+  if (best && !(best->cost <= bound * kGoodEnough && pp == 1) && first + multiple <= k_high) {
+    auto candidate = attempt(first + multiple, Fallback::kDealPacks, FirstFit::kWorst);
+    if (candidate && candidate->cost < best->cost) best = std::move(candidate);
+  }
+  return best;
+}
+
 }  // namespace
 
 std::string BalancedScheduler::description() const {
@@ -124,52 +231,14 @@ std::string BalancedScheduler::description() const {
 Plan BalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptions& options) const {
   validate_schedule_input(input, options);
   if (auto plan = plan_with_oversize_groups(input, options)) return std::move(*plan);
-  // Without groups every sample is its own item and nothing but the samples' lengths is needed
-  // (the per-item tables of build_items are skipped: at a million samples, 40 MB of fresh pages).
-  const bool grouped = !input.group_ids.empty();
-  ScheduleItems items;
-  if (grouped) {
-    items = build_items(input, options, /*same_rank_groups=*/false);
-  } else {
-    check_items_fit(input.padded_lengths, options.capacity(), "sample");
-  }
+  Ranking r = rank_items(input, options);
+  const bool grouped = r.grouped;
+  const ScheduleItems& ranked = r.ranked;
+  const std::vector<int64_t>& order = r.order;
+  const int64_t l2 = r.l2;
   const int64_t capacity = options.capacity();
   const int64_t multiple = options.microbatch_multiple;
   const int dp = options.dp;
-
-  // Decreasing cost, ties by index. Without groups cost is non-decreasing in length, so the
-  // counting sort by length gives the same order (and the L2 bound for free).
-  std::vector<int64_t> order;
-  // The items renumbered by rank in that order: placement then reads lengths and costs front to
-  // back instead of at random (at a million items, cache misses were most of its time).
-  ScheduleItems ranked;
-  int64_t l2 = 0;
-  if (grouped) {
-    order.resize(static_cast<size_t>(items.size()));
-    std::iota(order.begin(), order.end(), int64_t{0});
-    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-      return items.costs[static_cast<size_t>(a)] > items.costs[static_cast<size_t>(b)];
-    });
-    l2 = bins_lower_bound_l2(items.lengths, capacity);
-    ranked.lengths.resize(order.size());
-    ranked.costs.resize(order.size());
-    for (size_t i = 0; i < order.size(); ++i) {
-      ranked.lengths[i] = items.lengths[static_cast<size_t>(order[i])];
-      ranked.costs[i] = items.costs[static_cast<size_t>(order[i])];
-    }
-  } else {
-    SortedItems sorted = sort_decreasing(input.padded_lengths, capacity);
-    l2 = l2_bound_of_descending(sorted.lengths, capacity);
-    order = std::move(sorted.order);
-    ranked.lengths = std::move(sorted.lengths);
-    // A sample's cost is a function of its length: computed in order instead of gathered.
-    ranked.costs.resize(order.size());
-    for (size_t i = 0; i < order.size(); ++i)
-      ranked.costs[i] = options.cost.cost(ranked.lengths[i]);
-  }
-  // Past this point only the samples of each item are read.
-  std::vector<int64_t>().swap(items.lengths);
-  std::vector<double>().swap(items.costs);
   const double bound = tight_bound_of_sorted(ranked.costs, dp);
 
   const int64_t k_low = std::max(round_up_to((l2 + dp - 1) / dp, multiple), multiple);
@@ -209,49 +278,13 @@ Plan BalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptio
     baseline_packs = split_first_fit_packs(ranked, dp, multiple, capacity);
     if (baseline_packs) ceiling = lpt_step_cost(ranked, *baseline_packs, dp, options.pp);
   }
-  auto attempt = [&](int64_t k, Fallback fallback = Fallback::kDealPacks,
-                     FirstFit first_fit = FirstFit::kWorst) {
+  const Attempt attempt = [&](int64_t k, Fallback fallback, FirstFit first_fit) {
     return try_k(ranked, order, options, k, bound, ceiling, bfd, fallback, first_fit);
   };
 
-  // The smallest K that works, from the lower bound up. The bound usually works. When it does not,
-  // K + multiple is tried next (the common near miss; longest-first only when the global
-  // best-fit-decreasing packs do not fit there, since dealing them out cannot work), then K jumps
-  // to ceil(packs / dp), where dealing out those packs works. Three K are tried (where walking up
-  // one K at a time cost one attempt per K: seconds at a million samples), plus, in the rare case
-  // below, the K up to k_high.
-  // The search starts at the K where the best-fit-decreasing packs can be dealt out, if that is
-  // above the bound: below it longest-first per replica, which packs no tighter than global best
-  // fit, fails after a full pass per fit (all 22 such K among the 200 inputs of 8192 samples x dp
-  // 64 in thdpack_planner_bench did). Large inputs start with the tight fit.
-  int64_t first = k_low;
-  const int64_t dealt = round_up_to((bfd_packs_count() + dp - 1) / dp, multiple);
-  if (dealt > first && dealt <= k_high) first = dealt;
-  int64_t tokens = 0;
-  for (int64_t length : ranked.lengths) tokens += length;
-  const double fill = static_cast<double>(tokens) / (static_cast<double>(dp) * first * capacity);
-  const FirstFit first_fit =
-      ranked.size() >= kLargeInput && fill > kWorstFitMaxFill ? FirstFit::kTight : FirstFit::kWorst;
-  std::optional<Candidate> best = attempt(first, Fallback::kDealPacks, first_fit);
-  if (!best && first + multiple <= k_high) {
-    first += multiple;
-    best = attempt(first, dealt <= first ? Fallback::kDealPacks : Fallback::kNone);
-    // Dealing out works at `dealt`; later K only if that is wrong about this input. Where `dealt`
-    // is past k_high (too few samples for dp·dealt packs), the K up to k_high are tried in turn.
-    if (!best) {
-      const int64_t start = dealt <= k_high ? std::max(first + multiple, dealt) : first + multiple;
-      for (first = start; first <= k_high; first += multiple) {
-        best = attempt(first);
-        if (best) break;
-      }
-    }
-  }
-  // One K more can balance better (more, smaller packs); it is kept when it does.
-  if (best && !(best->cost <= bound * kGoodEnough && options.pp == 1) &&
-      first + multiple <= k_high) {
-    auto candidate = attempt(first + multiple);
-    if (candidate && candidate->cost < best->cost) best = std::move(candidate);
-  }
+  std::optional<Candidate> best =
+      smallest_working_k({k_low, k_high, multiple, dealt_k(bfd_packs_count(), dp, multiple)},
+                         ranked, dp, capacity, options.pp, bound, attempt);
   if (baseline_packs && (!best || ceiling < best->cost)) {
     const BalancedAssignment a = lpt_assignment(ranked, *baseline_packs, dp, capacity);
     best = Candidate{a.step_cost(options.pp), a.packs(order)};
@@ -260,7 +293,7 @@ Plan BalancedScheduler::schedule(const ScheduleInput& input, const ScheduleOptio
     fail("balanced: no feasible plan for ", ranked.size(), " items over dp=", dp, " with capacity ",
          capacity, "; use a larger global batch");
   }
-  Plan plan = grouped ? plan_from_packs(dp, options.cp, best->packs, items, input)
+  Plan plan = grouped ? plan_from_packs(dp, options.cp, best->packs, r.items, input)
                       : plan_from_sample_packs(dp, options.cp, best->packs, input);
   return cap_sequences_per_pack(std::move(plan), input, options, PackMoves::kAllowed);
 }
