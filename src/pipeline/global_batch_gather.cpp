@@ -147,26 +147,15 @@ GlobalBatch gather_global_batch(Communicator& world, const PipelineOptions& o,
   return detail::gather_global_batch(world, o, local, group_ids, sizing);
 }
 
-GlobalBatch detail::gather_global_batch(Communicator& world, const PipelineOptions& o,
-                                        std::span<const SampleView> local,
-                                        std::span<const int64_t> group_ids, GatherSizing& sizing) {
-  const Topology& t = o.topology;
-  t.check_world_size(world.size());
-  const bool is_source = source_of(t, t.coordinates(world.rank()).dp) == world.rank();
+namespace {
 
-  // A sample packing would refuse (empty, or loss_mask/labels of another length) is caught here,
-  // before the first collective, so that every rank stops at this step instead of the peers
-  // waiting in the sample exchange for a rank that threw.
-  try {
-    for (const SampleView& s : local) validate_sample(s);
-  } catch (const InvalidArgument& e) {
-    detail::fail_global_batch_gather(world, t, e.what(), sizing);
-  }
-
-  // ids, then lengths, then group ids (-1: none). Bad group ids are reported once gathered, so
-  // that every rank raises the same error.
+// This rank's list for the gather, into `payload`: ids, then lengths, then group ids (-1: none),
+// and its header. Bad group ids are reported once gathered, so that every rank raises the same
+// error.
+ReaderHeader local_list(std::span<const SampleView> local, std::span<const int64_t> group_ids,
+                        std::vector<int64_t>& payload) {
   const bool with_groups = group_ids.size() == local.size();
-  std::vector<int64_t> payload(3 * local.size(), -1);
+  payload.assign(3 * local.size(), -1);
   bool carries_targets = false;  // some sample has its own labels or loss mask
   for (size_t i = 0; i < local.size(); ++i) {
     payload[i] = local[i].id;
@@ -176,22 +165,19 @@ GlobalBatch detail::gather_global_batch(Communicator& world, const PipelineOptio
   }
   const auto n = static_cast<int64_t>(local.size());
   const std::span<const int64_t> parts(payload);
-  const ReaderHeader mine{n,
-                          fingerprint(parts.first(2 * local.size())),
-                          0,
-                          static_cast<int64_t>(group_ids.size()),
-                          fingerprint(parts.subspan(2 * local.size())),
-                          carries_targets ? 1 : 0};
-  const std::span<const std::byte> list = std::as_bytes(std::span<const int64_t>(payload));
-  const GatheredBlocks blocks = gather_blocks(world, mine, list, sizing.width);
-  const std::vector<ReaderHeader>& headers = blocks.headers;
+  return ReaderHeader{n,
+                      fingerprint(parts.first(2 * local.size())),
+                      0,
+                      static_cast<int64_t>(group_ids.size()),
+                      fingerprint(parts.subspan(2 * local.size())),
+                      carries_targets ? 1 : 0};
+}
 
-  const std::vector<int64_t> counts = list_bytes(t, headers);
-  const bool fits =
-      blocks.width > 0 && *std::max_element(counts.begin(), counts.end()) <= blocks.width;
-  size_next_gather(sizing, t, counts);  // before anything here can throw
-  check_no_rank_failed(headers);
-
+// Every rank's list, in rank order: from the gathered blocks when every list fit in them, else by
+// an allgatherv of the lists (`mine` is empty on ranks that are not their DP index's source).
+std::vector<int64_t> all_lists(Communicator& world, const GatheredBlocks& blocks,
+                               const std::vector<int64_t>& counts, bool fits,
+                               std::span<const std::byte> mine) {
   int64_t total_bytes = 0;
   for (int64_t c : counts) total_bytes += c;
   std::vector<int64_t> gathered(static_cast<size_t>(total_bytes) / sizeof(int64_t));
@@ -206,17 +192,21 @@ GlobalBatch detail::gather_global_batch(Communicator& world, const PipelineOptio
       at += bytes;
     }
   } else {
-    world.allgatherv(is_source ? list : std::span<const std::byte>(), into, counts);
+    world.allgatherv(mine, into, counts);
   }
+  return gathered;
+}
 
-  // Every rank checks every rank's header against the sources, identically.
-  for (int r = 0; r < world.size(); ++r) {
+// Every rank checks every rank's header against the sources, identically.
+void check_headers_against_sources(const Topology& t, ReadingMode reading,
+                                   const std::vector<ReaderHeader>& headers) {
+  for (int r = 0; r < static_cast<int>(headers.size()); ++r) {
     const ReaderHeader& h = headers[static_cast<size_t>(r)];
     if (h.group_ids != 0 && h.group_ids != h.count) {
       fail(where(t, r), " gave ", h.group_ids, " group ids for ", h.count,
            " samples; give one per sample or none");
     }
-    if (!reads_data(t, o.reading, r)) {
+    if (!reads_data(t, reading, r)) {
       if (h.count != 0) {
         fail(where(t, r), " does not read data in this reading mode but was given ", h.count,
              " samples; pass samples only on reader ranks (see reads_data)");
@@ -236,17 +226,23 @@ GlobalBatch detail::gather_global_batch(Communicator& world, const PipelineOptio
                             "the same group ids");
     }
   }
+}
 
+// The global batch from every rank's list: each DP index's samples from its source rank, lengths
+// within capacity (or truncated, as options say), group ids checked and made unique.
+GlobalBatch batch_of(const Topology& t, const PipelineOptions& o,
+                     const std::vector<ReaderHeader>& headers, const std::vector<int64_t>& counts,
+                     const std::vector<int64_t>& gathered) {
   const PackOptions pack = pack_options_of(o);
   const std::string cap_name = capacity_name_of(o);
   GlobalBatch b;
   b.samples_carry_targets = std::any_of(
       headers.begin(), headers.end(), [](const ReaderHeader& h) { return h.carries_targets != 0; });
-  std::vector<int64_t> rank_offset(static_cast<size_t>(world.size()), 0);
+  std::vector<int64_t> rank_offset(headers.size(), 0);
   int64_t at = 0;
-  for (int r = 0; r < world.size(); ++r) {
-    rank_offset[static_cast<size_t>(r)] = at;
-    at += counts[static_cast<size_t>(r)] / static_cast<int64_t>(sizeof(int64_t));
+  for (size_t r = 0; r < headers.size(); ++r) {
+    rank_offset[r] = at;
+    at += counts[r] / static_cast<int64_t>(sizeof(int64_t));
   }
   bool grouped = false;
   for (int d = 0; d < t.dp(); ++d) {
@@ -282,6 +278,41 @@ GlobalBatch detail::gather_global_batch(Communicator& world, const PipelineOptio
     }
   }
   return b;
+}
+
+}  // namespace
+
+GlobalBatch detail::gather_global_batch(Communicator& world, const PipelineOptions& o,
+                                        std::span<const SampleView> local,
+                                        std::span<const int64_t> group_ids, GatherSizing& sizing) {
+  const Topology& t = o.topology;
+  t.check_world_size(world.size());
+  const bool is_source = source_of(t, t.coordinates(world.rank()).dp) == world.rank();
+
+  // A sample packing would refuse (empty, or loss_mask/labels of another length) is caught here,
+  // before the first collective, so that every rank stops at this step instead of the peers
+  // waiting in the sample exchange for a rank that threw.
+  try {
+    for (const SampleView& s : local) validate_sample(s);
+  } catch (const InvalidArgument& e) {
+    detail::fail_global_batch_gather(world, t, e.what(), sizing);
+  }
+
+  std::vector<int64_t> payload;
+  const ReaderHeader mine = local_list(local, group_ids, payload);
+  const std::span<const std::byte> list = std::as_bytes(std::span<const int64_t>(payload));
+  const GatheredBlocks blocks = gather_blocks(world, mine, list, sizing.width);
+  const std::vector<ReaderHeader>& headers = blocks.headers;
+
+  const std::vector<int64_t> counts = list_bytes(t, headers);
+  const bool fits =
+      blocks.width > 0 && *std::max_element(counts.begin(), counts.end()) <= blocks.width;
+  size_next_gather(sizing, t, counts);  // before anything here can throw
+  check_no_rank_failed(headers);
+  const std::vector<int64_t> gathered =
+      all_lists(world, blocks, counts, fits, is_source ? list : std::span<const std::byte>());
+  check_headers_against_sources(t, o.reading, headers);
+  return batch_of(t, o, headers, counts, gathered);
 }
 
 Plan plan_global_batch(const GlobalBatch& batch, const PipelineOptions& options) {
