@@ -83,8 +83,8 @@ struct IndexedDataset::Mapping {
 
   // True when the file at `path` is no longer the one mapped (it was replaced by a rename).
   bool replaced() const {
-    struct stat now {
-    }, mapped{};
+    struct stat now {};
+    struct stat mapped {};
     if (::fstat(lease.file().descriptor(), &mapped) != 0) return false;
     if (::stat(path.c_str(), &now) != 0) return true;
     return now.st_dev != mapped.st_dev || now.st_ino != mapped.st_ino;

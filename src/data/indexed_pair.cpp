@@ -119,8 +119,8 @@ PrefixLock::PrefixLock(const std::string& prefix) : path_(prefix_lock_path(prefi
            "'): two writers of one indexed dataset would mix their .bin and .idx; wait for it to "
            "finish or write to another prefix");
     }
-    struct stat locked {
-    }, named{};
+    struct stat locked {};
+    struct stat named {};
     if (::fstat(fd_, &locked) == 0 && ::stat(path_.c_str(), &named) == 0 &&
         locked.st_dev == named.st_dev && locked.st_ino == named.st_ino) {
       break;
