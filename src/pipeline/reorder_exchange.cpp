@@ -311,6 +311,21 @@ void ReorderExchange::State::describe_window(
   }
 }
 
+namespace {
+
+// Every rank knows every rank's totals, so all refuse an oversized exchange together.
+void refuse_oversized_exchange(const std::vector<int64_t>& sent_by,
+                               const std::vector<int64_t>& received_by, int64_t max_bytes) {
+  for (size_t r = 0; r < sent_by.size(); ++r) {
+    const int64_t most = std::max(sent_by[r], received_by[r]);
+    check(most <= max_bytes, "reorder: DP rank ", r, " would exchange ", most,
+          " bytes in one window, more than the ", max_bytes,
+          " allowed (max_exchange_bytes); use a smaller window or micro-batch size");
+  }
+}
+
+}  // namespace
+
 ReorderExchange::State::Moves ReorderExchange::State::plan_moves(
     int64_t window_mbs, const std::vector<int64_t>& all_meta) const {
   auto record = [&](int64_t k, int64_t p) {
@@ -390,18 +405,7 @@ ReorderExchange::State::Moves ReorderExchange::State::plan_moves(
   st.cost_spread_after = mean_spread(cost_after_all);
   st.spread_before = mean_spread(st.vision_cost_before);
   st.spread_after = mean_spread(st.vision_cost_after);
-  // Every rank knows every rank's totals, so all refuse an oversized exchange together.
-  for (int r = 0; r < dp; ++r) {
-    const int64_t most =
-        std::max(sent_by[static_cast<size_t>(r)], received_by[static_cast<size_t>(r)]);
-    if (most > options.max_exchange_bytes) {
-      throw InvalidArgument("reorder: DP rank " + std::to_string(r) + " would exchange " +
-                            std::to_string(most) + " bytes in one window, more than the " +
-                            std::to_string(options.max_exchange_bytes) +
-                            " allowed (max_exchange_bytes); use a smaller window or micro-batch "
-                            "size");
-    }
-  }
+  refuse_oversized_exchange(sent_by, received_by, options.max_exchange_bytes);
   return mv;
 }
 
