@@ -431,7 +431,8 @@ void bind_global_batches(py::module_& m) {
 }
 
 /// Schedulers and plans.
-void bind_scheduling(py::module_& m) {
+// Plan: one plan type for every scheduler.
+void bind_plan(py::module_& m) {
   py::class_<Plan>(m, "Plan",
                    "One global batch's plan, for every scheduler: micro-batches of CP groups "
                    "(first_rank, size, ids) over the dp*cp ranks. With fixed CP, group r of "
@@ -462,6 +463,11 @@ void bind_scheduling(py::module_& m) {
           },
           "plan[k][g] = ids of group g of micro-batch k (with fixed CP: of DP replica g).")
       .def("__eq__", [](const Plan& a, const Plan& b) { return a == b; });
+}
+
+// The schedulers and a plan's figures: scheduler_names, schedule, evaluate_plan.
+void bind_scheduling(py::module_& m) {
+  bind_plan(m);
   m.def(
       "scheduler_names",
       [](const py::object& layout) {

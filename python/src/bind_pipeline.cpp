@@ -303,6 +303,42 @@ void bind_planned_batches(py::module_& m) {
 }
 
 /// The pipeline itself.
+// Pipeline.run_step. Every argument is converted here, where a failure reaches the peers already
+// waiting in this step, not by pybind11 before the call (a TypeError on this rank alone).
+auto run_step_from_python(PyPipeline& p, const py::object& samples, const py::object& group_ids,
+                          const py::object& plan) {
+  std::optional<BorrowedSamples> local;
+  std::vector<int64_t> groups;
+  std::optional<PlannedBatch> planned;
+  auto type_name = [](const py::object& o) {
+    return std::string(py::str(py::type::of(o).attr("__name__")));
+  };
+  try {
+    if (!py::isinstance<py::sequence>(samples) || py::isinstance<py::str>(samples)) {
+      fail("local_samples must be a sequence of sample dicts, not ", type_name(samples));
+    }
+    local.emplace(samples.cast<py::sequence>(), p.pipeline->options().ignore_id);
+    if (!group_ids.is_none()) {
+      groups = int64_values(group_ids, "group_ids");
+    }
+    if (!plan.is_none()) {
+      if (!py::isinstance<PlannedBatch>(plan)) {
+        fail("plan must be a thdpack.PlannedBatch, not ", type_name(plan));
+      }
+      planned = plan.cast<PlannedBatch>();
+    }
+  } catch (const std::exception& e) {
+    // The peers are already waiting in this step: tell them before raising here.
+    const std::string error = e.what();
+    py::gil_scoped_release release;
+    p.pipeline->fail_step(error);
+  }
+  py::gil_scoped_release release;
+  const std::span<const SampleView> views(local->views);
+  return planned ? p.pipeline->run_planned_step(views, *planned, groups)
+                 : p.pipeline->run_step(views, groups);
+}
+
 void bind_pipeline_class(py::module_& m) {
   py::class_<PyPipeline>(
       m, "Pipeline", "The distributed pipeline (collective over `world`); see docs/pipeline.md.")
@@ -326,53 +362,16 @@ void bind_pipeline_class(py::module_& m) {
            }),
            py::arg("world"), py::arg("options"), py::kw_only(), py::arg("dp_group") = nullptr,
            py::arg("tp_group") = nullptr)
-      .def(
-          "run_step",
-          [](PyPipeline& p, const py::object& samples, const py::object& group_ids,
-             const py::object& plan) {
-            // Every argument is converted here, where a failure reaches the peers already waiting
-            // in this step, not by pybind11 before the call (a TypeError on this rank alone).
-            std::optional<BorrowedSamples> local;
-            std::vector<int64_t> groups;
-            std::optional<PlannedBatch> planned;
-            auto type_name = [](const py::object& o) {
-              return std::string(py::str(py::type::of(o).attr("__name__")));
-            };
-            try {
-              if (!py::isinstance<py::sequence>(samples) || py::isinstance<py::str>(samples)) {
-                fail("local_samples must be a sequence of sample dicts, not ", type_name(samples));
-              }
-              local.emplace(samples.cast<py::sequence>(), p.pipeline->options().ignore_id);
-              if (!group_ids.is_none()) {
-                groups = int64_values(group_ids, "group_ids");
-              }
-              if (!plan.is_none()) {
-                if (!py::isinstance<PlannedBatch>(plan)) {
-                  fail("plan must be a thdpack.PlannedBatch, not ", type_name(plan));
-                }
-                planned = plan.cast<PlannedBatch>();
-              }
-            } catch (const std::exception& e) {
-              // The peers are already waiting in this step: tell them before raising here.
-              const std::string error = e.what();
-              py::gil_scoped_release release;
-              p.pipeline->fail_step(error);
-            }
-            py::gil_scoped_release release;
-            const std::span<const SampleView> views(local->views);
-            return planned ? p.pipeline->run_planned_step(views, *planned, groups)
-                           : p.pipeline->run_step(views, groups);
-          },
-          py::arg("local_samples"), py::kw_only(), py::arg("group_ids") = py::none(),
-          py::arg("plan") = py::none(),
-          "Collective: this rank's samples of the step (dicts with 'id' and 'input_ids'; empty "
-          "on ranks that do not read; 1-D int64 numpy input_ids are read in place, not copied, "
-          "and must not change during the call) and optionally one group id >= 0 per sample "
-          "(samples of a "
-          "group share a micro-batch) -> StepResult. A malformed sample on one rank raises "
-          "InvalidArgument on every rank (naming that rank on the others). With `plan` (a "
-          "PlannedBatch made elsewhere, the same on every rank) the step delivers it instead of "
-          "planning, after every rank has checked it against the gathered step.")
+      .def("run_step", &run_step_from_python, py::arg("local_samples"), py::kw_only(),
+           py::arg("group_ids") = py::none(), py::arg("plan") = py::none(),
+           "Collective: this rank's samples of the step (dicts with 'id' and 'input_ids'; empty "
+           "on ranks that do not read; 1-D int64 numpy input_ids are read in place, not copied, "
+           "and must not change during the call) and optionally one group id >= 0 per sample "
+           "(samples of a "
+           "group share a micro-batch) -> StepResult. A malformed sample on one rank raises "
+           "InvalidArgument on every rank (naming that rank on the others). With `plan` (a "
+           "PlannedBatch made elsewhere, the same on every rank) the step delivers it instead of "
+           "planning, after every rank has checked it against the gathered step.")
       .def(
           "fail_step",
           [](PyPipeline& p, const std::string& error) {

@@ -153,6 +153,61 @@ TokenDType token_dtype_from_name(const std::string& name) {
 
 namespace detail {
 
+// The pointers of `c`'s lengths (read already) checked to be their running sum in bytes;
+// returns the bytes of .bin they cover. `bad(at, what)` throws.
+template <typename Bad>
+int64_t check_lengths_and_pointers(const std::byte* p, const IndexContents& c,
+                                   const std::string& bin_name, const Bad& bad) {
+  const auto n = static_cast<int64_t>(c.lengths.size());
+  const int64_t item = token_size(c.dtype);
+  int64_t end = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t len = c.lengths[static_cast<size_t>(i)];
+    if (len <= 0) {
+      bad(kHeaderBytes + 4 * i,
+          message("sequence ", i, " has length ", len, "; lengths must be >= 1"));
+    }
+    const auto pointer = read_at<int64_t>(p, c.pointers_at + 8 * i);
+    if (pointer != end) {
+      bad(c.pointers_at + 8 * i, message("sequence ", i, " points to byte ", pointer, " of ",
+                                         bin_name, ", but the lengths before it put it at ", end));
+    }
+    // A sequence covers less than 2^34 bytes: the sum can only overflow past 2^29 sequences.
+    if (len * item > std::numeric_limits<int64_t>::max() - end) {
+      bad(kHeaderBytes + 4 * i,
+          message("sequence ", i, " ends past byte 2^63: the lengths cannot all be right"));
+    }
+    end += len * item;
+  }
+  return end;
+}
+
+// `m` document indices at byte `at`: from 0, never decreasing (equal neighbours are an empty
+// document, which Megatron's add_document writes for a record without tokens), ending at the
+// sequence count `n`.
+template <typename Bad>
+std::vector<int64_t> read_document_indices(const std::byte* p, int64_t at, int64_t m, int64_t n,
+                                           const Bad& bad) {
+  std::vector<int64_t> indices(static_cast<size_t>(m));
+  for (int64_t j = 0; j < m; ++j) {
+    const auto v = read_at<int64_t>(p, at + 8 * j);
+    const int64_t previous = j == 0 ? -1 : indices[static_cast<size_t>(j) - 1];
+    if ((j == 0 && v != 0) || (j > 0 && v < previous) || v > n) {
+      bad(at + 8 * j,
+          message("document index ", j, " is ", v, j > 0 ? message(" after ", previous) : "",
+                  "; document indices must not decrease and must run from 0 to "
+                  "the sequence count ",
+                  n));
+    }
+    indices[static_cast<size_t>(j)] = v;
+  }
+  if (indices.back() != n) {
+    bad(at + 8 * (m - 1),
+        message("the last document index is ", indices.back(), ", not the sequence count ", n));
+  }
+  return indices;
+}
+
 IndexContents parse_index(std::span<const std::byte> idx, const std::string& idx_name,
                           const std::string& bin_name) {
   const std::byte* p = idx.data();
@@ -203,52 +258,14 @@ IndexContents parse_index(std::span<const std::byte> idx, const std::string& idx
   c.lengths.resize(static_cast<size_t>(n));
   if (n > 0) std::memcpy(c.lengths.data(), p + kHeaderBytes, static_cast<size_t>(n) * 4);
   c.pointers_at = kHeaderBytes + 4 * n;
-  const int64_t item = token_size(c.dtype);
-  int64_t end = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const int32_t len = c.lengths[static_cast<size_t>(i)];
-    if (len <= 0) {
-      bad(kHeaderBytes + 4 * i,
-          message("sequence ", i, " has length ", len, "; lengths must be >= 1"));
-    }
-    const auto pointer = read_at<int64_t>(p, c.pointers_at + 8 * i);
-    if (pointer != end) {
-      bad(c.pointers_at + 8 * i, message("sequence ", i, " points to byte ", pointer, " of ",
-                                         bin_name, ", but the lengths before it put it at ", end));
-    }
-    // A sequence covers less than 2^34 bytes: the sum can only overflow past 2^29 sequences.
-    if (len * item > std::numeric_limits<int64_t>::max() - end) {
-      bad(kHeaderBytes + 4 * i,
-          message("sequence ", i, " ends past byte 2^63: the lengths cannot all be right"));
-    }
-    end += len * item;
-  }
+  const int64_t end = check_lengths_and_pointers(p, c, bin_name, bad);
   c.data_bytes = end;
   if (seal && seal->data_bytes != static_cast<uint64_t>(end)) {
     bad(size + 8, message("the seal gives ", bin_name, " ", seal->data_bytes,
                           " bytes, but the sequence lengths cover ", end));
   }
-  const int64_t docs_at = c.pointers_at + 8 * n;
-  const auto m = static_cast<int64_t>(documents);
-  c.document_indices.resize(static_cast<size_t>(m));
-  for (int64_t j = 0; j < m; ++j) {
-    const auto v = read_at<int64_t>(p, docs_at + 8 * j);
-    const int64_t previous = j == 0 ? -1 : c.document_indices[static_cast<size_t>(j) - 1];
-    // Equal neighbours are an empty document, which Megatron's add_document writes for a record
-    // without tokens.
-    if ((j == 0 && v != 0) || (j > 0 && v < previous) || v > n) {
-      bad(docs_at + 8 * j,
-          message("document index ", j, " is ", v, j > 0 ? message(" after ", previous) : "",
-                  "; document indices must not decrease and must run from 0 to "
-                  "the sequence count ",
-                  n));
-    }
-    c.document_indices[static_cast<size_t>(j)] = v;
-  }
-  if (c.document_indices.back() != n) {
-    bad(docs_at + 8 * (m - 1), message("the last document index is ", c.document_indices.back(),
-                                       ", not the sequence count ", n));
-  }
+  c.document_indices =
+      read_document_indices(p, c.pointers_at + 8 * n, static_cast<int64_t>(documents), n, bad);
   return c;
 }
 
