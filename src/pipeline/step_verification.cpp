@@ -60,46 +60,28 @@ std::string compare(const PackedBatch& got, const PackedBatch& want) {
   return "";
 }
 
-}  // namespace
-
-void verify_step(Communicator& world, const PipelineOptions& options, const StepResult& result,
-                 std::span<const Sample> local_samples,
-                 const std::function<Sample(int64_t)>& sample_of) {
-  const Topology& t = options.topology;
-  const Coordinates me = t.coordinates(world.rank());
+// This rank's micro-batches against the single-process reference: "" when equal, else where
+// they first differ.
+std::string difference_from_reference(int rank, const PipelineOptions& options,
+                                      const StepResult& result,
+                                      const std::function<Sample(int64_t)>& sample_of) {
   const auto& mine = *result.microbatches;
-
-  std::string failure;
-  const auto want =
-      reference_microbatches(result.batch, result.plan, sample_of, options, world.rank());
+  const auto want = reference_microbatches(result.batch, result.plan, sample_of, options, rank);
   if (want.size() != mine.size()) {
-    failure = message(mine.size(), " micro-batches, reference has ", want.size());
+    return message(mine.size(), " micro-batches, reference has ", want.size());
   }
-  for (size_t k = 0; failure.empty() && k < mine.size(); ++k) {
+  for (size_t k = 0; k < mine.size(); ++k) {
     const std::string diff = compare(mine[k], want[k]);
-    if (!diff.empty()) failure = message("micro-batch ", k, ": ", diff);
+    if (!diff.empty()) return message("micro-batch ", k, ": ", diff);
   }
+  return "";
+}
 
-  Digest d;
-  // Ranks that must hold the same metadata: one DP index with fixed CP; one dp×cp index with
-  // dynamic CP (its groups change between micro-batches).
-  d.dp = result.dynamic_cp ? me.dp * t.cp() + me.cp : me.dp;
-  d.microbatches = static_cast<int64_t>(mine.size());
-  d.failed = failure.empty() ? 0 : 1;
-  Hash64 metadata;
-  for (const PackedBatch& m : mine) {
-    metadata.add_all(std::span<const int32_t>(m.cu_seqlens));
-    metadata.add_all(std::span<const int32_t>(m.cu_seqlens_padded));
-    metadata.add(static_cast<uint64_t>(m.max_seqlen));
-    metadata.add_all(std::span<const int64_t>(m.sample_ids));
-  }
-  d.metadata = metadata.digest();
-  Hash64 sums;
-  for (double v :
-       {result.sums.s1_real, result.sums.s2_real, result.sums.s1_padded, result.sums.s2_padded}) {
-    sums.add(v);
-  }
-  d.sums = sums.digest();
+// The token counts and sums of `d`: what this rank read (the first reader of its DP index) and
+// what its micro-batches hold (the first stage's TP rank 0), so that the world can check that
+// every token arrived once.
+void add_token_terms(Digest& d, const Topology& t, const Coordinates& me, const StepResult& result,
+                     std::span<const Sample> local_samples) {
   if (me.tp == 0 && me.cp == 0 && me.pp == 0) {
     const int64_t first = [&] {
       int64_t at = 0;
@@ -115,7 +97,7 @@ void verify_step(Communicator& world, const PipelineOptions& options, const Step
     }
   }
   if (me.tp == 0 && stage_fields(t, me.pp).tokens) {
-    for (const PackedBatch& m : mine) {
+    for (const PackedBatch& m : *result.microbatches) {
       for (size_t j = 0; j < m.tokens.size(); ++j) {
         if (m.padding_mask[j]) continue;
         ++d.held_rows;
@@ -123,11 +105,14 @@ void verify_step(Communicator& world, const PipelineOptions& options, const Step
       }
     }
   }
+}
 
-  const std::vector<Digest> all = allgather_value(world, d);
+// The world's verdict on the digests of every rank: "" when counts, sums and metadata agree and
+// every token is conserved.
+std::string verdict_of(const std::vector<Digest>& all) {
   std::string verdict;
   Digest total;
-  for (int r = 0; r < world.size() && verdict.empty(); ++r) {
+  for (int r = 0; r < static_cast<int>(all.size()) && verdict.empty(); ++r) {
     const Digest& x = all[static_cast<size_t>(r)];
     total.source_rows += x.source_rows;
     total.source_sum += x.source_sum;
@@ -151,6 +136,44 @@ void verify_step(Communicator& world, const PipelineOptions& options, const Step
                 " real tokens, the first stage holds ", total.held_rows,
                 total.source_rows == total.held_rows ? " (same count, different content)" : "");
   }
+  return verdict;
+}
+
+}  // namespace
+
+void verify_step(Communicator& world, const PipelineOptions& options, const StepResult& result,
+                 std::span<const Sample> local_samples,
+                 const std::function<Sample(int64_t)>& sample_of) {
+  const Topology& t = options.topology;
+  const Coordinates me = t.coordinates(world.rank());
+  const auto& mine = *result.microbatches;
+
+  const std::string failure = difference_from_reference(world.rank(), options, result, sample_of);
+
+  Digest d;
+  // Ranks that must hold the same metadata: one DP index with fixed CP; one dp×cp index with
+  // dynamic CP (its groups change between micro-batches).
+  d.dp = result.dynamic_cp ? me.dp * t.cp() + me.cp : me.dp;
+  d.microbatches = static_cast<int64_t>(mine.size());
+  d.failed = failure.empty() ? 0 : 1;
+  Hash64 metadata;
+  for (const PackedBatch& m : mine) {
+    metadata.add_all(std::span<const int32_t>(m.cu_seqlens));
+    metadata.add_all(std::span<const int32_t>(m.cu_seqlens_padded));
+    metadata.add(static_cast<uint64_t>(m.max_seqlen));
+    metadata.add_all(std::span<const int64_t>(m.sample_ids));
+  }
+  d.metadata = metadata.digest();
+  Hash64 sums;
+  for (double v :
+       {result.sums.s1_real, result.sums.s2_real, result.sums.s1_padded, result.sums.s2_padded}) {
+    sums.add(v);
+  }
+  d.sums = sums.digest();
+  add_token_terms(d, t, me, result, local_samples);
+
+  const std::vector<Digest> all = allgather_value(world, d);
+  std::string verdict = verdict_of(all);
   bool any_failed = false;
   for (const Digest& x : all) any_failed = any_failed || x.failed;
   if (any_failed) {
