@@ -85,14 +85,12 @@ int64_t total(const std::vector<int64_t>& v) {
   return t;
 }
 
-}  // namespace
-
-DispatchResult dispatch(Communicator& ep, std::span<const float> hidden,
-                        std::span<const int64_t> topk_idx, std::span<const float> topk_weights,
-                        int64_t num_tokens, int64_t hidden_size, int k,
-                        const DispatchOptions& options) {
-  const int ranks = ep.size();
-  Status mine{num_tokens, k, hidden_size, options.num_experts, 0};
+// Every rank learns whether every rank's input is well formed before anything moves: a bad one
+// raises everywhere (check_agreement).
+void check_dispatch_input(Communicator& ep, std::span<const float> hidden,
+                          std::span<const int64_t> topk_idx, std::span<const float> topk_weights,
+                          int64_t num_tokens, int64_t hidden_size, int k, int num_experts) {
+  Status mine{num_tokens, k, hidden_size, num_experts, 0};
   std::string error;
   try {
     if (num_tokens < 0 || hidden_size < 1 || k < 1) {
@@ -102,12 +100,61 @@ DispatchResult dispatch(Communicator& ep, std::span<const float> hidden,
           hidden.size(), " values, expected ", num_tokens, " x ", hidden_size);
     check(static_cast<int64_t>(topk_weights.size()) == num_tokens * k, "topk_weights has ",
           topk_weights.size(), " values, expected ", num_tokens, " x ", k);
-    routing_layout(topk_idx, num_tokens, k, options.num_experts, ranks);  // validates the ids
+    routing_layout(topk_idx, num_tokens, k, num_experts, ep.size());  // validates the ids
   } catch (const InvalidArgument& e) {
     mine.bad = 1;
     error = e.what();
   }
   check_agreement(ep, mine, error);
+}
+
+// The rows this rank sends, grouped by destination rank in token order: each token's hidden state
+// into `send_hidden`, and into `send_meta` its expert ids local to that rank (-1 for the others)
+// and their weights (0 for the others); which token each row is goes to h.row_token.
+void write_send_rows(const RoutingLayout& layout, std::span<const int64_t> idx,
+                     std::span<const float> hidden, std::span<const float> topk_weights,
+                     int experts_per_rank, DispatchHandle& h, float* send_hidden,
+                     std::byte* send_meta) {
+  const int ranks = static_cast<int>(h.send_rows.size());
+  const int64_t hidden_size = h.hidden;
+  const int k = h.k;
+  const int64_t padded_tokens = h.padded_tokens;
+  const int64_t meta = meta_bytes(k);
+  const int64_t sent = total(h.send_rows);
+  h.row_token.reserve(static_cast<size_t>(sent));
+  int64_t row = 0;
+  for (int r = 0; r < ranks; ++r) {
+    const int64_t first_expert = static_cast<int64_t>(r) * experts_per_rank;
+    for (int64_t t = 0; t < padded_tokens; ++t) {
+      if (!layout.token_in_rank[static_cast<size_t>(t * ranks + r)]) continue;
+      h.row_token.push_back(t);
+      // Pad rows (t >= num_tokens) never visit a rank, so every row here is a real token.
+      std::memcpy(send_hidden + row * hidden_size, hidden.data() + t * hidden_size,
+                  static_cast<size_t>(hidden_size) * 4);
+      std::byte* ids = send_meta + row * meta;
+      std::byte* weights = ids + k * 8;
+      for (int j = 0; j < k; ++j) {
+        const int64_t e = idx[static_cast<size_t>(t * k + j)];
+        const bool local = e >= first_expert && e < first_expert + experts_per_rank;
+        const int64_t local_id = local ? e - first_expert : -1;
+        const float w = local ? topk_weights[static_cast<size_t>(t * k + j)] : 0.0f;
+        std::memcpy(ids + j * 8, &local_id, 8);
+        std::memcpy(weights + j * 4, &w, 4);
+      }
+      ++row;
+    }
+  }
+}
+
+}  // namespace
+
+DispatchResult dispatch(Communicator& ep, std::span<const float> hidden,
+                        std::span<const int64_t> topk_idx, std::span<const float> topk_weights,
+                        int64_t num_tokens, int64_t hidden_size, int k,
+                        const DispatchOptions& options) {
+  const int ranks = ep.size();
+  check_dispatch_input(ep, hidden, topk_idx, topk_weights, num_tokens, hidden_size, k,
+                       options.num_experts);
 
   // Padded mode: equal shapes everywhere, pad rows routed nowhere.
   int64_t padded_tokens = num_tokens;
@@ -147,29 +194,8 @@ DispatchResult dispatch(Communicator& ep, std::span<const float> hidden,
   const int64_t meta = meta_bytes(k);
   Scratch<float> send_hidden(sent * hidden_size);
   Scratch<std::byte> send_meta(sent * meta);
-  h.row_token.reserve(static_cast<size_t>(sent));
-  int64_t row = 0;
-  for (int r = 0; r < ranks; ++r) {
-    const int64_t first_expert = static_cast<int64_t>(r) * experts_per_rank;
-    for (int64_t t = 0; t < padded_tokens; ++t) {
-      if (!layout.token_in_rank[static_cast<size_t>(t * ranks + r)]) continue;
-      h.row_token.push_back(t);
-      // Pad rows (t >= num_tokens) never visit a rank, so every row here is a real token.
-      std::memcpy(send_hidden.data() + row * hidden_size, hidden.data() + t * hidden_size,
-                  static_cast<size_t>(hidden_size) * 4);
-      std::byte* ids = send_meta.data() + row * meta;
-      std::byte* weights = ids + k * 8;
-      for (int j = 0; j < k; ++j) {
-        const int64_t e = idx[static_cast<size_t>(t * k + j)];
-        const bool local = e >= first_expert && e < first_expert + experts_per_rank;
-        const int64_t local_id = local ? e - first_expert : -1;
-        const float w = local ? topk_weights[static_cast<size_t>(t * k + j)] : 0.0f;
-        std::memcpy(ids + j * 8, &local_id, 8);
-        std::memcpy(weights + j * 4, &w, 4);
-      }
-      ++row;
-    }
-  }
+  write_send_rows(layout, idx, hidden, topk_weights, experts_per_rank, h, send_hidden.data(),
+                  send_meta.data());
   result.hidden.resize(static_cast<size_t>(rows * hidden_size));
   Scratch<std::byte> recv_meta(rows * meta);
   const std::vector<int64_t> send_hidden_bytes = scaled(h.send_rows, hidden_size * 4);
