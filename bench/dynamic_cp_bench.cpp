@@ -34,7 +34,7 @@
 #include "thdpack/data/mock_dataset.hpp"
 #include "thdpack/data/workloads.hpp"
 #include "thdpack/packing/packed_batch.hpp"
-#include "thdpack/schedule/cp_cost_model.hpp"
+#include "thdpack/schedule/cost_model.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
 #include "thdpack/schedule/flops.hpp"
 #include "thdpack/schedule/scheduler.hpp"
@@ -65,7 +65,7 @@ std::vector<int64_t> padded(const std::vector<int64_t>& lengths, int64_t divisor
 
 /// dp_balanced at a fixed CP size under the same cost.
 double fixed_cp_step(const std::vector<int64_t>& lengths, int dp, int cp, int64_t m,
-                     const CpCostModel& cost) {
+                     const CostModel& cost) {
   std::vector<int64_t> ids(lengths.size());
   std::iota(ids.begin(), ids.end(), 0);
   ScheduleOptions o;
@@ -141,7 +141,7 @@ PlanTimes plan_times(const std::string& scheduler, const std::vector<std::vector
 /// (8 samples per rank) under the last of `costs`, then kLargeSeeds inputs of each size in
 /// `large_samples` of each distribution on 256 ranks under each of `costs`.
 nlohmann::json timing_rows(int seeds, const std::vector<int64_t>& large_samples,
-                           const std::vector<std::pair<std::string, CpCostModel>>& costs) {
+                           const std::vector<std::pair<std::string, CostModel>>& costs) {
   const std::vector<TimingCase> cases = {
       {"longctx-128k", 16384}, {"rl-64k", 16384}, {"longtail-32k", 8192}, {"bimodal-16k", 4096}};
   const std::vector<std::string> schedulers = {"default_dynamic_cp", "balanced_dynamic_cp"};
@@ -173,7 +173,7 @@ nlohmann::json timing_rows(int seeds, const std::vector<int64_t>& large_samples,
                     {"cpu_max_ms", cpu_max},
                     {"worst_step_over_bound", t.worst_step_over_bound}});
   };
-  auto options = [&](int ranks, int64_t m, const CpCostModel& cost) {
+  auto options = [&](int ranks, int64_t m, const CostModel& cost) {
     DynamicCpOptions o;
     o.dp = ranks;
     o.max_seqlen_per_dp_cp_rank = m;
@@ -262,10 +262,10 @@ int run(int argc, char** argv) {
     }
   }
   const ModelSpec model = model_preset("llama3-8b");
-  const std::vector<std::pair<std::string, CpCostModel>> costs = {
-      {"L^2/cp", CpCostModel::megatron_workload()},
-      {"full", CpCostModel::from_model(model, kDefaultGpuTflops, 2, kDefaultCpLinkGBps,
-                                       kDefaultCpStepOverheadUs)}};
+  const std::vector<std::pair<std::string, CostModel>> costs = {
+      {"L^2/cp", CostModel::megatron_workload()},
+      {"full", CostModel::from_model(model, kDefaultGpuTflops, 2, kDefaultCpLinkGBps,
+                                     kDefaultCpStepOverheadUs)}};
   const std::vector<Case> cases = {
       {"longctx-128k", 32}, {"longctx-128k", 256}, {"rl-64k", 32}, {"rl-64k", 256}};
   const std::vector<std::string> schedulers = {"dp_balanced", "default_dynamic_cp",

@@ -23,7 +23,6 @@
 #include "thdpack/data/workloads.hpp"
 
 #include "thdpack/schedule/cost_model.hpp"
-#include "thdpack/schedule/cp_cost_model.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
 #include "thdpack/schedule/flops.hpp"
 #include "thdpack/schedule/global_batch.hpp"

@@ -16,7 +16,6 @@
 #include "thdpack/data/workloads.hpp"
 #include "thdpack/packing/bin_packing.hpp"
 #include "thdpack/schedule/cost_model.hpp"
-#include "thdpack/schedule/cp_cost_model.hpp"
 #include "thdpack/schedule/global_batch.hpp"
 #include "thdpack/schedule/plan_stats.hpp"
 #include "thdpack/schedule/scheduler.hpp"
@@ -303,7 +302,8 @@ void bind_costs(py::module_& m) {
   py::class_<CostModel>(m, "CostModel", "cost(L) = linear * L + quadratic * L^2")
       .def(py::init(&CostModel::from_coefficients), py::kw_only(), py::arg("linear") = 1.0,
            py::arg("quadratic") = 0.0)
-      .def_static("from_model", &CostModel::from_model, py::arg("model"))
+      .def_static("from_model", py::overload_cast<const ModelSpec&>(&CostModel::from_model),
+                  py::arg("model"))
       .def_readonly("linear", &CostModel::linear)
       .def_readonly("quadratic", &CostModel::quadratic)
       .def("cost", &CostModel::cost, py::arg("length"));
@@ -498,8 +498,8 @@ void bind_scheduling(py::module_& m) {
         const auto scheduler = make_scheduler(name);
         if (scheduler->layout() == CpLayout::kDynamic) {
           o.min_cp = min_cp;
-          o.cp_cost = CpCostModel::of_preset_or_coefficients(preset, per_sample, gpu_tflops,
-                                                             cp_link_gbps, cp_step_overhead_us);
+          o.cp_cost = CostModel::of_preset_or_coefficients(preset, per_sample, gpu_tflops,
+                                                           cp_link_gbps, cp_step_overhead_us);
         }
         py::gil_scoped_release release;
         return scheduler->schedule(in.view(), o);

@@ -43,8 +43,8 @@ void bind_dynamic_cp(py::module_& m) {
         o.microbatch_multiple = multiple;
         o.min_cp = min_cp;
         if (!model.is_none()) {
-          o.cost = CpCostModel::from_model(model_preset(model.cast<std::string>()), gpu_tflops, 2,
-                                           cp_link_gbps, cp_step_overhead_us);
+          o.cost = CostModel::from_model(model_preset(model.cast<std::string>()), gpu_tflops, 2,
+                                         cp_link_gbps, cp_step_overhead_us);
         }
         const auto scheduler = make_scheduler(name);
         if (scheduler->layout() != CpLayout::kDynamic) {

@@ -362,7 +362,7 @@ void align_to_multiple(std::vector<detail::DraftMicrobatch>& mbs, int multiple, 
 namespace detail {
 
 ScoredPlan default_dynamic_cp_scored(const LengthGroups& by_length, const DynamicCpOptions& options,
-                                     const CpCostModel* cost) {
+                                     const CostModel* cost) {
   const int ranks = options.ranks();
   const int64_t m = options.max_seqlen_per_dp_cp_rank;
   ScoredPlan scored{Plan(options.dp, options.cp), 0.0};

@@ -32,7 +32,7 @@ inline std::vector<int> candidate_cp_sizes(int64_t length, const DynamicCpOption
 
 /// The size of `sizes` with the smallest area (cp·time); ties go to the smaller size.
 inline int least_area_cp_size(int64_t length, const std::vector<int>& sizes,
-                              const CpCostModel& cost) {
+                              const CostModel& cost) {
   int best = sizes.front();
   double best_area = cost.area(length, best);
   for (const int c : sizes) {
@@ -52,7 +52,7 @@ struct SampleBound {
   double time;
 };
 inline SampleBound sample_bound(int64_t length, const std::vector<int>& sizes,
-                                const CpCostModel& cost) {
+                                const CostModel& cost) {
   double best_time = cost.time(length, sizes.front());
   for (const int c : sizes) best_time = std::min(best_time, cost.time(length, c));
   return {cost.area(length, least_area_cp_size(length, sizes, cost)), best_time};

@@ -19,14 +19,14 @@ void throw_unknown_sample(int64_t id) {
 }
 
 double modeled_step(const detail::DraftPlan& plan, const LengthById& length_of,
-                    const CpCostModel& cost) {
+                    const CostModel& cost) {
   TimeCache time(cost);
   double step = 0;
   for (const auto& mb : plan.microbatches) step += microbatch_height(mb.groups, length_of, time);
   return step;
 }
 
-double modeled_step(const Plan& plan, const LengthById& length_of, const CpCostModel& cost) {
+double modeled_step(const Plan& plan, const LengthById& length_of, const CostModel& cost) {
   TimeCache time(cost);
   double step = 0;
   for (int64_t k = 0; k < plan.num_microbatches(); ++k) {
@@ -36,7 +36,7 @@ double modeled_step(const Plan& plan, const LengthById& length_of, const CpCostM
 }
 
 double lower_bound(const LengthGroups& by_length, const DynamicCpOptions& options,
-                   const CpCostModel& cost) {
+                   const CostModel& cost) {
   double area = 0;
   double longest = 0;
   std::vector<int> sizes;
@@ -54,7 +54,7 @@ double lower_bound(const LengthGroups& by_length, const DynamicCpOptions& option
 
 DynamicCpStats evaluate_dynamic_cp_plan(const Plan& plan, std::span<const int64_t> ids,
                                         std::span<const int64_t> padded_lengths,
-                                        const DynamicCpOptions& options, const CpCostModel& cost) {
+                                        const DynamicCpOptions& options, const CostModel& cost) {
   double area = 0;
   double longest = 0;
   std::vector<int> sizes;
@@ -74,7 +74,7 @@ DynamicCpStats evaluate_dynamic_cp_plan(const Plan& plan, std::span<const int64_
 }
 
 double fixed_cp_step_lower_bound(std::span<const int64_t> padded_lengths, int dp, int cp,
-                                 const CpCostModel& cost) {
+                                 const CostModel& cost) {
   check(dp >= 1 && cp >= 1, "fixed-CP bound: dp and cp must be >= 1, got ", dp, " and ", cp);
   double total = 0, longest = 0;
   for (const int64_t length : padded_lengths) {
@@ -87,7 +87,7 @@ double fixed_cp_step_lower_bound(std::span<const int64_t> padded_lengths, int dp
 
 double fixed_cp_modeled_step(const Plan& plan, std::span<const int64_t> ids,
                              std::span<const int64_t> padded_lengths, int cp,
-                             const CpCostModel& cost) {
+                             const CostModel& cost) {
   const detail::LengthById length_of(ids, padded_lengths);
   double slowest = 0;
   for (int r = 0; r < plan.dp(); ++r) {

@@ -11,7 +11,7 @@
 #include "schedule/length_order.hpp"
 #include "schedule/plan_draft.hpp"
 #include "schedule/time_cache.hpp"
-#include "thdpack/schedule/cp_cost_model.hpp"
+#include "thdpack/schedule/cost_model.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
 
 namespace thdpack::detail {
@@ -40,13 +40,13 @@ double microbatch_height(const Groups& groups, const LengthById& length_of, Time
 /// Σ over micro-batches of microbatch_height, in plan order. Throws
 /// InvalidArgument when the plan holds an id `length_of` does not know.
 double modeled_step(const detail::DraftPlan& plan, const LengthById& length_of,
-                    const CpCostModel& cost);
-double modeled_step(const Plan& plan, const LengthById& length_of, const CpCostModel& cost);
+                    const CostModel& cost);
+double modeled_step(const Plan& plan, const LengthById& length_of, const CostModel& cost);
 
 /// DynamicCpStats::lower_bound of samples grouped by length (group_by_length), up to rounding:
 /// no plan's modeled step under `cost` is below it.
 double lower_bound(const LengthGroups& by_length, const DynamicCpOptions& options,
-                   const CpCostModel& cost);
+                   const CostModel& cost);
 
 /// A plan and, where known, its modeled step (bit-identical to modeled_step's).
 struct ScoredPlan {
@@ -59,6 +59,6 @@ struct ScoredPlan {
 /// under it, summed as the rounds lay the micro-batches out (lengths at hand, no lookup by id),
 /// unless a VPP split regrouped them. Throws as schedule_default_dynamic_cp does.
 ScoredPlan default_dynamic_cp_scored(const LengthGroups& by_length, const DynamicCpOptions& options,
-                                     const CpCostModel* cost);
+                                     const CostModel* cost);
 
 }  // namespace thdpack::detail

@@ -6,7 +6,7 @@
 // holds s copies of it, copy j putting each block's j-th sample where the template put the
 // block's first. A sample is never longer than its block's first, so in every copy a group's
 // tokens stay within the template's, the sample may use the group's size (when min_cp is a power
-// of two, a shorter sample's allowed sizes include a longer one's), and under any CpCostModel
+// of two, a shorter sample's allowed sizes include a longer one's), and under any CostModel
 // (time grows with length at a fixed size) no group takes longer than in the template. Every
 // contract of a dynamic-CP plan thus carries over, with s·K micro-batches (a VPP multiple when K
 // is). The fewer than s samples past the last full block are the shortest; each goes to its own

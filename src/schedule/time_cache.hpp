@@ -7,7 +7,7 @@
 #include <map>
 #include <vector>
 
-#include "thdpack/schedule/cp_cost_model.hpp"
+#include "thdpack/schedule/cost_model.hpp"
 
 namespace thdpack::detail {
 
@@ -16,7 +16,7 @@ namespace thdpack::detail {
 /// model a million times (most of the time a scheduler spends comparing two plans).
 class TimeCache {
  public:
-  explicit TimeCache(const CpCostModel& cost) : cost_(cost) {}
+  explicit TimeCache(const CostModel& cost) : cost_(cost) {}
   double operator()(int64_t length, int size) {
     if (size != size_) {
       size_ = size;
@@ -37,7 +37,7 @@ class TimeCache {
   static constexpr size_t kEntries = size_t{1} << kBits;
   static constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ULL;
   static constexpr int kShift = 64 - kBits;
-  const CpCostModel& cost_;
+  const CostModel& cost_;
   std::map<int, std::vector<Entry>> tables_;
   int size_ = 0;
   std::vector<Entry>* entries_ = nullptr;

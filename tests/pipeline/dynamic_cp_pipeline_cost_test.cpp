@@ -56,10 +56,11 @@ DynamicCpOptions plan_command_options(const PipelineOptions& o) {
   d.dp = o.topology.dp();
   d.cp = o.topology.cp();
   d.max_seqlen_per_dp_cp_rank = o.max_seqlen_per_dp_cp_rank;
-  d.cost = o.model.empty() ? CpCostModel{}
-                           : CpCostModel::from_model(model_preset(o.model), 400, 2, 50, 20);
+  d.cost =
+      o.model.empty() ? CostModel{} : CostModel::from_model(model_preset(o.model), 400, 2, 50, 20);
   if (o.model.empty()) {
-    d.cost.compute = o.cost;
+    d.cost.linear = o.cost.linear;
+    d.cost.quadratic = o.cost.quadratic;
     d.cost.flops_per_second = 400e12;
   }
   return d;
@@ -101,7 +102,7 @@ TEST(DynamicCpPipelineCost, OptionsReachTheCostModel) {
   o.cp_step_overhead_us = 5;
   o.min_cp = 2;
   const DynamicCpOptions d = dynamic_cp_options_of(o);
-  const CpCostModel expected = CpCostModel::from_model(model_preset("llama3-8b"), 200, 2, 25, 5);
+  const CostModel expected = CostModel::from_model(model_preset("llama3-8b"), 200, 2, 25, 5);
   EXPECT_EQ(d.min_cp, 2);
   EXPECT_DOUBLE_EQ(d.cost.flops_per_second, expected.flops_per_second);
   EXPECT_DOUBLE_EQ(d.cost.link_bytes_per_second, expected.link_bytes_per_second);

@@ -19,30 +19,30 @@
 namespace thdpack {
 namespace {
 
-CpCostModel full_cost() {
-  return CpCostModel::from_model(model_preset("llama3-8b"), kDefaultGpuTflops, 2,
-                                 kDefaultCpLinkGBps, kDefaultCpStepOverheadUs);
+CostModel full_cost() {
+  return CostModel::from_model(model_preset("llama3-8b"), kDefaultGpuTflops, 2, kDefaultCpLinkGBps,
+                               kDefaultCpStepOverheadUs);
 }
 
-TEST(CpCostModel, MegatronWorkloadIsLSquaredOverCp) {
-  const CpCostModel m = CpCostModel::megatron_workload();
+TEST(CostModel, MegatronWorkloadIsLSquaredOverCp) {
+  const CostModel m = CostModel::megatron_workload();
   EXPECT_DOUBLE_EQ(m.time(1000, 1), 1e6);
   EXPECT_DOUBLE_EQ(m.time(1000, 4), 2.5e5);
   EXPECT_DOUBLE_EQ(m.area(1000, 4), 1e6);
 }
 
-TEST(CpCostModel, ExposedCommunicationAndStepOverheadMakeWideGroupsCostlyForShortSamples) {
-  const CpCostModel m = full_cost();
+TEST(CostModel, ExposedCommunicationAndStepOverheadMakeWideGroupsCostlyForShortSamples) {
+  const CostModel m = full_cost();
   // No communication on one rank; compute splits evenly.
   const double one = m.time(2048, 1);
-  EXPECT_NEAR(one, m.compute.cost(2048) / m.flops_per_second + 20e-6 * 32, 1e-12);
+  EXPECT_NEAR(one, m.cost(2048) / m.flops_per_second + 20e-6 * 32, 1e-12);
   // A short sample's K/V transfer outlasts its attention: spreading it costs area.
   EXPECT_GT(m.area(2048, 8), 1.2 * m.area(2048, 1));
   // A long sample hides its transfer behind attention: area nearly constant, time halves.
   EXPECT_LT(m.area(131072, 16), 1.01 * m.area(131072, 8));
   EXPECT_NEAR(m.time(131072, 16) / m.time(131072, 8), 0.5, 0.01);
-  EXPECT_THROW(CpCostModel::from_model(model_preset("llama3-8b"), 0, 2, 50, 20), InvalidArgument);
-  EXPECT_THROW(CpCostModel::from_model(model_preset("llama3-8b"), 400, 2, -1, 20), InvalidArgument);
+  EXPECT_THROW(CostModel::from_model(model_preset("llama3-8b"), 0, 2, 50, 20), InvalidArgument);
+  EXPECT_THROW(CostModel::from_model(model_preset("llama3-8b"), 400, 2, -1, 20), InvalidArgument);
 }
 
 TEST(BalancedDynamicCp, PropertiesHoldOverTenThousandRandomCases) {
@@ -50,7 +50,7 @@ TEST(BalancedDynamicCp, PropertiesHoldOverTenThousandRandomCases) {
   const int dps[] = {1, 2, 3, 4, 5, 6, 8, 16};
   const int cps[] = {1, 2, 4};
   const int multiples[] = {1, 1, 2, 4};
-  const CpCostModel costs[] = {CpCostModel::megatron_workload(), full_cost()};
+  const CostModel costs[] = {CostModel::megatron_workload(), full_cost()};
   int planned = 0;
   for (int trial = 0; trial < 10000; ++trial) {
     DynamicCpOptions o;
@@ -103,7 +103,7 @@ std::vector<int64_t> long_tail_lengths(uint64_t seed, size_t n) {
   return lengths;
 }
 
-DynamicCpOptions dp8_cp4_options(const CpCostModel& cost) {
+DynamicCpOptions dp8_cp4_options(const CostModel& cost) {
   DynamicCpOptions o;
   o.dp = 8;
   o.cp = 4;
@@ -115,7 +115,7 @@ DynamicCpOptions dp8_cp4_options(const CpCostModel& cost) {
 TEST(BalancedDynamicCp, BeatsDefaultDynamicCpOnLongTailsUnderBothCosts) {
   // Lognormal long tail at G = 32: ours is never slower than Megatron's scheduler, under its own
   // L²/c workload or the full model, over 20 seeds.
-  for (const CpCostModel& cost : {CpCostModel::megatron_workload(), full_cost()}) {
+  for (const CostModel& cost : {CostModel::megatron_workload(), full_cost()}) {
     double ours = 0;
     double megatron = 0;
     for (uint64_t seed = 0; seed < 20; ++seed) {
@@ -165,7 +165,7 @@ double median(std::vector<double> v) {
 // Megatron's median over ours, averaged over the four rows, is at least 1.15. Dealing the samples
 // a second time by the rank-time their packing gave them took it from 1.147 to 1.151.
 TEST(BalancedDynamicCp, IsOnAverageAtLeast1_15xFasterThanDefaultDynamicCpUnderTheFullCost) {
-  const CpCostModel cost = full_cost();
+  const CostModel cost = full_cost();
   double speedups = 0;
   int rows = 0;
   for (const char* name : {"longctx-128k", "rl-64k"}) {
@@ -210,8 +210,8 @@ TEST(BalancedDynamicCp, IsOnAverageAtLeast1_15xFasterThanDefaultDynamicCpUnderTh
 // template) is made: the plan keeps the contracts, is never slower than Megatron's, and is the
 // same on every call.
 TEST(BalancedDynamicCp, LargeBatchesAreDeterministicAndNeverSlower) {
-  const CpCostModel megatron_workload_cost = CpCostModel::megatron_workload();
-  const CpCostModel full = full_cost();
+  const CostModel megatron_workload_cost = CostModel::megatron_workload();
+  const CostModel full = full_cost();
   for (const auto& [cost, n] : {std::pair{std::cref(megatron_workload_cost), size_t{32768}},
                                 std::pair{std::cref(full), size_t{8192}}}) {
     const std::vector<int64_t> lengths = long_tail_lengths(9, n);
@@ -234,7 +234,7 @@ TEST(BalancedDynamicCp, LargeBatchesAreDeterministicAndNeverSlower) {
 // plan is 1.0016 of the bound and the template's 1.0007, and Megatron's is returned; at 32,768
 // Megatron's is 1.0031 (the template's 1.0008), and ours is made and returned.
 TEST(BalancedDynamicCp, KeepsMegatronsPlanWhenItIsWithinAQuarterPercentOfTheBound) {
-  const DynamicCpOptions o = dp8_cp4_options(CpCostModel::megatron_workload());
+  const DynamicCpOptions o = dp8_cp4_options(CostModel::megatron_workload());
   for (const size_t n : {size_t{65536}, size_t{32768}}) {
     SCOPED_TRACE(std::to_string(n) + " samples");
     const std::vector<int64_t> lengths = long_tail_lengths(0, n);
@@ -278,7 +278,7 @@ TEST(BalancedDynamicCp, ABatchPastTheSampledSearchThresholdWithoutATemplateKeeps
   const std::vector<int64_t> lengths = long_tail_lengths(7, 8000);
   std::vector<int64_t> ids(lengths.size());
   std::iota(ids.begin(), ids.end(), 0);
-  DynamicCpOptions o = dp8_cp4_options(CpCostModel::megatron_workload());
+  DynamicCpOptions o = dp8_cp4_options(CostModel::megatron_workload());
   o.dp = 6;  // G = 24: groups of 3, 6, 12 and 24
   o.min_cp = 3;
   const Plan megatron = schedule_default_dynamic_cp(ids, lengths, o);
@@ -322,9 +322,9 @@ TEST(BalancedDynamicCp, ReturnsMegatronsPlanWhereNoVppMultipleOfMicrobatchesPack
 }
 
 TEST(BalancedDynamicCp, NeverSlowerThanDefaultDynamicCpOnBatchesOfManySamplesPerRank) {
-  const CpCostModel megatron_workload_cost = CpCostModel::megatron_workload();
-  const CpCostModel full = full_cost();
-  for (const CpCostModel& cost : {std::cref(megatron_workload_cost), std::cref(full)}) {
+  const CostModel megatron_workload_cost = CostModel::megatron_workload();
+  const CostModel full = full_cost();
+  for (const CostModel& cost : {std::cref(megatron_workload_cost), std::cref(full)}) {
     const bool megatron_cost = &cost == &megatron_workload_cost;
     for (uint64_t seed = 0; seed < 4; ++seed) {
       SCOPED_TRACE("seed " + std::to_string(seed) + (megatron_cost ? ", L²/c" : ", full"));

@@ -21,8 +21,8 @@ namespace thdpack::detail {
 namespace {
 
 TEST(DefaultDynamicCpScored, StepIsThePlansModeledStepExactly) {
-  const CpCostModel full = CpCostModel::from_model(model_preset("llama3-8b"), kDefaultGpuTflops, 2,
-                                                   kDefaultCpLinkGBps, kDefaultCpStepOverheadUs);
+  const CostModel full = CostModel::from_model(model_preset("llama3-8b"), kDefaultGpuTflops, 2,
+                                               kDefaultCpLinkGBps, kDefaultCpStepOverheadUs);
   int with_step = 0;
   int without_step = 0;
   for (uint64_t seed = 0; seed < 300; ++seed) {
@@ -32,7 +32,7 @@ TEST(DefaultDynamicCpScored, StepIsThePlansModeledStepExactly) {
     o.cp = std::vector<int>{1, 2, 4}[rng() % 3];
     o.microbatch_multiple = std::vector<int>{1, 1, 1, 2}[rng() % 4];
     o.max_seqlen_per_dp_cp_rank = 256;
-    o.cost = seed % 2 ? full : CpCostModel::megatron_workload();
+    o.cost = seed % 2 ? full : CostModel::megatron_workload();
     int widest = 1;
     while (widest * 2 <= o.ranks()) widest *= 2;
     const size_t n = 1 + rng() % 400;
@@ -68,8 +68,8 @@ TEST(DefaultDynamicCpScored, StepIsThePlansModeledStepExactly) {
 }
 
 TEST(LowerBound, OfSamplesGroupedByLengthIsEvaluateDynamicCpPlansToRounding) {
-  const CpCostModel full = CpCostModel::from_model(model_preset("llama3-8b"), kDefaultGpuTflops, 2,
-                                                   kDefaultCpLinkGBps, kDefaultCpStepOverheadUs);
+  const CostModel full = CostModel::from_model(model_preset("llama3-8b"), kDefaultGpuTflops, 2,
+                                               kDefaultCpLinkGBps, kDefaultCpStepOverheadUs);
   for (uint64_t seed = 0; seed < 200; ++seed) {
     std::mt19937_64 rng(seed);
     DynamicCpOptions o;
@@ -77,7 +77,7 @@ TEST(LowerBound, OfSamplesGroupedByLengthIsEvaluateDynamicCpPlansToRounding) {
     o.cp = std::vector<int>{1, 2, 4}[rng() % 3];
     o.min_cp = seed % 5 == 0 ? 2 : 1;
     o.max_seqlen_per_dp_cp_rank = 256;
-    const CpCostModel cost = seed % 2 ? full : CpCostModel::megatron_workload();
+    const CostModel cost = seed % 2 ? full : CostModel::megatron_workload();
     const size_t n = 1 + rng() % 300;
     std::lognormal_distribution<double> dist(std::log(100.0), 1.3);
     std::vector<int64_t> lengths(n);

@@ -25,14 +25,14 @@
 namespace thdpack::detail {
 namespace {
 
-CpCostModel full_cost() {
-  return CpCostModel::from_model(model_preset("llama3-8b"), kDefaultGpuTflops, 2,
-                                 kDefaultCpLinkGBps, kDefaultCpStepOverheadUs);
+CostModel full_cost() {
+  return CostModel::from_model(model_preset("llama3-8b"), kDefaultGpuTflops, 2, kDefaultCpLinkGBps,
+                               kDefaultCpStepOverheadUs);
 }
 
 /// The micro-batch's height: its slowest group's summed time.
 double height(const DraftMicrobatch& mb, const std::vector<int64_t>& length_of_id,
-              const CpCostModel& cost) {
+              const CostModel& cost) {
   double slowest = 0;
   for (const CpGroup& g : mb.groups) {
     double t = 0;
@@ -43,7 +43,7 @@ double height(const DraftMicrobatch& mb, const std::vector<int64_t>& length_of_i
 }
 
 TEST(PlanByTemplate, CopiesKeepTheContractsAndNoMicrobatchTakesLongerThanTheTemplates) {
-  const CpCostModel full = full_cost();
+  const CostModel full = full_cost();
   int planned = 0;
   for (uint64_t seed = 0; seed < 40; ++seed) {
     std::mt19937_64 rng(seed);
@@ -54,7 +54,7 @@ TEST(PlanByTemplate, CopiesKeepTheContractsAndNoMicrobatchTakesLongerThanTheTemp
     o.min_cp = rng() % 5 == 0 ? 2 : 1;
     if (o.min_cp > o.ranks()) o.min_cp = 1;
     o.max_seqlen_per_dp_cp_rank = 1024;
-    o.cost = seed % 2 ? full : CpCostModel::megatron_workload();
+    o.cost = seed % 2 ? full : CostModel::megatron_workload();
     const int64_t template_samples = 32 + static_cast<int64_t>(rng() % 64);
     const auto n = static_cast<size_t>(template_samples * (2 + static_cast<int64_t>(rng() % 30)) +
                                        static_cast<int64_t>(rng() % 50));

@@ -40,7 +40,6 @@
 #include "thdpack/core/topology.hpp"
 #include "thdpack/packing/packed_batch.hpp"
 #include "thdpack/schedule/cost_model.hpp"
-#include "thdpack/schedule/cp_cost_model.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
 #include "thdpack/schedule/global_batch.hpp"
 #include "thdpack/schedule/plan_file.hpp"
@@ -68,7 +67,7 @@ struct PipelineOptions {
   /// dynamic-CP cost model).
   CostModel cost;
   /// The dynamic-CP cost model balanced_dynamic_cp minimises is the one `thdpack plan` uses
-  /// (CpCostModel::of_preset_or_coefficients): with a model preset name in `model` (flops.hpp;
+  /// (CostModel::of_preset_or_coefficients): with a model preset name in `model` (flops.hpp;
   /// `cost` should then be CostModel::from_model of it), training FLOPs at `gpu_tflops` plus the
   /// exposed ring communication over a `cp_link_gbps` link and `cp_step_overhead_us` per ring
   /// step and layer; with no preset, `cost` at `gpu_tflops`, compute only. Fixed-CP schedulers

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "thdpack/schedule/cp_cost_model.hpp"
+#include "thdpack/schedule/cost_model.hpp"
 #include "thdpack/schedule/plan.hpp"
 #include "thdpack/schedule/scheduler.hpp"
 
@@ -36,7 +36,7 @@ struct DynamicCpOptions {
   int min_cp = 1;
   /// What a sample costs one rank of its group; default_dynamic_cp ignores it (it always uses
   /// Megatron's L²/c), balanced_dynamic_cp minimises the modeled step under it.
-  CpCostModel cost = CpCostModel::megatron_workload();
+  CostModel cost = CostModel::megatron_workload();
 
   /// G = dp·cp.
   int ranks() const { return dp * cp; }
@@ -82,7 +82,7 @@ struct DynamicCpStats {
 };
 DynamicCpStats evaluate_dynamic_cp_plan(const Plan& plan, std::span<const int64_t> ids,
                                         std::span<const int64_t> padded_lengths,
-                                        const DynamicCpOptions& options, const CpCostModel& cost);
+                                        const DynamicCpOptions& options, const CostModel& cost);
 
 /// The modeled step of a fixed-CP plan (scheduler.hpp) under the same cost: every pack runs on a
 /// group of `cp` ranks; replicas do not meet between micro-batches, so the step is the slowest
@@ -93,11 +93,11 @@ DynamicCpStats evaluate_dynamic_cp_plan(const Plan& plan, std::span<const int64_
 /// DynamicCpStats is no bound for fixed CP: it counts the dynamic divisor's padding and group
 /// sizes.)
 double fixed_cp_step_lower_bound(std::span<const int64_t> padded_lengths, int dp, int cp,
-                                 const CpCostModel& cost);
+                                 const CostModel& cost);
 
 double fixed_cp_modeled_step(const Plan& plan, std::span<const int64_t> ids,
                              std::span<const int64_t> padded_lengths, int cp,
-                             const CpCostModel& cost);
+                             const CostModel& cost);
 
 /// The dynamic-CP schedulers' options implied by scheduler options (scheduler.hpp): dp, cp,
 /// microbatch_multiple, M, min_cp and cp_cost. make_scheduler("default_dynamic_cp") and

@@ -28,7 +28,6 @@
 
 #include "thdpack/core/topology.hpp"
 #include "thdpack/schedule/cost_model.hpp"
-#include "thdpack/schedule/cp_cost_model.hpp"
 #include "thdpack/schedule/plan.hpp"
 
 namespace thdpack {
@@ -64,7 +63,7 @@ struct ScheduleOptions {
   int min_cp = 1;
   /// Dynamic-CP schedulers only: what a sample costs one rank of its CP group. default_dynamic_cp
   /// ignores it (Megatron's L²/c); balanced_dynamic_cp minimises the modeled step under it.
-  CpCostModel cp_cost = CpCostModel::megatron_workload();
+  CostModel cp_cost = CostModel::megatron_workload();
 
   /// dp, cp, pp and microbatch_multiple from a topology.
   static ScheduleOptions from_topology(const Topology& topology, int64_t max_seqlen_per_dp_cp_rank,

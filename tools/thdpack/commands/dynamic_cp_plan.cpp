@@ -26,9 +26,9 @@ namespace {
 
 using Row = DynamicCpSummaryRow;
 
-CpCostModel cost_for(const Job& job, double tflops, const DynamicCpFlags& f) {
-  return CpCostModel::of_preset_or_coefficients(job.model, job.cost, tflops, f.link_gbps,
-                                                f.step_overhead_us);
+CostModel cost_for(const Job& job, double tflops, const DynamicCpFlags& f) {
+  return CostModel::of_preset_or_coefficients(job.model, job.cost, tflops, f.link_gbps,
+                                              f.step_overhead_us);
 }
 
 }  // namespace
@@ -63,7 +63,7 @@ struct DynamicCpSetup {
   ScheduleOptions dynamic_cp;  ///< the dynamic-CP schedulers'
   DynamicCpOptions dynamic;    ///< the same, as the dynamic-CP statistics take them
   int64_t divisor = 1;         ///< dynamic CP's padding divisor
-  CpCostModel cost;
+  CostModel cost;
 };
 
 DynamicCpSetup setup_of(const Job& job, double gpu_tflops, const DynamicCpFlags& flags,

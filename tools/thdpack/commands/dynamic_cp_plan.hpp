@@ -8,7 +8,7 @@
 
 #include "flags/job_flags.hpp"
 #include "thdpack/data/output_file.hpp"
-#include "thdpack/schedule/cp_cost_model.hpp"
+#include "thdpack/schedule/cost_model.hpp"
 
 namespace thdpack::cli {
 

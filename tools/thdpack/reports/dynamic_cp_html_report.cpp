@@ -22,7 +22,7 @@ LengthOf lengths_of(std::span<const int64_t> ids, std::span<const int64_t> lengt
 
 /// Modeled seconds one rank of a group of `cp` ranks spends on `ids`, and their tokens.
 std::pair<double, int64_t> run_time(std::span<const int64_t> ids, const LengthOf& length, int cp,
-                                    const CpCostModel& cost) {
+                                    const CostModel& cost) {
   double t = 0;
   int64_t tokens = 0;
   for (const int64_t id : ids) {

@@ -3,7 +3,7 @@
 namespace thdpack::cli {
 
 nlohmann::ordered_json plan_file_head(const DynamicCpRunInfo& info) {
-  const CpCostModel& c = info.cost;
+  const CostModel& c = info.cost;
   return {{"workload", info.workload},
           {"topology", info.topology},
           {"dp", info.dp},
@@ -15,8 +15,8 @@ nlohmann::ordered_json plan_file_head(const DynamicCpRunInfo& info) {
           {"divisor", info.divisor},
           {"fixed_cp_divisor", info.fixed_cp_divisor},
           {"cost",
-           {{"linear", c.compute.linear},
-            {"quadratic", c.compute.quadratic},
+           {{"linear", c.linear},
+            {"quadratic", c.quadratic},
             {"flops_per_second", c.flops_per_second},
             {"kv_bytes_per_token", c.kv_bytes_per_token},
             {"passes", c.passes},

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "thdpack/schedule/cp_cost_model.hpp"
+#include "thdpack/schedule/cost_model.hpp"
 
 namespace thdpack::cli {
 
@@ -20,7 +20,7 @@ struct DynamicCpRunInfo {
   int min_cp = 1;
   int64_t divisor = 1;           ///< dynamic CP's padding divisor (2·dp·cp, × tp with SP)
   int64_t fixed_cp_divisor = 1;  ///< the fixed-CP plans' beside them
-  CpCostModel cost;
+  CostModel cost;
 };
 
 /// The plan file's head: the fields above, the cost model's fields under "cost".
