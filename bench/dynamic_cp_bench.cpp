@@ -130,9 +130,9 @@ PlanTimes plan_times(const std::string& scheduler, const std::vector<std::vector
     times.cpu_ms.push_back(process_cpu_ms() - c0);
     times.wall_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     check_dynamic_cp_plan(plan, ids, lengths, o);
-    const DynamicCpStats stats = evaluate_dynamic_cp_plan(plan, ids, lengths, o, o.cost);
+    const PlanStats stats = evaluate_dynamic_cp_plan(plan, ids, lengths, o, o.cost);
     times.worst_step_over_bound =
-        std::max(times.worst_step_over_bound, stats.step / stats.lower_bound);
+        std::max(times.worst_step_over_bound, stats.step_cost / stats.step_lower_bound);
   }
   return times;
 }
@@ -294,9 +294,9 @@ int run(int argc, char** argv) {
           const auto lengths = padded(raw, 2LL * c.ranks);
           std::vector<int64_t> ids(lengths.size());
           std::iota(ids.begin(), ids.end(), 0);
-          const DynamicCpStats reference =
+          const PlanStats reference =
               evaluate_dynamic_cp_plan(Plan(o.dp, o.cp), ids, lengths, o, cost);
-          const double bound = reference.lower_bound;
+          const double bound = reference.step_lower_bound;
           ratio[0].push_back(
               fixed_cp_step(padded(raw, 2LL * fixed_cp), c.ranks / fixed_cp, fixed_cp, m, cost) /
               bound);
@@ -308,7 +308,8 @@ int run(int argc, char** argv) {
             if (k == 2)
               plan_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
             check_dynamic_cp_plan(plan, ids, lengths, o);
-            ratio[k].push_back(evaluate_dynamic_cp_plan(plan, ids, lengths, o, cost).step / bound);
+            ratio[k].push_back(evaluate_dynamic_cp_plan(plan, ids, lengths, o, cost).step_cost /
+                               bound);
           }
         }
         const double r0 = median(ratio[0]), r1 = median(ratio[1]), r2 = median(ratio[2]);

@@ -45,7 +45,7 @@ inline int least_area_cp_size(int64_t length, const std::vector<int>& sizes,
   return best;
 }
 
-/// A sample's share of DynamicCpStats::lower_bound: its least rank-time over its allowed
+/// A sample's share of PlanStats::step_lower_bound: its least rank-time over its allowed
 /// `sizes` (non-empty), and its least time.
 struct SampleBound {
   double area;

@@ -52,9 +52,9 @@ double lower_bound(const LengthGroups& by_length, const DynamicCpOptions& option
 
 }  // namespace detail
 
-DynamicCpStats evaluate_dynamic_cp_plan(const Plan& plan, std::span<const int64_t> ids,
-                                        std::span<const int64_t> padded_lengths,
-                                        const DynamicCpOptions& options, const CostModel& cost) {
+PlanStats evaluate_dynamic_cp_plan(const Plan& plan, std::span<const int64_t> ids,
+                                   std::span<const int64_t> padded_lengths,
+                                   const DynamicCpOptions& options, const CostModel& cost) {
   double area = 0;
   double longest = 0;
   std::vector<int> sizes;
@@ -65,11 +65,13 @@ DynamicCpStats evaluate_dynamic_cp_plan(const Plan& plan, std::span<const int64_
     area += bound.area;
     longest = std::max(longest, bound.time);
   }
-  DynamicCpStats stats;
-  stats.lower_bound = std::max(area / options.ranks(), longest);
-  stats.microbatches = plan.num_microbatches();
-  stats.step = detail::modeled_step(plan, detail::LengthById(ids, padded_lengths), cost);
-  stats.groups = plan.num_groups();
+  PlanStats stats;
+  stats.num_samples = static_cast<int64_t>(ids.size());
+  stats.num_microbatches = plan.num_microbatches();
+  stats.num_groups = plan.num_groups();
+  stats.step_lower_bound = std::max(area / options.ranks(), longest);
+  stats.step_cost = detail::modeled_step(plan, detail::LengthById(ids, padded_lengths), cost);
+  stats.step_ratio = stats.step_lower_bound > 0 ? stats.step_cost / stats.step_lower_bound : 0;
   return stats;
 }
 

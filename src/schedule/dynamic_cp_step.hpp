@@ -1,5 +1,5 @@
 #pragma once
-// The modeled step of a dynamic-CP plan (DynamicCpStats::step) without the lower bound: what a
+// The modeled step of a dynamic-CP plan (PlanStats::step_cost) without the lower bound: what a
 // scheduler compares when it keeps the faster of two plans.
 
 #include <algorithm>
@@ -43,7 +43,7 @@ double modeled_step(const detail::DraftPlan& plan, const LengthById& length_of,
                     const CostModel& cost);
 double modeled_step(const Plan& plan, const LengthById& length_of, const CostModel& cost);
 
-/// DynamicCpStats::lower_bound of samples grouped by length (group_by_length), up to rounding:
+/// PlanStats::step_lower_bound of samples grouped by length (group_by_length), up to rounding:
 /// no plan's modeled step under `cost` is below it.
 double lower_bound(const LengthGroups& by_length, const DynamicCpOptions& options,
                    const CostModel& cost);

@@ -76,6 +76,7 @@ PlanStats evaluate_plan(const Plan& plan, const ScheduleInput& input,
   PlanStats s;
   s.num_samples = static_cast<int64_t>(input.ids.size());
   s.num_microbatches = k_count;
+  s.num_groups = plan.num_groups();
   std::vector<double> replica_load(static_cast<size_t>(dp), 0.0);
   std::vector<double> replica_largest(static_cast<size_t>(dp), 0.0);
   for (int64_t k = 0; k < k_count; ++k) {

@@ -85,7 +85,7 @@ TEST(BalancedDynamicCp, PropertiesHoldOverTenThousandRandomCases) {
     ASSERT_NO_THROW(check_dynamic_cp_plan(plan, ids, lengths, o)) << "trial " << trial;
     ASSERT_EQ(plan, schedule_balanced_dynamic_cp(ids, lengths, o)) << "trial " << trial;
     const auto stats = evaluate_dynamic_cp_plan(plan, ids, lengths, o, o.cost);
-    ASSERT_GE(stats.step, stats.lower_bound * (1 - 1e-9)) << "trial " << trial;
+    ASSERT_GE(stats.step_cost, stats.step_lower_bound * (1 - 1e-9)) << "trial " << trial;
     ++planned;
   }
   EXPECT_GT(planned, 9000);
@@ -125,10 +125,10 @@ TEST(BalancedDynamicCp, BeatsDefaultDynamicCpOnLongTailsUnderBothCosts) {
       const DynamicCpOptions o = dp8_cp4_options(cost);
       ours += evaluate_dynamic_cp_plan(schedule_balanced_dynamic_cp(ids, lengths, o), ids, lengths,
                                        o, cost)
-                  .step;
+                  .step_cost;
       megatron += evaluate_dynamic_cp_plan(schedule_default_dynamic_cp(ids, lengths, o), ids,
                                            lengths, o, cost)
-                      .step;
+                      .step_cost;
     }
     EXPECT_LT(ours, megatron);
   }
@@ -148,9 +148,9 @@ TEST(BalancedDynamicCp, MoreMicrobatchesAreTakenOnlyWhereTheyLowerTheStepEnough)
     o.cp = 4;
     o.max_seqlen_per_dp_cp_rank = 16384;
     const Plan plan = schedule_balanced_dynamic_cp(ids, lengths, o);
-    const DynamicCpStats stats = evaluate_dynamic_cp_plan(plan, ids, lengths, o, o.cost);
+    const PlanStats stats = evaluate_dynamic_cp_plan(plan, ids, lengths, o, o.cost);
     EXPECT_LE(plan.num_microbatches(), 128) << "seed " << seed;
-    EXPECT_LT(stats.step, 1.01 * stats.lower_bound) << "seed " << seed;
+    EXPECT_LT(stats.step_cost, 1.01 * stats.step_lower_bound) << "seed " << seed;
   }
 }
 
@@ -189,14 +189,14 @@ TEST(BalancedDynamicCp, IsOnAverageAtLeast1_15xFasterThanDefaultDynamicCpUnderTh
         o.max_seqlen_per_dp_cp_rank = w.max_seqlen_per_dp_cp_rank;
         o.cost = cost;
         const double bound =
-            evaluate_dynamic_cp_plan(Plan(ranks, 1), ids, lengths, o, cost).lower_bound;
+            evaluate_dynamic_cp_plan(Plan(ranks, 1), ids, lengths, o, cost).step_lower_bound;
         ours.push_back(evaluate_dynamic_cp_plan(schedule_balanced_dynamic_cp(ids, lengths, o), ids,
                                                 lengths, o, cost)
-                           .step /
+                           .step_cost /
                        bound);
         megatron.push_back(evaluate_dynamic_cp_plan(schedule_default_dynamic_cp(ids, lengths, o),
                                                     ids, lengths, o, cost)
-                               .step /
+                               .step_cost /
                            bound);
       }
       speedups += median(megatron) / median(ours);
@@ -218,13 +218,13 @@ TEST(BalancedDynamicCp, LargeBatchesAreDeterministicAndNeverSlower) {
     std::vector<int64_t> ids(lengths.size());
     std::iota(ids.begin(), ids.end(), 0);
     const DynamicCpOptions o = dp8_cp4_options(cost);
-    const DynamicCpStats megatron = evaluate_dynamic_cp_plan(
+    const PlanStats megatron = evaluate_dynamic_cp_plan(
         schedule_default_dynamic_cp(ids, lengths, o), ids, lengths, o, cost);
-    ASSERT_GT(megatron.step, 1.0025 * megatron.lower_bound) << n << " samples";
+    ASSERT_GT(megatron.step_cost, 1.0025 * megatron.step_lower_bound) << n << " samples";
     const Plan plan = schedule_balanced_dynamic_cp(ids, lengths, o);
     ASSERT_NO_THROW(check_dynamic_cp_plan(plan, ids, lengths, o));
     EXPECT_EQ(schedule_balanced_dynamic_cp(ids, lengths, o), plan);
-    EXPECT_LE(evaluate_dynamic_cp_plan(plan, ids, lengths, o, cost).step, megatron.step);
+    EXPECT_LE(evaluate_dynamic_cp_plan(plan, ids, lengths, o, cost).step_cost, megatron.step_cost);
   }
 }
 
@@ -241,7 +241,7 @@ TEST(BalancedDynamicCp, KeepsMegatronsPlanWhenItIsWithinAQuarterPercentOfTheBoun
     std::vector<int64_t> ids(lengths.size());
     std::iota(ids.begin(), ids.end(), 0);
     const Plan megatron = schedule_default_dynamic_cp(ids, lengths, o);
-    const DynamicCpStats theirs = evaluate_dynamic_cp_plan(megatron, ids, lengths, o, o.cost);
+    const PlanStats theirs = evaluate_dynamic_cp_plan(megatron, ids, lengths, o, o.cost);
     // Ours, as step 6 makes it (the template of 2,048 samples): faster in both cases.
     const detail::LengthGroups grouped = detail::group_by_length(ids, lengths);
     const auto ours = detail::plan_by_template(
@@ -251,13 +251,13 @@ TEST(BalancedDynamicCp, KeepsMegatronsPlanWhenItIsWithinAQuarterPercentOfTheBoun
           return detail::to_draft(schedule_balanced_dynamic_cp(t_ids, t_lengths, t_o));
         });
     ASSERT_TRUE(ours.has_value());
-    ASSERT_LT(ours->step(), theirs.step);
+    ASSERT_LT(ours->step(), theirs.step_cost);
     const Plan plan = schedule_balanced_dynamic_cp(ids, lengths, o);
     if (n == 65536) {
-      ASSERT_LE(theirs.step, 1.0025 * theirs.lower_bound);
+      ASSERT_LE(theirs.step_cost, 1.0025 * theirs.step_lower_bound);
       EXPECT_EQ(plan, megatron);
     } else {
-      ASSERT_GT(theirs.step, 1.0025 * theirs.lower_bound);
+      ASSERT_GT(theirs.step_cost, 1.0025 * theirs.step_lower_bound);
       EXPECT_EQ(plan, detail::to_plan(ours->build(grouped), o.dp, o.cp));
     }
   }
@@ -285,9 +285,9 @@ TEST(BalancedDynamicCp, ABatchPastTheSampledSearchThresholdWithoutATemplateKeeps
   const Plan plan = schedule_balanced_dynamic_cp(ids, lengths, o);
   ASSERT_NO_THROW(check_dynamic_cp_plan(plan, ids, lengths, o));
   EXPECT_NE(plan, megatron);
-  const DynamicCpStats ours = evaluate_dynamic_cp_plan(plan, ids, lengths, o, o.cost);
-  EXPECT_LT(ours.step, evaluate_dynamic_cp_plan(megatron, ids, lengths, o, o.cost).step);
-  EXPECT_LT(ours.step, 1.001 * ours.lower_bound);
+  const PlanStats ours = evaluate_dynamic_cp_plan(plan, ids, lengths, o, o.cost);
+  EXPECT_LT(ours.step_cost, evaluate_dynamic_cp_plan(megatron, ids, lengths, o, o.cost).step_cost);
+  EXPECT_LT(ours.step_cost, 1.001 * ours.step_lower_bound);
 }
 
 // Where no micro-batch count in a VPP multiple packs but Megatron's VPP split made one, Megatron's
@@ -314,8 +314,8 @@ TEST(BalancedDynamicCp, ReturnsMegatronsPlanWhereNoVppMultipleOfMicrobatchesPack
     Plan plan;
     ASSERT_NO_THROW(plan = schedule_balanced_dynamic_cp(ids, lengths, o)) << "seed " << seed;
     ASSERT_NO_THROW(check_dynamic_cp_plan(plan, ids, lengths, o));
-    EXPECT_LE(evaluate_dynamic_cp_plan(plan, ids, lengths, o, o.cost).step,
-              evaluate_dynamic_cp_plan(megatron, ids, lengths, o, o.cost).step);
+    EXPECT_LE(evaluate_dynamic_cp_plan(plan, ids, lengths, o, o.cost).step_cost,
+              evaluate_dynamic_cp_plan(megatron, ids, lengths, o, o.cost).step_cost);
     ++planned;
   }
   EXPECT_EQ(planned, 5);
@@ -334,15 +334,15 @@ TEST(BalancedDynamicCp, NeverSlowerThanDefaultDynamicCpOnBatchesOfManySamplesPer
       const DynamicCpOptions o = dp8_cp4_options(cost);
       const Plan plan = schedule_balanced_dynamic_cp(ids, lengths, o);
       ASSERT_NO_THROW(check_dynamic_cp_plan(plan, ids, lengths, o));
-      const DynamicCpStats ours = evaluate_dynamic_cp_plan(plan, ids, lengths, o, cost);
-      const DynamicCpStats megatron = evaluate_dynamic_cp_plan(
+      const PlanStats ours = evaluate_dynamic_cp_plan(plan, ids, lengths, o, cost);
+      const PlanStats megatron = evaluate_dynamic_cp_plan(
           schedule_default_dynamic_cp(ids, lengths, o), ids, lengths, o, cost);
-      EXPECT_LE(ours.step, megatron.step);  // by construction (step 5)
+      EXPECT_LE(ours.step_cost, megatron.step_cost);  // by construction (step 5)
       if (megatron_cost) {
         // The packing's own plan: within 1% of the bound, so strictly faster than Megatron's
         // (which lands 4-6% above it on these batches).
-        EXPECT_LE(ours.step, 1.01 * ours.lower_bound);
-        EXPECT_LT(ours.step, megatron.step);
+        EXPECT_LE(ours.step_cost, 1.01 * ours.step_lower_bound);
+        EXPECT_LT(ours.step_cost, megatron.step_cost);
       }
     }
   }

@@ -87,7 +87,7 @@ TEST(LowerBound, OfSamplesGroupedByLengthIsEvaluateDynamicCpPlansToRounding) {
     std::vector<int64_t> ids(n);
     std::iota(ids.begin(), ids.end(), 0);
     const double expected =
-        evaluate_dynamic_cp_plan(Plan(o.dp, o.cp), ids, lengths, o, cost).lower_bound;
+        evaluate_dynamic_cp_plan(Plan(o.dp, o.cp), ids, lengths, o, cost).step_lower_bound;
     EXPECT_NEAR(lower_bound(group_by_length(ids, lengths), o, cost), expected, 1e-12 * expected)
         << "seed " << seed;
   }

@@ -133,8 +133,8 @@ TEST(NearInt64Max, IdsSpanningAllOfInt64AreHandled) {
       }
     }
     const std::vector<int64_t> positions = {0, 1, 2, 3};
-    EXPECT_EQ(evaluate_dynamic_cp_plan(plan, ids, lengths, o, o.cost).step,
-              evaluate_dynamic_cp_plan(renamed, positions, lengths, o, o.cost).step);
+    EXPECT_EQ(evaluate_dynamic_cp_plan(plan, ids, lengths, o, o.cost).step_cost,
+              evaluate_dynamic_cp_plan(renamed, positions, lengths, o, o.cost).step_cost);
   }
   const std::vector<int64_t> twice = {kMin, kMax, kMin};
   const std::vector<int64_t> three = {8, 4, 4};

@@ -21,6 +21,7 @@
 
 #include "thdpack/schedule/cost_model.hpp"
 #include "thdpack/schedule/plan.hpp"
+#include "thdpack/schedule/plan_stats.hpp"
 #include "thdpack/schedule/scheduler.hpp"
 
 namespace thdpack {
@@ -70,28 +71,24 @@ Plan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
 /// two, or min_cp times a power of two, at most G.
 bool allowed_cp_group_size(int size, const DynamicCpOptions& options);
 
-/// Modeled figures of a dynamic-CP plan under `cost`. A micro-batch lasts as long as its slowest
-/// group (groups change between micro-batches, so ranks meet at every micro-batch); the step is
-/// the sum over micro-batches. The lower bound is max(Σ over samples of the smallest rank-time a
-/// sample can occupy / G, the largest single-sample time at its best allowed size).
-struct DynamicCpStats {
-  double step = 0;
-  double lower_bound = 0;
-  int64_t microbatches = 0;
-  int64_t groups = 0;
-};
-DynamicCpStats evaluate_dynamic_cp_plan(const Plan& plan, std::span<const int64_t> ids,
-                                        std::span<const int64_t> padded_lengths,
-                                        const DynamicCpOptions& options, const CostModel& cost);
+/// The statistics (plan_stats.hpp) of a dynamic-CP plan under `cost`: num_samples,
+/// num_microbatches, num_groups, step_cost, step_lower_bound and step_ratio; the other fields are
+/// those of fixed CP and stay 0. A micro-batch lasts as long as its slowest group (groups change
+/// between micro-batches, so ranks meet at every micro-batch); the step is the sum over
+/// micro-batches. The lower bound is max(Σ over samples of the smallest rank-time a sample can
+/// occupy / G, the largest single-sample time at its best allowed size).
+PlanStats evaluate_dynamic_cp_plan(const Plan& plan, std::span<const int64_t> ids,
+                                   std::span<const int64_t> padded_lengths,
+                                   const DynamicCpOptions& options, const CostModel& cost);
 
 /// The modeled step of a fixed-CP plan (scheduler.hpp) under the same cost: every pack runs on a
 /// group of `cp` ranks; replicas do not meet between micro-batches, so the step is the slowest
-/// replica's sum. Comparable with DynamicCpStats::step for the same samples.
+/// replica's sum. Comparable with evaluate_dynamic_cp_plan's step_cost for the same samples.
 /// A lower bound on fixed_cp_modeled_step for any fixed-CP plan of these samples: every sample
 /// runs on one replica's cp ranks, so the slowest replica takes at least the mean,
 /// Σ cost.time(L, cp) / dp, and at least the longest single sample. (The dynamic-CP lower bound of
-/// DynamicCpStats is no bound for fixed CP: it counts the dynamic divisor's padding and group
-/// sizes.)
+/// evaluate_dynamic_cp_plan is no bound for fixed CP: it counts the dynamic divisor's padding and
+/// group sizes.)
 double fixed_cp_step_lower_bound(std::span<const int64_t> padded_lengths, int dp, int cp,
                                  const CostModel& cost);
 

@@ -21,6 +21,7 @@ namespace thdpack {
 struct PlanStats {
   int64_t num_samples = 0;
   int64_t num_microbatches = 0;        ///< K, per replica
+  int64_t num_groups = 0;              ///< CP groups over all micro-batches (fixed CP: K·dp)
   int64_t microbatch_token_bound = 0;  ///< ceil(padded tokens / (dp·C)), rounded up to the multiple
   int64_t microbatch_lower_bound = 0;  ///< ceil(L2 / dp), rounded up to the multiple (>= the above)
   int64_t real_tokens = 0;

@@ -152,12 +152,13 @@ void plan_step(int64_t step, const GlobalBatch& batch, std::span<const int64_t> 
       const Plan plan =
           make_scheduler(row.name)->schedule({batch.ids, dyn_lengths, {}, {}}, s.dynamic_cp);
       check_dynamic_cp_plan(plan, batch.ids, dyn_lengths, s.dynamic);
-      const DynamicCpStats stats =
+      const PlanStats stats =
           evaluate_dynamic_cp_plan(plan, batch.ids, dyn_lengths, s.dynamic, s.cost);
-      row.microbatches += static_cast<double>(stats.microbatches);
-      row.groups += static_cast<double>(stats.groups) / static_cast<double>(stats.microbatches);
-      row.step += stats.step;
-      row.bound += stats.lower_bound;
+      row.microbatches += static_cast<double>(stats.num_microbatches);
+      row.groups +=
+          static_cast<double>(stats.num_groups) / static_cast<double>(stats.num_microbatches);
+      row.step += stats.step_cost;
+      row.bound += stats.step_lower_bound;
       if (writer) writer->add_plan(row.name, plan, dyn_lengths);
       if (report) report->dynamic.push_back({row.name, plan});
     } catch (const InvalidArgument& e) {
@@ -245,7 +246,7 @@ int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, 
     }
     const double bound =
         evaluate_dynamic_cp_plan(Plan(t.dp(), t.cp()), batch.ids, dyn_lengths, s.dynamic, s.cost)
-            .lower_bound;
+            .step_lower_bound;
     bound_sum += bound;
     const bool reported = !outputs.report.empty() && step == outputs.report_step;
     if (reported) {

@@ -38,10 +38,10 @@ std::vector<double> over_bound(const PlanStats& stats) {
 // lower bound; fill is real tokens over K·dp·cp·M.
 void RunReport::dynamic_cp_figures(const StepResult& r, RunStepFigures& f) const {
   const DynamicCpOptions o = dynamic_cp_options_of(options_);
-  const DynamicCpStats stats =
+  const PlanStats stats =
       evaluate_dynamic_cp_plan(r.plan, r.batch.ids, r.batch.padded_lengths, o, o.cost);
-  f.step_ratio = stats.lower_bound > 0 ? stats.step / stats.lower_bound : 0;
-  const double slots = static_cast<double>(stats.microbatches) * o.ranks() *
+  f.step_ratio = stats.step_lower_bound > 0 ? stats.step_cost / stats.step_lower_bound : 0;
+  const double slots = static_cast<double>(stats.num_microbatches) * o.ranks() *
                        static_cast<double>(o.max_seqlen_per_dp_cp_rank);
   f.fill = slots > 0 ? r.sums.s1_real / slots : 0;
   try {
@@ -50,7 +50,7 @@ void RunReport::dynamic_cp_figures(const StepResult& r, RunStepFigures& f) const
     const Plan megatron = make_scheduler("dp_balanced")->schedule(input, so);
     const double step = fixed_cp_modeled_step(megatron, r.batch.ids, r.batch.padded_lengths,
                                               options_.topology.cp(), o.cost);
-    f.dp_balanced_ratio = stats.lower_bound > 0 ? step / stats.lower_bound : 0;
+    f.dp_balanced_ratio = stats.step_lower_bound > 0 ? step / stats.step_lower_bound : 0;
   } catch (const InvalidArgument&) {
     f.dp_balanced_ratio = 0;  // a sample longer than M·cp: no fixed-CP plan
   }
@@ -120,8 +120,8 @@ void RunReport::step(int64_t step, const StepResult& r, bool verified) {
                                                   : 1.0;
       std::printf("%5lld %5lld %8lld %9s %6.1f%% %9.4fx %10s %12s %7.3fx %10s %6lld %9.2f %s\n",
                   static_cast<long long>(step), static_cast<long long>(f.microbatches),
-                  static_cast<long long>(f.samples), scaled(f.real_tokens).c_str(),
-                  100 * f.fill, f.step_ratio,
+                  static_cast<long long>(f.samples), scaled(f.real_tokens).c_str(), 100 * f.fill,
+                  f.step_ratio,
                   f.dp_balanced_ratio > 0 ? (fixed(f.dp_balanced_ratio, 4) + "x").c_str() : "-",
                   megabytes(static_cast<double>(f.exchange_bytes)).c_str(), ratio,
                   megabytes(static_cast<double>(f.broadcast_bytes)).c_str(),
