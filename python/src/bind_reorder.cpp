@@ -267,7 +267,7 @@ class PyReorderExchange {
       return converted;
     } catch (const std::exception& e) {  // py::error_already_set included
       failure = std::current_exception();
-      error = e.what();
+      error = one_line_error(e);
     }
     if (error.empty()) error = "a window failed to convert";
     if (impl_ && impl_->in_flight()) std::rethrow_exception(failure);  // finish() that one first

@@ -63,6 +63,10 @@ std::vector<T> vector_of(const Array<T>& array, const char* name) {
 /// bool. Anything else throws InvalidArgument.
 Sample sample_from_python(py::handle object, int64_t default_id, int64_t ignore_id = -100);
 
+/// An exception's text on one line, for a message other ranks receive: a Python exception as
+/// "TypeName: text" (what() would add its traceback), newlines made spaces. Needs the GIL.
+std::string one_line_error(const std::exception& e);
+
 /// A file system path given from Python as str, bytes or os.PathLike (pathlib.Path), as the bytes
 /// the OS takes (os.fsencode: a str that is not UTF-8 on disk round-trips). Anything else throws
 /// InvalidArgument naming `what` and the type given.

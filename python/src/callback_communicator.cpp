@@ -7,6 +7,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "bindings.hpp"
 #include "thdpack/core/errors.hpp"
 
 namespace thdpack::python {
@@ -87,6 +88,20 @@ const char* op_name(ReduceOp op) {
   return "sum";
 }
 
+}  // namespace
+
+std::string one_line_error(const std::exception& e) {
+  std::string text = e.what();
+  if (const auto* python = dynamic_cast<const py::error_already_set*>(&e)) {
+    text = py::str(python->type().attr("__name__")).cast<std::string>();
+    text.append(": ").append(py::str(python->value()).cast<std::string>());
+  }
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  return text;
+}
+
+namespace {
+
 // Runs a Python call, turning its exceptions into CommError naming the operation.
 template <typename F>
 auto guarded(const char* op, F&& call) {
@@ -94,11 +109,7 @@ auto guarded(const char* op, F&& call) {
   try {
     return call();
   } catch (py::error_already_set& e) {
-    // The exception's type and text, on one line: what() would add the Python traceback.
-    std::string text = py::str(e.type().attr("__name__")).cast<std::string>();
-    text.append(": ").append(py::str(e.value()).cast<std::string>());
-    std::replace(text.begin(), text.end(), '\n', ' ');
-    throw CommError(std::string(op) + " failed in the Python communicator: " + text);
+    throw CommError(std::string(op) + " failed in the Python communicator: " + one_line_error(e));
   } catch (const py::cast_error& e) {
     throw CommError(std::string(op) + ": the Python communicator returned the wrong type (" +
                     e.what() + ")");

@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "data/readers.hpp"
+#include "data/temporary_files.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/input_file.hpp"
 
@@ -40,12 +41,10 @@ constexpr auto kWaitForWriter = std::chrono::seconds(10);
 // (OutputFile's commit_pair leaves one behind when the writer died between the two renames).
 std::string kept_old_data_files(const std::string& bin) {
   const std::filesystem::path target(bin);
-  const std::filesystem::path folder =
-      target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
-  const std::string start = "." + target.filename().string() + ".old.";
+  const std::string start = detail::backup_name_start(target);
   std::string kept;
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(folder, ec)) {
+  for (const auto& entry : std::filesystem::directory_iterator(detail::folder_of(target), ec)) {
     if (entry.path().filename().string().rfind(start, 0) == 0) {
       kept.append("; a previous data file is kept as '").append(entry.path().string()).append("'");
     }

@@ -6,12 +6,12 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <vector>
 
+#include "data/temporary_files.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/core/hash64.hpp"
 
@@ -79,11 +79,9 @@ uint64_t data_fingerprint(std::span<const std::byte> data) {
 
 std::string prefix_lock_path(const std::string& prefix) {
   const std::filesystem::path target(prefix);
-  const std::filesystem::path folder =
-      target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+  const std::filesystem::path folder = folder_of(target);
   const std::string name = target.filename().string();
-  const long limit = ::pathconf(folder.c_str(), _PC_NAME_MAX);
-  const size_t longest = limit > 0 ? static_cast<size_t>(limit) : NAME_MAX;
+  const size_t longest = longest_name(folder);
   std::string lock = ".";
   if (1 + name.size() + 5 <= longest) {
     lock.append(name);

@@ -114,10 +114,8 @@ Backup keep_backup(const std::string& path) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) return {};
   const std::filesystem::path target(path);
-  const std::filesystem::path folder =
-      target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
-  std::string stem = ".";
-  stem.append(target.filename().string()).append(".old.").append(std::to_string(::getpid()));
+  const std::filesystem::path folder = detail::folder_of(target);
+  std::string stem = detail::backup_name_start(target).append(std::to_string(::getpid()));
   for (int attempt = 0;; ++attempt) {
     std::string name = stem;
     name.append(".").append(std::to_string(attempt));

@@ -35,15 +35,6 @@ const std::string& host_tag() {
   return tag;
 }
 
-size_t longest_name(const std::filesystem::path& folder) {
-  const long limit = ::pathconf(folder.c_str(), _PC_NAME_MAX);
-  return limit > 0 ? static_cast<size_t>(limit) : NAME_MAX;
-}
-
-std::filesystem::path folder_of(const std::filesystem::path& target) {
-  return target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
-}
-
 // ".NAME.tmp.": what every temporary name of `target` starts with, NAME cut to leave `room` bytes.
 std::string prefix_of(const std::filesystem::path& target, size_t room) {
   const std::string name = target.filename().string();
@@ -71,6 +62,19 @@ extern "C" void remove_live_temporaries_and_end(int signal) {
 }
 
 }  // namespace
+
+size_t longest_name(const std::filesystem::path& folder) {
+  const long limit = ::pathconf(folder.c_str(), _PC_NAME_MAX);
+  return limit > 0 ? static_cast<size_t>(limit) : NAME_MAX;
+}
+
+std::filesystem::path folder_of(const std::filesystem::path& target) {
+  return target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+}
+
+std::string backup_name_start(const std::filesystem::path& target) {
+  return std::string(".").append(target.filename().string()).append(".old.");
+}
 
 std::string temporary_template(const std::filesystem::path& target) {
   std::string name = prefix_of(target, kRoom);

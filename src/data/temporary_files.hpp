@@ -10,6 +10,14 @@
 
 namespace thdpack::detail {
 
+/// The folder `target` is in ("." for a bare name).
+std::filesystem::path folder_of(const std::filesystem::path& target);
+/// The longest file name `folder` takes (pathconf NAME_MAX; NAME_MAX where it does not say).
+size_t longest_name(const std::filesystem::path& folder);
+/// ".NAME.old.": what the hidden backup of `target` a commit keeps (output_file.cpp, commit_pair)
+/// is named, followed by PID.N; a reader of a mixed pair looks for it.
+std::string backup_name_start(const std::filesystem::path& target);
+
 /// A mkstemp template beside `target`: ".NAME.tmp.HOST.PID.XXXXXX", NAME cut short where the whole
 /// would pass the folder's longest file name, so that every name the folder takes can be written.
 std::string temporary_template(const std::filesystem::path& target);

