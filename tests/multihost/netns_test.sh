@@ -176,8 +176,11 @@ wait "$mpirun_pid" 2> /dev/null
 # first; either way nothing else (no second line, no trace) reaches their stderr.
 for r in 0 1 2 3; do
   f=$(find dead_mpi -path "*rank.$r/stderr" | head -1)
-  lines=$([ -n "$f" ] && grep -c . "$f" || echo 0)
-  ours=$([ -n "$f" ] && grep -c "^thdpack: error on rank $r: " "$f" || echo 0)
+  lines=0 ours=0
+  if [ -n "$f" ]; then  # grep -c prints 0 (and fails) when nothing matches
+    lines=$(grep -c . "$f")
+    ours=$(grep -c "^thdpack: error on rank $r: " "$f")
+  fi
   if [ "$r" -ge 2 ]; then
     [ "$lines" = 1 ] && [ "$ours" = 1 ] ||
       { cat "$f" 2> /dev/null; fail "thdpack run rank $r did not end with one error line"; }
