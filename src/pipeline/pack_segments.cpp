@@ -75,21 +75,32 @@ PackGeometry pack_geometry(std::span<const int64_t> ids, const GlobalBatch& batc
 }
 
 StepGeometry::StepGeometry(const GlobalBatch& batch, const Plan& plan, const PackOptions& pack,
-                           int cp, int cp_rank, CpMode mode)
-    : dp_(plan.dp()) {
+                           int cp_coordinate, CpMode mode, int only_replica)
+    : replicas_(only_replica == kEveryReplica ? plan.dp() : 1) {
   std::unordered_map<int64_t, int64_t> position;
   position.reserve(batch.ids.size() * 2);
   for (size_t i = 0; i < batch.ids.size(); ++i)
     position.emplace(batch.ids[i], static_cast<int64_t>(i));
-  packs_.reserve(static_cast<size_t>(plan.num_packs()));
-  for (int64_t p = 0; p < plan.num_packs(); ++p) {
-    packs_.push_back(pack_geometry(plan.pack_at(p), batch, position, pack, cp, cp_rank, mode));
+  const int first = only_replica == kEveryReplica ? 0 : only_replica;
+  packs_.reserve(static_cast<size_t>(plan.num_microbatches() * replicas_));
+  for (int64_t k = 0; k < plan.num_microbatches(); ++k) {
+    const MicrobatchView microbatch = plan.microbatch(k);
+    auto at_group = microbatch.begin();  // groups are in rank order, as the indices below
+    for (int d = first; d < first + replicas_; ++d) {
+      const int index = d * plan.cp() + cp_coordinate;
+      while (at_group != microbatch.end() && !(*at_group).holds(index)) ++at_group;
+      // group_of names the rank that no group holds.
+      const CpGroupView group =
+          at_group != microbatch.end() ? *at_group : microbatch.group_of(index);
+      packs_.push_back(pack_geometry(group.ids, batch, position, pack, group.size,
+                                     index - group.first_rank, mode));
+    }
   }
   int64_t at = 0;
-  for (int d = 0; d < dp_; ++d) {
+  for (size_t d = 0; d < batch.samples_per_rank.size(); ++d) {
     first_.push_back(at);
-    const int64_t count = batch.samples_per_rank[static_cast<size_t>(d)];
-    source_.insert(source_.end(), static_cast<size_t>(count), d);
+    const int64_t count = batch.samples_per_rank[d];
+    source_.insert(source_.end(), static_cast<size_t>(count), static_cast<int>(d));
     at += count;
   }
   first_.push_back(at);

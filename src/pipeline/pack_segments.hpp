@@ -42,15 +42,25 @@ PackGeometry pack_geometry(std::span<const int64_t> ids, const GlobalBatch& batc
                            const std::unordered_map<int64_t, int64_t>& position,
                            const PackOptions& pack, int cp, int cp_rank, CpMode mode);
 
+/// The packs of one step as the ranks of one CP coordinate see them, for any plan: entry (k, d) is
+/// the slice that dp_cp index d·cp + cp_coordinate holds of its CP group in micro-batch k (in a
+/// fixed-CP plan, CP rank cp_coordinate of DP replica d's pack; in a dynamic-CP plan, its rank in
+/// a group of any size). The ranks of one DP group share a CP coordinate, so this is all that an
+/// exchange over the DP group walks.
 class StepGeometry {
  public:
-  /// Throws InternalError if the plan names an id missing from the batch.
-  /// `pack` gives the tail alignment and fixed cu_seqlens entries of every pack.
-  StepGeometry(const GlobalBatch& batch, const Plan& plan, const PackOptions& pack, int cp,
-               int cp_rank, CpMode mode);
+  /// Every DP index (what a reader that serves the others needs).
+  static constexpr int kEveryReplica = -1;
+
+  /// Throws InternalError if the plan names an id missing from the batch. `pack` gives the tail
+  /// alignment and fixed cu_seqlens entries of every pack. With `only_replica` >= 0 just that DP
+  /// index's entries are made (a rank that exchanges nothing); pack(k, d) then takes only d =
+  /// only_replica.
+  StepGeometry(const GlobalBatch& batch, const Plan& plan, const PackOptions& pack,
+               int cp_coordinate, CpMode mode, int only_replica = kEveryReplica);
 
   const PackGeometry& pack(int64_t k, int replica) const {
-    return packs_[static_cast<size_t>(k * dp_ + replica)];
+    return packs_[static_cast<size_t>(k * replicas_ + (replicas_ == 1 ? 0 : replica))];
   }
   /// DP rank that holds the sample at position `sample`.
   int source_of(int64_t sample) const { return source_[static_cast<size_t>(sample)]; }
@@ -58,7 +68,7 @@ class StepGeometry {
   int64_t first_of(int d) const { return first_[static_cast<size_t>(d)]; }
 
  private:
-  int dp_;
+  int replicas_;
   std::vector<PackGeometry> packs_;
   std::vector<int> source_;
   std::vector<int64_t> first_;

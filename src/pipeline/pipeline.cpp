@@ -4,7 +4,6 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "pipeline/dynamic_cp_step.hpp"
 #include "pipeline/global_batch_gather.hpp"
 #include "pipeline/pack_segments.hpp"
 #include "pipeline/planned_step.hpp"
@@ -37,6 +36,17 @@ void check_same_options(Communicator& world, const std::string& mine) {
            first_difference(all[0], all[r]), " (rank 0: ", all[0], ")");
     }
   }
+}
+
+// What dynamic CP does not support (static shapes, the sequence cap, contiguous CP).
+void check_dynamic_cp_options(const PipelineOptions& o) {
+  auto refuse = [&o](const char* what) {
+    fail("scheduler ", o.scheduler, " (dynamic CP) does not support ", what);
+  };
+  if (o.cp_mode != CpMode::kZigzag) refuse("the contiguous CP mode; use zigzag");
+  if (o.tail_align != TailAlign::kNone) refuse("tail alignment (static shapes)");
+  if (o.fixed_cu_seqlens_entries > 0) refuse("fixed_cu_seqlens_entries");
+  if (o.max_sequences_per_pack > 0) refuse("max_sequences_per_pack");
 }
 
 CommStats total_stats(std::initializer_list<const Communicator*> comms) {
@@ -87,7 +97,7 @@ struct Pipeline::State {
         pack(pack_options_of(options)) {
     // Unknown names and unsupported options fail here, on every rank alike.
     if (uses_dynamic_cp(options)) {
-      detail::check_dynamic_cp_pipeline_options(options);
+      check_dynamic_cp_options(options);
     } else {
       make_scheduler(options.scheduler);
     }
@@ -157,20 +167,23 @@ void Pipeline::fail_step(const std::string& error) {
                                    state_->gather_sizing);
 }
 
-void Pipeline::deliver_fixed_cp(StepResult& r, std::span<const SampleView> local_samples) {
+void Pipeline::deliver(StepResult& r, std::span<const SampleView> local_samples) {
   State& s = *state_;
   const Topology& t = s.options.topology;
   r.cp_groups = cp_groups_of(r.plan, t, s.world.rank());
-  const detail::StepGeometry geometry(r.batch, r.plan, s.pack, t.cp(), s.coords.cp,
-                                      s.options.cp_mode);
   const bool has_rows = s.fields.tokens || s.fields.labels;
   const bool exchanges = s.reader && has_rows;
+  // A reader serves every DP index of its CP coordinate; another rank needs only its own packs.
+  const detail::StepGeometry geometry(
+      r.batch, r.plan, s.pack, s.coords.cp, s.options.cp_mode,
+      exchanges ? detail::StepGeometry::kEveryReplica : s.coords.dp);
   detail::MicrobatchPool& pool = *s.buffers.microbatches;
   auto microbatches = pool.new_step();
   for (int64_t k = 0; k < r.plan.num_microbatches(); ++k) {
-    microbatches->push_back(detail::empty_microbatch(geometry.pack(k, s.coords.dp), r.batch,
-                                                     s.fields, s.pack, t.cp(), s.coords.cp,
-                                                     s.options.cp_mode, pool.take()));
+    const MicrobatchCpGroup& group = r.cp_groups[static_cast<size_t>(k)];
+    microbatches->push_back(detail::empty_microbatch(
+        geometry.pack(k, s.coords.dp), r.batch, s.fields, s.pack, group.local_cp_size,
+        group.cp_rank, s.options.cp_mode, pool.take()));
   }
   const detail::SegmentWire wire(r.batch, s.fields, s.pack);
   if (exchanges) {
@@ -238,21 +251,13 @@ StepResult Pipeline::run(std::span<const SampleView> local_samples,
     r.virtual_stages.push_back(virtual_stage_fields(s.options, s.coords.pp, v));
   r.plan = planned ? detail::agreed_plan(s.world, *planned, r.batch, s.options)
                    : plan_global_batch(r.batch, s.options);
-  const CommStats world_gathered = s.world.stats();
   r.dynamic_cp = uses_dynamic_cp(s.options);
-  if (r.dynamic_cp) {
-    detail::deliver_dynamic_cp(r, s.world, *s.tp, s.options, s.reader, s.fields, s.pack,
-                               local_samples, s.buffers);
-  } else {
-    deliver_fixed_cp(r, local_samples);
-  }
+  deliver(r, local_samples);
 
   const CommStats after = total_stats({&s.world, s.dp, s.tp});
   r.traffic.collectives = after.collectives - before.collectives;
   r.traffic.bytes_sent = after.bytes_sent - before.bytes_sent;
-  // Dynamic CP exchanges over the world, after the gather.
-  r.traffic.exchange_bytes = r.dynamic_cp ? s.world.stats().bytes_sent - world_gathered.bytes_sent
-                                          : s.dp->stats().bytes_sent - dp_before.bytes_sent;
+  r.traffic.exchange_bytes = s.dp->stats().bytes_sent - dp_before.bytes_sent;
   r.traffic.broadcast_bytes = s.tp->stats().bytes_sent - tp_before.bytes_sent;
   r.traffic.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -260,7 +265,6 @@ StepResult Pipeline::run(std::span<const SampleView> local_samples,
 }
 
 int64_t minimum_exchange_bytes(const StepResult& r, const PipelineOptions& o) {
-  if (r.dynamic_cp) return detail::dynamic_cp_minimum_exchange_bytes(r, o);
   const Topology& t = o.topology;
   const int64_t exchanging_tp = o.reading == ReadingMode::kAllRanks ? t.tp() : 1;
   std::vector<int> source(r.batch.ids.size());
@@ -272,12 +276,16 @@ int64_t minimum_exchange_bytes(const StepResult& r, const PipelineOptions& o) {
       position.emplace(r.batch.ids[at], at);
     }
   }
+  // Every member of a sample's CP group that is not on the sample's DP index receives its share,
+  // 1/size of the sample.
   int64_t moved_bytes = 0;
   for (int64_t k = 0; k < r.plan.num_microbatches(); ++k) {
-    for (int replica = 0; replica < t.dp(); ++replica) {
-      for (int64_t id : r.plan.pack(k, replica)) {
+    for (const CpGroupView g : r.plan.microbatch(k)) {
+      for (int64_t id : g.ids) {
         const size_t p = position.at(id);
-        if (source[p] != replica) moved_bytes += detail::minimum_moved_bytes(r.batch, p, t);
+        int64_t away = 0;
+        for (int i = g.first_rank; i < g.first_rank + g.size; ++i) away += i / t.cp() != source[p];
+        moved_bytes += detail::minimum_moved_bytes(r.batch, p, t) * away / g.size;
       }
     }
   }

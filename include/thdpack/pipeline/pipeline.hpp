@@ -12,8 +12,8 @@
 //   2. Every rank computes the same plan from that list (plans are never sent) and the metadata of
 //      its micro-batches (cu_seqlens, cu_seqlens_padded, max_seqlen, padding mask, positions).
 //   3. Readers run one alltoallv over their DP group: each sample goes from the DP rank that holds
-//      it straight to the DP replica the plan gives it, already sliced for CP (CP rank c receives
-//      only its rows), with only the fields its PP stage needs (first stage: tokens; last stage:
+//      it straight to the CP group the plan gives it, already sliced for that group (each member
+//      receives only its rows; with fixed CP the group is a DP replica's cp ranks), with only the fields its PP stage needs (first stage: tokens; last stage:
 //      labels and loss mask), all fields of a sample in one buffer with sizes known from the plan.
 //      Where no sample of the step carries its own labels or loss mask, a sample's slice travels
 //      as its tokens alone and labels and loss mask are derived on arrival. Samples that stay on
@@ -268,8 +268,9 @@ class Pipeline {
   /// One step: gather, then `planned`'s plan (checked) or the scheduler's, then delivery.
   StepResult run(std::span<const SampleView> local_samples, std::span<const int64_t> group_ids,
                  const PlannedBatch* planned);
-  /// Steps 3-4 of result.plan with a fixed-CP scheduler.
-  void deliver_fixed_cp(StepResult& result, std::span<const SampleView> local_samples);
+  /// Steps 3-4 of result.plan, for any scheduler: the exchange over the DP group, then (Megatron
+  /// mode) the TP broadcast.
+  void deliver(StepResult& result, std::span<const SampleView> local_samples);
   std::unique_ptr<State> state_;
 };
 
