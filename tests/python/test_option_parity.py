@@ -110,3 +110,18 @@ def test_the_cli_takes_every_option(command):
     wanted = set(cli_flag) if command == "run" else PLANNING
     missing = sorted(name for name in wanted if cli_flag[name] not in flags)
     assert not missing, f"thdpack {command} has no flag for {missing}"
+
+
+# Flags every long-running subcommand offers, whatever it does (a script that passes one to any of
+# them must not be refused by another).
+COMMON_FLAGS = {"--no-progress", "--json"}
+LONG_RUNNING = ["plan", "pack", "run", "reorder"]
+
+
+@pytest.mark.parametrize("command", LONG_RUNNING + ["convert"])
+def test_every_long_running_command_takes_the_common_flags(command):
+    if command in ("run", "reorder") and command not in subprocess.run(
+            [THDPACK, "--help"], capture_output=True, text=True).stdout:
+        pytest.skip(f"built without MPI: no `thdpack {command}`")
+    missing = sorted(COMMON_FLAGS - cli_flags(command))
+    assert not missing, f"thdpack {command} has no {missing}"

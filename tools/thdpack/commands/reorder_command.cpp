@@ -21,9 +21,11 @@
 #include "commands.hpp"
 #include "flags/flag_values.hpp"
 #include "mpi/mpi_job.hpp"
+#include "reports/progress.hpp"
 #include "reports/reorder_report.hpp"
 #include "thdpack/comm/mpi_communicator.hpp"
 #include "thdpack/core/errors.hpp"
+#include "thdpack/core/hash64.hpp"
 #include "thdpack/data/output_file.hpp"
 #include "thdpack/multimodal/vl_workload.hpp"
 #include "thdpack/pipeline/reorder_exchange.hpp"
@@ -54,6 +56,7 @@ struct ReorderFlags {
   int64_t pack_divisor = 0;  // > 0: pack each rank's shard into one THD row
   double timeout = 300;
   bool json = false;
+  bool no_progress = false;
   std::string report;  // rank 0 writes an HTML page here
 };
 
@@ -82,12 +85,12 @@ void compute(const ReorderFlags& f, double my_cost, double mean_cost) {
 
 // An order-sensitive digest of the ids a rank holds, to compare the two modes.
 uint64_t digest(const ReorderedWindow& w) {
-  uint64_t h = 1469598103934665603ull;
+  Hash64 h;
   for (const auto& mb : w.microbatches) {
-    for (const MultimodalSample& s : mb) h = (h ^ static_cast<uint64_t>(s.id)) * 1099511628211ull;
-    h = (h ^ 0xFFull) * 1099511628211ull;
+    for (const MultimodalSample& s : mb) h.add(s.id);
+    h.add(int64_t{-1});  // the end of a micro-batch
   }
-  return h;
+  return h.digest();
 }
 
 struct ModeResult {
@@ -98,7 +101,7 @@ struct ModeResult {
 };
 
 ModeResult run_mode(MpiCommunicator& world, const ReorderFlags& f, const ReorderOptions& options,
-                    bool overlap) {
+                    bool overlap, Progress& progress) {
   ReorderExchange exchange(world, vl_schema(), options);
   const int64_t B = options.microbatch_size;
   auto read_window = [&](int64_t first) {
@@ -129,6 +132,7 @@ ModeResult run_mode(MpiCommunicator& world, const ReorderFlags& f, const Reorder
     }
     out.digests.push_back(digest(w));
     out.windows.push_back(w.stats);
+    progress.advance();
   };
   world.barrier();
   const auto start = std::chrono::steady_clock::now();
@@ -184,8 +188,12 @@ int run(ReorderFlags f, int rank, int size) {
 
   ReorderReport report(world, f.json);
   report.begin(o, f.workload, f.microbatches, f.compute_ms);
-  const ModeResult sync = run_mode(world, f, o, false);
-  const ModeResult overlapped = run_mode(world, f, o, true);
+  // Every window runs twice: without, then with the overlapped exchange.
+  Progress progress("reordering", 2 * ((f.microbatches + f.window - 1) / f.window),
+                    rank == 0 && !f.no_progress);
+  const ModeResult sync = run_mode(world, f, o, false, progress);
+  const ModeResult overlapped = run_mode(world, f, o, true, progress);
+  progress.finish();
   if (sync.digests != overlapped.digests || sync.packed_tokens != overlapped.packed_tokens) {
     fail<InternalError>("reorder: rank ", rank,
                         " received different batches with and without overlap");
@@ -278,6 +286,7 @@ Command add_reorder_command(CLI::App& app) {
       ->check(positive_number(kMaxTimeoutSeconds))
       ->capture_default_str();
   cmd->add_flag("--json", f->json, "print the report as JSON (rank 0)");
+  cmd->add_flag("--no-progress", f->no_progress, "no progress bar (rank 0, stderr)");
   cmd->add_option("--report", f->report,
                   "rank 0 writes a self-contained HTML page with pictures of the windows (vision-"
                   "cost spread before and after, samples and bytes moved, exchange time)")

@@ -16,6 +16,7 @@
 #include "flags/static_shape_flags.hpp"
 #include "mpi/mpi_job.hpp"
 #include "mpi/rank_agreement.hpp"
+#include "reports/progress.hpp"
 #include "reports/run_report.hpp"
 #include "thdpack/comm/mpi_communicator.hpp"
 #include "thdpack/core/errors.hpp"
@@ -34,6 +35,7 @@ struct RunFlags {
   std::string reading = "megatron";
   std::string cp_mode = "zigzag";
   bool no_verify = false;
+  bool no_progress = false;
   double timeout = 300;
   bool json = false;
   std::string report;
@@ -198,6 +200,7 @@ int run(const RunFlags& f, int rank, int world_size) {
 
   RunReport report(world, job, options, f.json);
   report.begin();
+  Progress progress("running", f.steps, rank == 0 && !f.no_progress);
   for (int64_t step = 0; step < f.steps; ++step) {
     std::vector<Sample> local;
     try {
@@ -215,7 +218,9 @@ int run(const RunFlags& f, int rank, int world_size) {
                   [&dataset](int64_t id) { return dataset.sample(id); });
     }
     report.step(step, result, !f.no_verify);
+    progress.advance();
   }
+  progress.finish();
   report.finish();
   if (!f.report.empty()) report.write_html(f.report);
   return 0;
@@ -252,6 +257,7 @@ Command add_run_command(CLI::App& app) {
       ->check(non_empty())
       ->capture_default_str();
   cmd->add_flag("--no-verify", flags->no_verify, "skip the per-step verification");
+  cmd->add_flag("--no-progress", flags->no_progress, "no progress bar (rank 0, stderr)");
   cmd->add_option("--timeout", flags->timeout,
                   "seconds a collective may take before it is reported as failed")
       ->check(positive_number(kMaxTimeoutSeconds))
