@@ -155,6 +155,59 @@ void ReorderReport::windows(const std::vector<ReorderWindowStats>& sync,
   if (!json_) std::fflush(stdout);
 }
 
+// The windows' figures over the whole run: spreads as means per micro-batch, counts as sums.
+struct ReorderReport::Totals {
+  double before = 0, after = 0, reference = 0, peak_after = 0, cost_before = 0, cost_after = 0;
+  double sync = 0, exposed = 0;
+  int64_t microbatches = 0, moved = 0, reference_moved = 0, samples = 0, bytes = 0;
+};
+
+namespace {
+
+ReorderReport::Totals totals_of(const std::vector<ReorderWindowFigures>& windows) {
+  ReorderReport::Totals t;
+  for (const auto& w : windows) {
+    const auto n = static_cast<double>(w.microbatches);
+    t.before += w.spread_before * n;
+    t.after += w.spread_after * n;
+    t.reference += w.spread_reference * n;
+    t.peak_after += w.peak_after * n;
+    t.cost_before += w.cost_spread_before * n;
+    t.cost_after += w.cost_spread_after * n;
+    t.microbatches += w.microbatches;
+    t.moved += w.samples_moved;
+    t.reference_moved += w.reference_moved;
+    t.samples += w.samples;
+    t.bytes += w.bytes_moved;
+    t.sync += w.sync_seconds;
+    t.exposed += w.exposed_seconds;
+  }
+  const double per_mb = 1.0 / static_cast<double>(std::max<int64_t>(1, t.microbatches));
+  for (double* mean :
+       {&t.before, &t.after, &t.reference, &t.peak_after, &t.cost_before, &t.cost_after}) {
+    *mean *= per_mb;
+  }
+  return t;
+}
+
+nlohmann::json window_json(const ReorderWindowFigures& w) {
+  return {{"microbatches", w.microbatches},
+          {"spread_before", finite_or_null(w.spread_before)},
+          {"spread_after", finite_or_null(w.spread_after)},
+          {"spread_reference", finite_or_null(w.spread_reference)},
+          {"max_over_mean_after", w.peak_after},
+          {"cost_spread_before", finite_or_null(w.cost_spread_before)},
+          {"cost_spread_after", finite_or_null(w.cost_spread_after)},
+          {"samples", w.samples},
+          {"samples_moved", w.samples_moved},
+          {"reference_samples_moved", w.reference_moved},
+          {"bytes_moved", w.bytes_moved},
+          {"sync_seconds", w.sync_seconds},
+          {"overlapped_exposed_seconds", w.exposed_seconds}};
+}
+
+}  // namespace
+
 void ReorderReport::finish(double sync_wall, double overlapped_wall,
                            const std::vector<int64_t>& packed_tokens) {
   int64_t longest_row = 0, tokens = 0;
@@ -168,100 +221,71 @@ void ReorderReport::finish(double sync_wall, double overlapped_wall,
   if (world_.rank() != 0) return;
   sync_wall_seconds_ = sync_wall;
   overlapped_wall_seconds_ = overlapped_wall;
-
-  double before = 0, after = 0, reference = 0, peak_after = 0, sync = 0, exposed = 0;
-  double cost_before = 0, cost_after = 0;
-  int64_t mbs = 0, moved = 0, reference_moved = 0, samples = 0, bytes = 0;
-  for (const auto& w : windows_) {
-    const auto n = static_cast<double>(w.microbatches);
-    before += w.spread_before * n;
-    after += w.spread_after * n;
-    reference += w.spread_reference * n;
-    peak_after += w.peak_after * n;
-    cost_before += w.cost_spread_before * n;
-    cost_after += w.cost_spread_after * n;
-    mbs += w.microbatches;
-    moved += w.samples_moved;
-    reference_moved += w.reference_moved;
-    samples += w.samples;
-    bytes += w.bytes_moved;
-    sync += w.sync_seconds;
-    exposed += w.exposed_seconds;
-  }
-  const double per_mb = 1.0 / static_cast<double>(std::max<int64_t>(1, mbs));
-  before *= per_mb;
-  after *= per_mb;
-  reference *= per_mb;
-  peak_after *= per_mb;
-  cost_before *= per_mb;
-  cost_after *= per_mb;
+  // Longest packed row over the ranks, when the shards were packed.
+  const std::optional<int64_t> longest =
+      packed_tokens.empty() ? std::nullopt : std::optional(static_cast<int64_t>(packing[0]));
   if (json_) {
-    nlohmann::json j;
-    j["ranks"] = world_.size();
-    j["groups"] = groups_;
-    j["microbatch_size"] = options_.microbatch_size;
-    j["window"] = options_.window;
-    j["method"] = method_name(options_);
-    j["microbatches"] = mbs;
-    j["workload"] = {{"seed", workload_.seed},
-                     {"text_only_fraction", workload_.text_only_fraction},
-                     {"mean_images", workload_.mean_images},
-                     {"max_images", workload_.max_images},
-                     {"min_side", workload_.min_side},
-                     {"max_side", workload_.max_side},
-                     {"spatial_merge_size", workload_.spatial_merge_size}};
-    j["spread_before_mean"] = finite_or_null(before);
-    j["spread_after_mean"] = finite_or_null(after);
-    j["spread_reference_mean"] = finite_or_null(reference);
-    j["max_over_mean_after"] = peak_after;
-    j["cost_spread_before_mean"] = finite_or_null(cost_before);
-    j["cost_spread_after_mean"] = finite_or_null(cost_after);
-    j["samples"] = samples;
-    j["samples_moved"] = moved;
-    j["reference_samples_moved"] = reference_moved;
-    j["bytes_moved"] = bytes;
-    j["sync_exchange_seconds"] = sync;
-    j["overlapped_exposed_seconds"] = exposed;
-    j["sync_wall_seconds"] = sync_wall;
-    j["overlapped_wall_seconds"] = overlapped_wall;
-    if (!packed_tokens.empty()) j["packed_row_tokens_max"] = packing[0];
-    nlohmann::json per = nlohmann::json::array();
-    for (const auto& w : windows_) {
-      per.push_back({{"microbatches", w.microbatches},
-                     {"spread_before", finite_or_null(w.spread_before)},
-                     {"spread_after", finite_or_null(w.spread_after)},
-                     {"spread_reference", finite_or_null(w.spread_reference)},
-                     {"max_over_mean_after", w.peak_after},
-                     {"cost_spread_before", finite_or_null(w.cost_spread_before)},
-                     {"cost_spread_after", finite_or_null(w.cost_spread_after)},
-                     {"samples", w.samples},
-                     {"samples_moved", w.samples_moved},
-                     {"reference_samples_moved", w.reference_moved},
-                     {"bytes_moved", w.bytes_moved},
-                     {"sync_seconds", w.sync_seconds},
-                     {"overlapped_exposed_seconds", w.exposed_seconds}});
-    }
-    j["per_window"] = per;
-    std::cout << json_text(j, 2) << '\n';
-    return;
+    print_json(totals_of(windows_), longest);
+  } else {
+    print_text(totals_of(windows_), longest);
   }
-  std::cout << "\nsummary    vision-cost spread (max/min over ranks, mean over " << mbs
-            << " micro-batches): " << ratio_text(before) << " -> " << ratio_text(after)
-            << " (reference longest-first: " << ratio_text(reference) << "); slowest rank at "
-            << ratio_text(peak_after) << " the mean after\n";
+}
+
+void ReorderReport::print_json(const Totals& t, std::optional<int64_t> longest_row) const {
+  nlohmann::json j;
+  j["ranks"] = world_.size();
+  j["groups"] = groups_;
+  j["microbatch_size"] = options_.microbatch_size;
+  j["window"] = options_.window;
+  j["method"] = method_name(options_);
+  j["microbatches"] = t.microbatches;
+  j["workload"] = {{"seed", workload_.seed},
+                   {"text_only_fraction", workload_.text_only_fraction},
+                   {"mean_images", workload_.mean_images},
+                   {"max_images", workload_.max_images},
+                   {"min_side", workload_.min_side},
+                   {"max_side", workload_.max_side},
+                   {"spatial_merge_size", workload_.spatial_merge_size}};
+  j["spread_before_mean"] = finite_or_null(t.before);
+  j["spread_after_mean"] = finite_or_null(t.after);
+  j["spread_reference_mean"] = finite_or_null(t.reference);
+  j["max_over_mean_after"] = t.peak_after;
+  j["cost_spread_before_mean"] = finite_or_null(t.cost_before);
+  j["cost_spread_after_mean"] = finite_or_null(t.cost_after);
+  j["samples"] = t.samples;
+  j["samples_moved"] = t.moved;
+  j["reference_samples_moved"] = t.reference_moved;
+  j["bytes_moved"] = t.bytes;
+  j["sync_exchange_seconds"] = t.sync;
+  j["overlapped_exposed_seconds"] = t.exposed;
+  j["sync_wall_seconds"] = sync_wall_seconds_;
+  j["overlapped_wall_seconds"] = overlapped_wall_seconds_;
+  if (longest_row) j["packed_row_tokens_max"] = static_cast<double>(*longest_row);
+  nlohmann::json per = nlohmann::json::array();
+  for (const auto& w : windows_) per.push_back(window_json(w));
+  j["per_window"] = per;
+  std::cout << json_text(j, 2) << '\n';
+}
+
+void ReorderReport::print_text(const Totals& t, std::optional<int64_t> longest_row) const {
+  std::cout << "\nsummary    vision-cost spread (max/min over ranks, mean over " << t.microbatches
+            << " micro-batches): " << ratio_text(t.before) << " -> " << ratio_text(t.after)
+            << " (reference longest-first: " << ratio_text(t.reference) << "); slowest rank at "
+            << ratio_text(t.peak_after) << " the mean after\n";
   if (options_.cost.text_weight > 0) {
     std::cout << "balanced   spread of the cost the assignment balances (vision + text): "
-              << ratio_text(cost_before) << " -> " << ratio_text(cost_after) << '\n';
+              << ratio_text(t.cost_before) << " -> " << ratio_text(t.cost_after) << '\n';
   }
-  std::cout << "moved      " << moved << " of " << samples << " samples, "
-            << fixed(static_cast<double>(bytes) / 1e6, 2) << " MB (longest-first would move "
-            << reference_moved << ")\n"
-            << "exchange   synchronous " << fixed(1e3 * sync, 2) << " ms in total, overlapped "
-            << fixed(1e3 * exposed, 2) << " ms exposed; wall " << fixed(1e3 * sync_wall, 1)
-            << " ms vs " << fixed(1e3 * overlapped_wall, 1) << " ms; identical batches\n";
-  if (!packed_tokens.empty()) {
-    std::cout << "packing    each shard packed into one THD row; the longest has "
-              << static_cast<int64_t>(packing[0]) << " tokens\n";
+  std::cout << "moved      " << t.moved << " of " << t.samples << " samples, "
+            << fixed(static_cast<double>(t.bytes) / 1e6, 2) << " MB (longest-first would move "
+            << t.reference_moved << ")\n"
+            << "exchange   synchronous " << fixed(1e3 * t.sync, 2) << " ms in total, overlapped "
+            << fixed(1e3 * t.exposed, 2) << " ms exposed; wall "
+            << fixed(1e3 * sync_wall_seconds_, 1) << " ms vs "
+            << fixed(1e3 * overlapped_wall_seconds_, 1) << " ms; identical batches\n";
+  if (longest_row) {
+    std::cout << "packing    each shard packed into one THD row; the longest has " << *longest_row
+              << " tokens\n";
   }
 }
 

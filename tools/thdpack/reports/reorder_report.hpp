@@ -5,6 +5,7 @@
 // without overlap (the slowest rank), then a summary.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,7 +49,12 @@ class ReorderReport {
   /// do nothing. Call after finish(). InvalidArgument when the file cannot be written.
   void write_html(const std::string& path) const;
 
+  struct Totals;  ///< the windows summed over the run (reorder_report.cpp)
+
  private:
+  void print_json(const Totals& totals, std::optional<int64_t> longest_row) const;
+  void print_text(const Totals& totals, std::optional<int64_t> longest_row) const;
+
   using WindowFigures = ReorderWindowFigures;
 
   Communicator& world_;
