@@ -124,6 +124,40 @@ std::string summary_html(const PlanReportInput& in) {
          "</section>\n";
 }
 
+/// Replica r's bar: one segment per micro-batch (summed sample costs / cp), then the 1F1B bubble
+/// (bubble_share of its largest micro-batch).
+ChartBar replica_bar(const ReportedPlan& p, int r, bool straggler, double bubble_share,
+                     const PlanReportInput& in, const std::unordered_map<int64_t, size_t>& at) {
+  const Units units = units_of(in.info);
+  ChartBar bar;
+  bar.label = std::to_string(r);
+  bar.css_class = straggler ? "straggler" : "";
+  bar.data = {{"scheduler", p.scheduler},
+              {"replica", std::to_string(r)},
+              {"microbatches", std::to_string(p.plan.num_microbatches())},
+              {"straggler", straggler ? "true" : "false"}};
+  double largest = 0;
+  for (int64_t k = 0; k < p.plan.num_microbatches(); ++k) {
+    const PackFigures f = pack_figures(p.plan.pack(k, r), in, at);
+    largest = std::max(largest, f.cost);
+    bar.segments.push_back({f.cost * units.scale,
+                            "replica " + std::to_string(r) + ", micro-batch " + std::to_string(k) +
+                                ": " + std::to_string(p.plan.pack(k, r).size()) + " samples, " +
+                                std::to_string(f.padded) + " tokens, " +
+                                fixed(f.cost * units.scale, 4) + " " + units.name,
+                            k % 2 ? "mb alt" : "mb",
+                            {{"k", std::to_string(k)}, {"tokens", std::to_string(f.padded)}}});
+  }
+  if (bubble_share > 0) {
+    bar.segments.push_back(
+        {bubble_share * largest * units.scale,
+         "1F1B bubble: " + fixed(bubble_share * largest * units.scale, 4) + " " + units.name,
+         "bubble",
+         {{"k", "bubble"}}});
+  }
+  return bar;
+}
+
 /// Modeled time per DP replica, each bar split into its micro-batches (and the 1F1B bubble);
 /// the straggler is the replica the step waits for.
 std::string replica_section(const PlanReportInput& in,
@@ -157,33 +191,7 @@ std::string replica_section(const PlanReportInput& in,
     std::vector<std::vector<std::string>> rows;
     std::vector<std::string> classes;
     for (int r = 0; r < p.plan.dp(); ++r) {
-      ChartBar bar;
-      bar.label = std::to_string(r);
-      bar.css_class = r == straggler ? "straggler" : "";
-      bar.data = {{"scheduler", p.scheduler},
-                  {"replica", std::to_string(r)},
-                  {"microbatches", std::to_string(p.plan.num_microbatches())},
-                  {"straggler", r == straggler ? "true" : "false"}};
-      double largest = 0;
-      for (int64_t k = 0; k < p.plan.num_microbatches(); ++k) {
-        const PackFigures f = pack_figures(p.plan.pack(k, r), in, at);
-        largest = std::max(largest, f.cost);
-        bar.segments.push_back({f.cost * units.scale,
-                                "replica " + std::to_string(r) + ", micro-batch " +
-                                    std::to_string(k) + ": " +
-                                    std::to_string(p.plan.pack(k, r).size()) + " samples, " +
-                                    std::to_string(f.padded) + " tokens, " +
-                                    fixed(f.cost * units.scale, 4) + " " + units.name,
-                                k % 2 ? "mb alt" : "mb",
-                                {{"k", std::to_string(k)}, {"tokens", std::to_string(f.padded)}}});
-      }
-      if (bubble_share > 0) {
-        bar.segments.push_back(
-            {bubble_share * largest * units.scale,
-             "1F1B bubble: " + fixed(bubble_share * largest * units.scale, 4) + " " + units.name,
-             "bubble",
-             {{"k", "bubble"}}});
-      }
+      ChartBar bar = replica_bar(p, r, r == straggler, bubble_share, in, at);
       rows.push_back({std::to_string(r), std::to_string(p.plan.num_microbatches()),
                       fixed(costs[static_cast<size_t>(r)] * units.scale, 4),
                       fixed(costs[static_cast<size_t>(r)] / mean, 4),
