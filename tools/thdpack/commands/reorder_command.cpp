@@ -209,6 +209,34 @@ int run(ReorderFlags f, int rank, int size) {
 
 }  // namespace
 
+// The synthetic vision-language workload's flags.
+void add_workload_flags(CLI::App& cmd, VisionLanguageWorkload& w) {
+  cmd.add_option("--seed", w.seed, "workload seed")
+      ->check(non_negative_integer())
+      ->capture_default_str();
+  cmd.add_option("--text-only-fraction", w.text_only_fraction, "samples without images")
+      ->check(non_negative_number(1.0))
+      ->capture_default_str();
+  cmd.add_option("--mean-images", w.mean_images, "images per image-bearing sample")
+      ->check(non_negative_number(kMaxImages))
+      ->capture_default_str();
+  cmd.add_option("--max-images", w.max_images)
+      ->check(positive_integer(kMaxImages))
+      ->capture_default_str();
+  cmd.add_option("--min-side", w.min_side, "image side in merged tokens, smallest")
+      ->check(positive_integer(kMaxSide))
+      ->capture_default_str();
+  cmd.add_option("--max-side", w.max_side, "image side in merged tokens, largest")
+      ->check(positive_integer(kMaxSide))
+      ->capture_default_str();
+  cmd.add_option("--median-text-tokens", w.median_text_tokens)
+      ->check(positive_integer(kMaxTextTokens))
+      ->capture_default_str();
+  cmd.add_option("--pixel-dim", w.pixel_dim, "float32 values per patch row")
+      ->check(positive_integer(kMaxPixelDim))
+      ->capture_default_str();
+}
+
 Command add_reorder_command(CLI::App& app) {
   auto f = std::make_shared<ReorderFlags>();
   auto* cmd = app.add_subcommand(
@@ -220,14 +248,12 @@ Command add_reorder_command(CLI::App& app) {
                   "samples per global micro-batch (default 8 per rank; a multiple of G)")
       ->check(positive_integer());
   cmd->add_option("--microbatches", f->microbatches, "global micro-batches to run")
-
       ->check(positive_integer())
       ->capture_default_str();
   cmd->add_option("-W,--window", f->window, "micro-batches per exchange")
       ->check(positive_integer(std::numeric_limits<int>::max()))
       ->capture_default_str();
   cmd->add_option("--method", f->method, "refined (ours) or longest-first (the reference)")
-
       ->check(non_empty())
       ->capture_default_str();
   cmd->add_option("--module-dp-sizes", f->module_dp_sizes,
@@ -243,46 +269,15 @@ Command add_reorder_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--compute-ms", f->compute_ms,
                   "simulated compute per micro-batch at the mean cost (0: none)")
-
       ->check(non_negative_number(kMaxComputeMs))
       ->capture_default_str();
   cmd->add_option("--pack-divisor", f->pack_divisor,
                   "pack each rank's shard into one THD row padded per sample to this multiple")
-
       ->check(non_negative_integer())
       ->capture_default_str();
-  cmd->add_option("--seed", f->workload.seed, "workload seed")
-      ->check(non_negative_integer())
-      ->capture_default_str();
-  cmd->add_option("--text-only-fraction", f->workload.text_only_fraction, "samples without images")
-
-      ->check(non_negative_number(1.0))
-      ->capture_default_str();
-  cmd->add_option("--mean-images", f->workload.mean_images, "images per image-bearing sample")
-
-      ->check(non_negative_number(kMaxImages))
-      ->capture_default_str();
-  cmd->add_option("--max-images", f->workload.max_images)
-      ->check(positive_integer(kMaxImages))
-      ->capture_default_str();
-  cmd->add_option("--min-side", f->workload.min_side, "image side in merged tokens, smallest")
-
-      ->check(positive_integer(kMaxSide))
-      ->capture_default_str();
-  cmd->add_option("--max-side", f->workload.max_side, "image side in merged tokens, largest")
-
-      ->check(positive_integer(kMaxSide))
-      ->capture_default_str();
-  cmd->add_option("--median-text-tokens", f->workload.median_text_tokens)
-      ->check(positive_integer(kMaxTextTokens))
-      ->capture_default_str();
-  cmd->add_option("--pixel-dim", f->workload.pixel_dim, "float32 values per patch row")
-
-      ->check(positive_integer(kMaxPixelDim))
-      ->capture_default_str();
+  add_workload_flags(*cmd, f->workload);
   cmd->add_option("--timeout", f->timeout,
                   "seconds a collective may take before it is reported as failed")
-
       ->check(positive_number(kMaxTimeoutSeconds))
       ->capture_default_str();
   cmd->add_flag("--json", f->json, "print the report as JSON (rank 0)");
