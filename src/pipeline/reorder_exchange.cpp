@@ -93,6 +93,44 @@ double mean_spread(const std::vector<std::vector<double>>& per_mb) {
 
 }  // namespace
 
+namespace {
+
+// The slots of a reordered window's micro-batches, each filled exactly once.
+class SlotFiller {
+ public:
+  SlotFiller(ReorderedWindow& window, const std::vector<std::vector<int64_t>>& slot_of)
+      : window_(window), slot_of_(slot_of) {
+    for (const auto& positions : window.positions) filled_.emplace_back(positions.size(), 0);
+  }
+
+  /// Puts the sample of position `p` of micro-batch `k` in its slot.
+  void place(int64_t k, int64_t p, MultimodalSample sample) {
+    const int64_t slot = slot_of_[static_cast<size_t>(k)][static_cast<size_t>(p)];
+    auto& flag = filled_[static_cast<size_t>(k)];
+    check<InternalError>(slot >= 0 && !flag[static_cast<size_t>(slot)], "reorder: position ", p,
+                         " of micro-batch ", k, " arrived ",
+                         slot < 0 ? "here by mistake" : "twice");
+    flag[static_cast<size_t>(slot)] = 1;
+    window_.microbatches[static_cast<size_t>(k)][static_cast<size_t>(slot)] = std::move(sample);
+  }
+
+  /// Throws InternalError when a slot is still empty.
+  void check_full() const {
+    for (size_t k = 0; k < filled_.size(); ++k) {
+      const auto& flag = filled_[k];
+      check<InternalError>(std::find(flag.begin(), flag.end(), 0) == flag.end(),
+                           "reorder: a slot of micro-batch ", k, " received no sample");
+    }
+  }
+
+ private:
+  ReorderedWindow& window_;
+  const std::vector<std::vector<int64_t>>& slot_of_;
+  std::vector<std::vector<uint8_t>> filled_;
+};
+
+}  // namespace
+
 struct ReorderExchange::State {
   Communicator* group = nullptr;
   SampleSchema schema;
@@ -140,6 +178,14 @@ struct ReorderExchange::State {
   /// The bytes this rank sends, in (destination, micro-batch, position) order.
   std::vector<std::byte> serialize_leaving(const std::vector<std::vector<MultimodalSample>>& shards,
                                            const Moves& moves, const LocalWindow& local) const;
+  /// This rank's window described and checked, and every rank's header compared (one allgather):
+  /// throws on every rank when any rank failed or the ranks disagree.
+  LocalWindow agree_on_window(const std::vector<std::vector<MultimodalSample>>& shards,
+                              const std::string& local_error);
+  /// Places the samples received (`recv`, in each source's agreed order) into their slots.
+  void unpack_received(std::span<const std::byte> recv, const Moves& moves,
+                       const std::vector<int64_t>& all_meta, int64_t window_mbs,
+                       SlotFiller& slots) const;
 };
 
 void validate(const ReorderOptions& o, int dp) {
@@ -430,13 +476,10 @@ std::vector<std::byte> ReorderExchange::State::serialize_leaving(
   return send;
 }
 
-ReorderedWindow ReorderExchange::State::run(std::vector<std::vector<MultimodalSample>> shards,
-                                            const std::string& local_error) {
-  Communicator& g = *group;
-  const auto window_mbs = static_cast<int64_t>(shards.size());
-
-  // 1. Local metadata and checks; a bad sample (or anything else thrown here) fails every rank
-  // with the same message instead of leaving the others in a collective.
+ReorderExchange::State::LocalWindow ReorderExchange::State::agree_on_window(
+    const std::vector<std::vector<MultimodalSample>>& shards, const std::string& local_error) {
+  // A bad sample (or anything else thrown here) fails every rank with the same message instead of
+  // leaving the others in a collective.
   LocalWindow local;
   std::string error = local_error;
   if (error.empty()) {
@@ -446,52 +489,22 @@ ReorderedWindow ReorderExchange::State::run(std::vector<std::vector<MultimodalSa
       error = e.what();
     }
   }
+  const auto window_mbs = static_cast<int64_t>(shards.size());
   const WindowHeader mine{schema.fingerprint(), settings, window_mbs, error.empty() ? 0 : 1};
-  const std::vector<WindowHeader> headers = allgather_value(g, mine);
-  raise_if_any(g, headers, error);
+  const std::vector<WindowHeader> headers = allgather_value(*group, mine);
+  raise_if_any(*group, headers, error);
   check_headers_agree(headers);
+  return local;
+}
 
-  // 2. Everyone's metadata: rank r's samples of micro-batch k are positions r·shard + j.
-  const std::vector<int64_t> all_meta = allgather_vector<int64_t>(g, local.meta);
+void ReorderExchange::State::unpack_received(std::span<const std::byte> recv, const Moves& mv,
+                                             const std::vector<int64_t>& all_meta,
+                                             int64_t window_mbs, SlotFiller& slots) const {
+  // Rank r's samples of micro-batch k are positions r·shard + j.
   auto record = [&](int64_t k, int64_t p) {
     const int64_t src = p / shard;
     return all_meta.data() + ((src * window_mbs + k) * shard + p % shard) * words;
   };
-
-  // 3. Assignment per micro-batch and the resulting moves.
-  Moves mv = plan_moves(window_mbs, all_meta);
-  ReorderedWindow& out = mv.window;
-
-  // 4. Serialize what leaves, in (destination, micro-batch, position) order; move what stays.
-  const std::vector<std::byte> send = serialize_leaving(shards, mv, local);
-  std::vector<std::vector<uint8_t>> filled(static_cast<size_t>(window_mbs));
-  for (int64_t k = 0; k < window_mbs; ++k) {
-    filled[static_cast<size_t>(k)].assign(out.positions[static_cast<size_t>(k)].size(), 0);
-  }
-  auto place = [&](int64_t k, int64_t p, MultimodalSample sample) {
-    const int64_t slot = mv.slot_of[static_cast<size_t>(k)][static_cast<size_t>(p)];
-    auto& flag = filled[static_cast<size_t>(k)];
-    if (slot < 0 || flag[static_cast<size_t>(slot)]) {
-      throw InternalError("reorder: position " + std::to_string(p) + " of micro-batch " +
-                          std::to_string(k) + " arrived " +
-                          (slot < 0 ? "here by mistake" : "twice"));
-    }
-    flag[static_cast<size_t>(slot)] = 1;
-    out.microbatches[static_cast<size_t>(k)][static_cast<size_t>(slot)] = std::move(sample);
-  };
-  for (int64_t k = 0; k < window_mbs; ++k) {
-    for (int64_t j = 0; j < shard; ++j) {
-      const int64_t p = static_cast<int64_t>(rank) * shard + j;
-      if (mv.slot_of[static_cast<size_t>(k)][static_cast<size_t>(p)] >= 0) {
-        place(k, p, std::move(shards[static_cast<size_t>(k)][static_cast<size_t>(j)]));
-      }
-    }
-  }
-
-  // 5. One alltoallv (skipped when nothing moves anywhere), then unpack in the agreed order.
-  std::vector<std::byte> recv(
-      static_cast<size_t>(std::accumulate(mv.recv_bytes.begin(), mv.recv_bytes.end(), int64_t{0})));
-  if (out.stats.samples_moved > 0) g.alltoallv(send, mv.send_bytes, recv, mv.recv_bytes);
   int64_t at = 0;
   for (int src = 0; src < dp; ++src) {
     const int64_t begin = at;
@@ -501,29 +514,50 @@ ReorderedWindow ReorderExchange::State::run(std::vector<std::vector<MultimodalSa
       const int64_t* m = record(k, p);
       const std::span<const int64_t> dims(m + kFixedWords, m + words);
       const int64_t bytes = serialized_size(schema, dims);
-      if (at + bytes > static_cast<int64_t>(recv.size())) {
-        throw InternalError("reorder: the samples from DP rank " + std::to_string(src) +
-                            " run past the bytes received");
-      }
-      place(k, p,
-            deserialize_sample(std::span<const std::byte>(recv).subspan(static_cast<size_t>(at),
-                                                                        static_cast<size_t>(bytes)),
-                               schema, m[0], dims));
+      check<InternalError>(at + bytes <= static_cast<int64_t>(recv.size()),
+                           "reorder: the samples from DP rank ", src,
+                           " run past the bytes received");
+      slots.place(
+          k, p,
+          deserialize_sample(recv.subspan(static_cast<size_t>(at), static_cast<size_t>(bytes)),
+                             schema, m[0], dims));
       at += bytes;
     }
-    if (at - begin != mv.recv_bytes[static_cast<size_t>(src)]) {
-      throw InternalError("reorder: consumed " + std::to_string(at - begin) +
-                          " bytes from DP rank " + std::to_string(src) + " but received " +
-                          std::to_string(mv.recv_bytes[static_cast<size_t>(src)]));
-    }
+    check<InternalError>(at - begin == mv.recv_bytes[static_cast<size_t>(src)],
+                         "reorder: consumed ", at - begin, " bytes from DP rank ", src,
+                         " but received ", mv.recv_bytes[static_cast<size_t>(src)]);
   }
+}
+
+ReorderedWindow ReorderExchange::State::run(std::vector<std::vector<MultimodalSample>> shards,
+                                            const std::string& local_error) {
+  const auto window_mbs = static_cast<int64_t>(shards.size());
+  // 1. Local metadata and checks, then everyone's metadata.
+  const LocalWindow local = agree_on_window(shards, local_error);
+  const std::vector<int64_t> all_meta = allgather_vector<int64_t>(*group, local.meta);
+
+  // 2. Assignment per micro-batch and the resulting moves.
+  Moves mv = plan_moves(window_mbs, all_meta);
+  ReorderedWindow& out = mv.window;
+
+  // 3. Serialize what leaves, in (destination, micro-batch, position) order; move what stays.
+  const std::vector<std::byte> send = serialize_leaving(shards, mv, local);
+  SlotFiller slots(out, mv.slot_of);
   for (int64_t k = 0; k < window_mbs; ++k) {
-    const auto& flag = filled[static_cast<size_t>(k)];
-    if (std::find(flag.begin(), flag.end(), 0) != flag.end()) {
-      throw InternalError("reorder: a slot of micro-batch " + std::to_string(k) +
-                          " received no sample");
+    for (int64_t j = 0; j < shard; ++j) {
+      const int64_t p = static_cast<int64_t>(rank) * shard + j;
+      if (mv.slot_of[static_cast<size_t>(k)][static_cast<size_t>(p)] >= 0) {
+        slots.place(k, p, std::move(shards[static_cast<size_t>(k)][static_cast<size_t>(j)]));
+      }
     }
   }
+
+  // 4. One alltoallv (skipped when nothing moves anywhere), then unpack in the agreed order.
+  std::vector<std::byte> recv(
+      static_cast<size_t>(std::accumulate(mv.recv_bytes.begin(), mv.recv_bytes.end(), int64_t{0})));
+  if (out.stats.samples_moved > 0) group->alltoallv(send, mv.send_bytes, recv, mv.recv_bytes);
+  unpack_received(recv, mv, all_meta, window_mbs, slots);
+  slots.check_full();
   return std::move(out);
 }
 
