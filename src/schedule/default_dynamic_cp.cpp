@@ -160,6 +160,143 @@ detail::DraftMicrobatch fill_whole_group(detail::WaitingSamples& waiting, int ra
   return mb;
 }
 
+/// One round of Megatron's placement: the groups formed so far (in rank order), their index by
+/// size, the samples placed and the ranks used.
+class Round {
+ public:
+  /// A round opened by the first waiting sample of `first`, in a group of its cp_min.
+  /// `by_size` is scratch kept across rounds (its vectors keep their capacity).
+  Round(const DynamicCpOptions& o, std::vector<SizeIndex>& by_size,
+        const detail::LengthClass& first, int64_t first_id)
+      : ranks_(o.ranks()),
+        m_(o.max_seqlen_per_dp_cp_rank),
+        cap_(static_cast<double>(first.length) * static_cast<double>(m_) *
+             (1.0 + kWorkloadCapDelta)),
+        by_size_(by_size) {
+    // The groups of each size, so that a sample looks at one candidate group per size instead of
+    // scanning them all; best_of_size finds the group Megatron's scan in creation order would
+    // take.
+    for (auto& x : by_size_) {
+      x.groups.clear();
+      x.tree.reset();
+    }
+    groups_.push_back({first.cp_min, first.length, workload(first.length, first.cp_min), 1});
+    placed_.push_back({0, first_id, first.length});
+    used_ = first.cp_min;
+    max_load_ = groups_.front().load;
+    index(0);
+  }
+
+  /// Places the sample as Megatron would; false when it waits for the next round.
+  bool place(int64_t id, int64_t length, int cp_min) {
+    const std::optional<Choice> best = best_choice(length, cp_min);
+    if (!best) return false;
+    int g = best->group;
+    size_t at = best->at;
+    if (g < 0) {
+      groups_.push_back({best->cp, 0, 0.0, 0});
+      used_ += best->cp;
+      g = static_cast<int>(groups_.size()) - 1;
+      at = index(g);
+    }
+    RoundGroup& group = groups_[static_cast<size_t>(g)];
+    group.tokens += length;
+    group.load += workload(length, best->cp);
+    ++group.members;
+    placed_.push_back({g, id, length});
+    max_load_ = std::max(max_load_, group.load);
+    find_size(by_size_, best->cp)->tree.set(at, m_ * group.size - group.tokens, group.load);
+    return true;
+  }
+
+  /// The first class from `from` on that a sample could fit: one whose cp_min leaves room for a
+  /// new group, or one no longer than the room of a group of a size it may use (a class that
+  /// waits leaves the round unchanged, so the classes between wait too).
+  size_t next_that_may_fit(detail::WaitingSamples& waiting, size_t from) const {
+    size_t next =
+        ranks_ - used_ >= 1 ? waiting.first_cp_at_most(from, ranks_ - used_) : waiting.size();
+    for (const SizeIndex& x : by_size_) {
+      if (x.groups.empty() || x.tree.most_room() < 1) continue;
+      const size_t sized = waiting.first_cp_at_most(from, x.size);
+      next = std::min(next, waiting.first_at_most(sized, x.tree.most_room()));
+    }
+    return waiting.open_from(next);
+  }
+
+  /// Idle ranks: doubles the first smallest group (later groups move right) while ranks are
+  /// idle; false when a doubling needs more ranks than are idle (the whole-group fallback).
+  bool cover_idle_ranks() {
+    while (used_ < ranks_) {
+      auto smallest =
+          std::min_element(groups_.begin(), groups_.end(),
+                           [](const auto& a, const auto& b) { return a.size < b.size; });
+      const int grown = std::min(smallest->size * 2, ranks_);
+      if (grown - smallest->size > ranks_ - used_) return false;
+      used_ += grown - smallest->size;
+      smallest->size = grown;
+    }
+    return true;
+  }
+
+  detail::DraftMicrobatch lay_out(detail::TimeCache* time, double& height) const {
+    return thdpack::lay_out(groups_, placed_, time, height);
+  }
+
+ private:
+  /// Where a sample goes: a group (-1: a new one of size cp) at position `at` among its size's.
+  struct Choice {
+    double score;
+    int group;
+    size_t at;
+    int cp;
+  };
+
+  /// Megatron's choice over the sizes cp_min, 2·cp_min, ... G: the least score within the cap,
+  /// the smaller size and an existing group first on ties; none when the sample must wait.
+  std::optional<Choice> best_choice(int64_t length, int cp_min) const {
+    std::optional<Choice> best;
+    for (int64_t c = cp_min; c <= ranks_; c *= 2) {
+      // Every score is at least max_load, and only a lower one replaces the best.
+      if (best && best->score <= max_load_) break;
+      const int cp = static_cast<int>(c);
+      const double w = workload(length, cp);
+      if (const SizeIndex* same_size = find_size(by_size_, cp)) {
+        const auto [at, score] = best_of_size(same_size->tree, length, w, max_load_);
+        if (at != detail::GroupFitTree::npos && score <= cap_ && (!best || score < best->score)) {
+          best = Choice{score, same_size->groups[at], at, cp};
+        }
+      }
+      if (ranks_ - used_ >= cp) {
+        const double score = std::max(max_load_, w);
+        if (score <= cap_ && (!best || score < best->score)) best = Choice{score, -1, 0, cp};
+      }
+    }
+    return best;
+  }
+
+  /// Adds group g to the index of its size; its position there.
+  size_t index(int g) {
+    const RoundGroup& group = groups_[static_cast<size_t>(g)];
+    SizeIndex* x = find_size(by_size_, group.size);
+    if (x == nullptr) {
+      by_size_.push_back({group.size, {}, {}});
+      x = &by_size_.back();
+    }
+    x->groups.push_back(g);
+    x->tree.push(m_ * group.size - group.tokens, group.load);
+    return x->groups.size() - 1;
+  }
+
+  const int ranks_;
+  const int64_t m_;
+  const double cap_;
+  std::vector<SizeIndex>& by_size_;
+  std::vector<RoundGroup> groups_;
+  std::vector<Placed> placed_;
+  int used_ = 0;
+  double max_load_ = 0;
+};
+
 /// One scheduling round: the micro-batch it forms from the waiting samples; placed samples leave
 /// them (empty classes are closed). `touched` and `by_size` are scratch kept between rounds. With
 /// `time`, `height` is the micro-batch's modeled height.
@@ -167,125 +304,30 @@ detail::DraftMicrobatch next_microbatch(detail::WaitingSamples& waiting, const D
                                         std::vector<Touched>& touched,
                                         std::vector<SizeIndex>& by_size, detail::TimeCache* time,
                                         double& height) {
-  const int ranks = o.ranks();
-  const int64_t m = o.max_seqlen_per_dp_cp_rank;
   touched.clear();
   const size_t first_class = waiting.open_from(0);
   detail::LengthClass& first = waiting[first_class];
   touched.push_back({first_class, first.next});
-  const int first_cp = first.cp_min;
-  const double cap =
-      static_cast<double>(first.length) * static_cast<double>(m) * (1.0 + kWorkloadCapDelta);
-  std::vector<RoundGroup> groups;
-  groups.push_back({first_cp, first.length, workload(first.length, first_cp), 1});
-  std::vector<Placed> placed{{0, waiting.ids()[first.next], first.length}};
+  Round round(o, by_size, first, waiting.ids()[first.next]);
   ++first.next;
-  int used = first_cp;
-  double max_load = groups.front().load;
-  // The groups of each size, so that a sample looks at one candidate group per size instead of
-  // scanning them all; best_of_size finds the group Megatron's scan in creation order would take.
-  for (auto& x : by_size) {
-    x.groups.clear();
-    x.tree.reset();
-  }
-  auto index = [&](int g) {
-    const RoundGroup& group = groups[static_cast<size_t>(g)];
-    SizeIndex* x = find_size(by_size, group.size);
-    if (x == nullptr) {
-      by_size.push_back({group.size, {}, {}});
-      x = &by_size.back();
-    }
-    x->groups.push_back(g);
-    x->tree.push(m * group.size - group.tokens, group.load);
-    return x->groups.size() - 1;
-  };
-  index(0);
-
-  // Places the sample as Megatron would; false when it waits for the next round.
-  auto place = [&](int64_t id, int64_t length, int cp_min) {
-    bool found = false;
-    double best_score = 0.0;
-    int best_group = -1;  // -1: a new group
-    size_t best_at = 0;   // its position among the groups of its size
-    int best_cp = 0;
-    for (int64_t c = cp_min; c <= ranks; c *= 2) {
-      // Every score is at least max_load, and only a lower one replaces the best.
-      if (found && best_score <= max_load) break;
-      const int cp = static_cast<int>(c);
-      const double w = workload(length, cp);
-      if (const SizeIndex* same_size = find_size(by_size, cp)) {
-        const auto [at, score] = best_of_size(same_size->tree, length, w, max_load);
-        if (at != detail::GroupFitTree::npos && score <= cap && (!found || score < best_score)) {
-          found = true;
-          best_score = score;
-          best_group = same_size->groups[at];
-          best_at = at;
-          best_cp = cp;
-        }
-      }
-      if (ranks - used >= cp) {
-        const double score = std::max(max_load, w);
-        if (score <= cap && (!found || score < best_score)) {
-          found = true;
-          best_score = score;
-          best_group = -1;
-          best_cp = cp;
-        }
-      }
-    }
-    if (!found) return false;
-    if (best_group < 0) {
-      groups.push_back({best_cp, 0, 0.0, 0});
-      used += best_cp;
-      best_group = static_cast<int>(groups.size()) - 1;
-      best_at = index(best_group);
-    }
-    RoundGroup& group = groups[static_cast<size_t>(best_group)];
-    group.tokens += length;
-    group.load += workload(length, best_cp);
-    ++group.members;
-    placed.push_back({best_group, id, length});
-    max_load = std::max(max_load, group.load);
-    SizeIndex& grown = *find_size(by_size, best_cp);
-    grown.tree.set(best_at, m * group.size - group.tokens, group.load);
-    return true;
-  };
-  // The first class from `from` on that a sample could fit: one whose cp_min leaves room for a
-  // new group, or one no longer than the room of a group of a size it may use (a class that
-  // waits leaves the round unchanged, so the classes between wait too).
-  auto next_that_may_fit = [&](size_t from) {
-    size_t next = ranks - used >= 1 ? waiting.first_cp_at_most(from, ranks - used) : waiting.size();
-    for (const SizeIndex& x : by_size) {
-      if (x.groups.empty() || x.tree.most_room() < 1) continue;
-      const size_t sized = waiting.first_cp_at_most(from, x.size);
-      next = std::min(next, waiting.first_at_most(sized, x.tree.most_room()));
-    }
-    return waiting.open_from(next);
-  };
   for (size_t c = first_class; c < waiting.size();) {
     detail::LengthClass& cls = waiting[c];
     const size_t before = cls.next;
-    while (!cls.empty() && place(waiting.ids()[cls.next], cls.length, cls.cp_min)) ++cls.next;
-    if (cls.next != before && c != first_class) touched.push_back({c, before});
-    c = cls.empty() ? waiting.open_from(c + 1) : next_that_may_fit(c + 1);
-  }
-
-  // Idle ranks: double the first smallest group (later groups move right) while ranks are idle.
-  while (used < ranks) {
-    auto smallest = std::min_element(groups.begin(), groups.end(),
-                                     [](const auto& a, const auto& b) { return a.size < b.size; });
-    const int grown = std::min(smallest->size * 2, ranks);
-    if (grown - smallest->size > ranks - used) {
-      for (auto t = touched.rbegin(); t != touched.rend(); ++t) waiting[t->cls].next = t->next;
-      detail::DraftMicrobatch whole = fill_whole_group(waiting, ranks, m, touched, time, height);
-      for (const Touched& t : touched) waiting.close_if_empty(t.cls);
-      return whole;
+    while (!cls.empty() && round.place(waiting.ids()[cls.next], cls.length, cls.cp_min)) {
+      ++cls.next;
     }
-    used += grown - smallest->size;
-    smallest->size = grown;
+    if (cls.next != before && c != first_class) touched.push_back({c, before});
+    c = cls.empty() ? waiting.open_from(c + 1) : round.next_that_may_fit(waiting, c + 1);
+  }
+  if (!round.cover_idle_ranks()) {
+    for (auto t = touched.rbegin(); t != touched.rend(); ++t) waiting[t->cls].next = t->next;
+    detail::DraftMicrobatch whole =
+        fill_whole_group(waiting, o.ranks(), o.max_seqlen_per_dp_cp_rank, touched, time, height);
+    for (const Touched& t : touched) waiting.close_if_empty(t.cls);
+    return whole;
   }
   for (const Touched& t : touched) waiting.close_if_empty(t.cls);
-  return lay_out(groups, placed, time, height);
+  return round.lay_out(time, height);
 }
 
 /// Doubles the first smallest group until the groups cover `ranks`; false when a doubling needs
