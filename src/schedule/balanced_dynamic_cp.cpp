@@ -693,18 +693,23 @@ std::optional<KSearchResult> search_k(const std::vector<Item>& items, int64_t sh
   return best;
 }
 
-/// Steps 1-4: the plan of the packing above.
-detail::DraftPlan plan_by_packing(std::span<const int64_t> ids,
-                                  std::span<const int64_t> padded_lengths,
-                                  const DynamicCpOptions& options) {
-  const SizeTable table = make_size_table(options);
-  std::vector<double> times(ids.size() * table.slots());
-  std::vector<Item> items(ids.size());
-  std::vector<int> slot_lists;  // every item's slots, one list after another
+/// The samples as the packer sees them, sorted by rank-time at their smallest size (largest
+/// first, ids ascending on ties). Items point into `times` and `slot_lists`.
+struct PackingItems {
+  std::vector<double> times;    ///< every item's time on each SizeTable slot
+  std::vector<int> slot_lists;  ///< every item's slots, one list after another
+  std::vector<Item> items;
+  int64_t shortest = std::numeric_limits<int64_t>::max();
+};
+
+PackingItems packing_items(std::span<const int64_t> ids, std::span<const int64_t> padded_lengths,
+                           const DynamicCpOptions& options, const SizeTable& table) {
+  PackingItems out;
+  out.times.resize(ids.size() * table.slots());
+  out.items.resize(ids.size());
   std::vector<size_t> slot_list_end(ids.size());
   std::vector<int> sizes;
   int64_t total_tokens = 0;  // only checked for overflow here: search_k sums lengths unchecked
-  int64_t shortest = std::numeric_limits<int64_t>::max();
   for (size_t i = 0; i < ids.size(); ++i) {
     detail::candidate_cp_sizes(padded_lengths[i], options, sizes);
     if (sizes.empty()) {
@@ -712,78 +717,66 @@ detail::DraftPlan plan_by_packing(std::span<const int64_t> ids,
            " tokens, more than M x dp*cp = ", options.max_seqlen_per_dp_cp_rank * options.ranks(),
            "; ", kOversizeFix);
     }
-    double* row = times.data() + i * table.slots();
+    double* row = out.times.data() + i * table.slots();
     for (size_t s = 0; s < table.slots(); ++s) {
       row[s] = options.cost.time(padded_lengths[i], table.sizes[s]);
     }
-    for (const int c : sizes) slot_lists.push_back(table.slot_of(c));
-    slot_list_end[i] = slot_lists.size();
+    for (const int c : sizes) out.slot_lists.push_back(table.slot_of(c));
+    slot_list_end[i] = out.slot_lists.size();
     const double area = sizes.front() * row[table.slot_of(sizes.front())];
-    items[i] = {ids[i], padded_lengths[i], {}, area, row};
+    out.items[i] = {ids[i], padded_lengths[i], {}, area, row};
     total_tokens = checked_add(total_tokens, padded_lengths[i], "balanced_dynamic_cp total tokens");
-    shortest = std::min(shortest, padded_lengths[i]);
+    out.shortest = std::min(out.shortest, padded_lengths[i]);
   }
-  for (size_t i = 0, begin = 0; i < items.size(); begin = slot_list_end[i++]) {
-    items[i].slots = std::span<const int>(slot_lists).subspan(begin, slot_list_end[i] - begin);
+  for (size_t i = 0, begin = 0; i < out.items.size(); begin = slot_list_end[i++]) {
+    out.items[i].slots =
+        std::span<const int>(out.slot_lists).subspan(begin, slot_list_end[i] - begin);
   }
-  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+  std::sort(out.items.begin(), out.items.end(), [](const Item& a, const Item& b) {
     return a.area > b.area || (a.area == b.area && a.id < b.id);
   });
-  const auto n = static_cast<int64_t>(items.size());
-  const int64_t multiple = options.microbatch_multiple;
-  std::vector<SizeIndex> by_size(table.slots());
-  double height_over_bound = 0;  // where the next height search starts (0: at the bound)
-  // Dealing again is for batches of at most kSampledKSearchAbove samples (step 3).
-  const PackContext ctx{options, table, by_size, &height_over_bound, n <= kSampledKSearchAbove};
+  return out;
+}
 
+/// Step 4 on every stride-th sample in rank-time order (the same mix of lengths), then one plan
+/// of all samples at the K found, scaled; K grows by multiples until that plan packs. None when
+/// the sample finds no K or no K tried packs.
+std::optional<std::vector<Level>> plan_by_sampled_k(const PackingItems& all,
+                                                    const PackContext& ctx) {
+  const auto n = static_cast<int64_t>(all.items.size());
+  const int64_t multiple = ctx.options.microbatch_multiple;
+  const int64_t stride = n / kSampledKSearchAbove + 1;
+  std::vector<Item> sample;
+  int64_t sample_shortest = std::numeric_limits<int64_t>::max();
+  for (int64_t i = 0; i < n; i += stride) {
+    sample.push_back(all.items[static_cast<size_t>(i)]);
+    sample_shortest = std::min(sample_shortest, sample.back().length);
+  }
+  PackContext searching = ctx;
+  searching.deal_again =
+      false;  // the sample only picks K; dealing again costs more than it changes
+  const auto sampled = search_k(sample, sample_shortest, searching);
+  if (!sampled) return std::nullopt;
+  const auto scaled =
+      static_cast<int64_t>(std::ceil(static_cast<double>(sampled->k) * static_cast<double>(n) /
+                                     static_cast<double>(sample.size())));
+  const int64_t first = round_up(scaled, multiple);
+  *ctx.last_height_over_bound = 0;  // the sample's micro-batches were smaller
   std::optional<std::vector<Level>> best;
-  if (n > kSampledKSearchAbove) {
-    // Step 4 on every stride-th sample in rank-time order (the same mix of lengths), then one
-    // plan of all samples at the K found, scaled; K grows by multiples until that plan packs.
-    const int64_t stride = n / kSampledKSearchAbove + 1;
-    std::vector<Item> sample;
-    int64_t sample_shortest = std::numeric_limits<int64_t>::max();
-    for (int64_t i = 0; i < n; i += stride) {
-      sample.push_back(items[static_cast<size_t>(i)]);
-      sample_shortest = std::min(sample_shortest, sample.back().length);
-    }
-    PackContext searching = ctx;
-    searching.deal_again = false;  // a quarter of the time; 131,072 samples kept their step
-    if (const auto sampled = search_k(sample, sample_shortest, searching)) {
-      const auto scaled =
-          static_cast<int64_t>(std::ceil(static_cast<double>(sampled->k) * static_cast<double>(n) /
-                                         static_cast<double>(sample.size())));
-      const int64_t first = round_up(scaled, multiple);
-      height_over_bound = 0;  // the sample's micro-batches were smaller
-      for (int64_t k = first; k <= n && k < first + kSampledKTries * multiple && !best;
-           k += multiple) {
-        best = plan_with(k, items, shortest, std::numeric_limits<double>::infinity(), ctx);
-      }
-    }
+  for (int64_t k = first; k <= n && k < first + kSampledKTries * multiple && !best; k += multiple) {
+    best = plan_with(k, all.items, all.shortest, std::numeric_limits<double>::infinity(), ctx);
   }
-  if (!best) {
-    // Above kRedealEveryKUpTo samples, K is searched without dealing again and the K found is
-    // dealt again once.
-    PackContext searching = ctx;
-    searching.deal_again = ctx.deal_again && n <= kRedealEveryKUpTo;
-    if (auto searched = search_k(items, shortest, searching)) {
-      best = ctx.deal_again && !searching.deal_again
-                 ? deal_again(std::move(searched->levels), searched->k, items, shortest,
-                              std::numeric_limits<double>::infinity(), ctx)
-                 : std::move(searched->levels);
-    }
-  }
-  if (!best) {
-    fail("balanced_dynamic_cp: ", n, " samples cannot fill a multiple of the VPP group (", multiple,
-         ") of micro-batches; use a larger batch");
-  }
-  auto& levels = *best;
+  return best;
+}
+
+/// The levels as a draft plan: each micro-batch's groups from rank 0, larger groups first (the
+/// layout Megatron's runtime expects: non-increasing sizes).
+detail::DraftPlan draft_of(std::vector<Level>& levels, int ranks) {
   detail::DraftPlan plan;
-  plan.ranks = options.ranks();
+  plan.ranks = ranks;
   for (auto& level : levels) {
     detail::DraftMicrobatch mb;
     int rank = 0;
-    // Larger groups first: the layout Megatron's runtime expects (non-increasing sizes).
     std::stable_sort(level.groups.begin(), level.groups.end(),
                      [](const Group& a, const Group& b) { return a.size > b.size; });
     for (auto& g : level.groups) {
@@ -796,6 +789,39 @@ detail::DraftPlan plan_by_packing(std::span<const int64_t> ids,
     plan.microbatches.push_back(std::move(mb));
   }
   return plan;
+}
+
+/// Steps 1-4: the plan of the packing above.
+detail::DraftPlan plan_by_packing(std::span<const int64_t> ids,
+                                  std::span<const int64_t> padded_lengths,
+                                  const DynamicCpOptions& options) {
+  const SizeTable table = make_size_table(options);
+  const PackingItems all = packing_items(ids, padded_lengths, options, table);
+  const auto n = static_cast<int64_t>(all.items.size());
+  std::vector<SizeIndex> by_size(table.slots());
+  double height_over_bound = 0;  // where the next height search starts (0: at the bound)
+  // Dealing again is for batches of at most kSampledKSearchAbove samples (step 3).
+  const PackContext ctx{options, table, by_size, &height_over_bound, n <= kSampledKSearchAbove};
+
+  std::optional<std::vector<Level>> best;
+  if (n > kSampledKSearchAbove) best = plan_by_sampled_k(all, ctx);
+  if (!best) {
+    // Above kRedealEveryKUpTo samples, K is searched without dealing again and the K found is
+    // dealt again once.
+    PackContext searching = ctx;
+    searching.deal_again = ctx.deal_again && n <= kRedealEveryKUpTo;
+    if (auto searched = search_k(all.items, all.shortest, searching)) {
+      best = ctx.deal_again && !searching.deal_again
+                 ? deal_again(std::move(searched->levels), searched->k, all.items, all.shortest,
+                              std::numeric_limits<double>::infinity(), ctx)
+                 : std::move(searched->levels);
+    }
+  }
+  if (!best) {
+    fail("balanced_dynamic_cp: ", n, " samples cannot fill a multiple of the VPP group (",
+         options.microbatch_multiple, ") of micro-batches; use a larger batch");
+  }
+  return draft_of(*best, options.ranks());
 }
 
 }  // namespace
