@@ -753,8 +753,8 @@ std::optional<std::vector<Level>> plan_by_sampled_k(const PackingItems& all,
     sample_shortest = std::min(sample_shortest, sample.back().length);
   }
   PackContext searching = ctx;
-  searching.deal_again =
-      false;  // the sample only picks K; dealing again costs more than it changes
+  // The sample only picks K; dealing again costs more than it changes there.
+  searching.deal_again = false;
   const auto sampled = search_k(sample, sample_shortest, searching);
   if (!sampled) return std::nullopt;
   const auto scaled =
