@@ -69,6 +69,49 @@ std::vector<std::optional<LeftoverPlace>> place_leftovers(const detail::DraftPla
   return places;
 }
 
+/// The height of copy `copy` of template micro-batch t (micro-batch copy·K + t) at
+/// [copy·K + t]: each template group's blocks are walked once for all copies; each copy's group
+/// times are summed in member order, as modeled_step sums them.
+std::vector<double> copy_heights(const detail::DraftPlan& tmpl,
+                                 std::span<const int64_t> sorted_lengths, size_t stride,
+                                 TimeCache& time) {
+  const size_t k = tmpl.microbatches.size();
+  std::vector<double> heights(k * stride, 0.0);
+  std::vector<double> group_time(stride);
+  for (size_t t = 0; t < k; ++t) {
+    for (const CpGroup& g : tmpl.microbatches[t].groups) {
+      std::fill(group_time.begin(), group_time.end(), 0.0);
+      for (const int64_t block : g.ids) {
+        const size_t first = static_cast<size_t>(block) * stride;
+        for (size_t copy = 0; copy < stride; ++copy) {
+          group_time[copy] += time(sorted_lengths[first + copy], g.size);
+        }
+      }
+      for (size_t copy = 0; copy < stride; ++copy) {
+        heights[copy * k + t] = std::max(heights[copy * k + t], group_time[copy]);
+      }
+    }
+  }
+  return heights;
+}
+
+/// Leftover `copy` joins its group last: that micro-batch's height summed again.
+double height_with_leftover(const detail::DraftPlan& tmpl, const LeftoverPlace& place,
+                            std::span<const int64_t> sorted_lengths, size_t stride, size_t copy,
+                            int64_t leftover_length, TimeCache& time) {
+  const auto& groups = tmpl.microbatches[place.microbatch].groups;
+  double height = 0;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    double t = 0;
+    for (const int64_t block : groups[g].ids) {
+      t += time(sorted_lengths[static_cast<size_t>(block) * stride + copy], groups[g].size);
+    }
+    if (g == place.group) t += time(leftover_length, groups[g].size);
+    height = std::max(height, t);
+  }
+  return height;
+}
+
 }  // namespace
 
 std::optional<TemplatePlan> plan_by_template(const LengthGroups& by_length,
@@ -106,48 +149,19 @@ std::optional<TemplatePlan> plan_by_template(const LengthGroups& by_length,
   const auto leftovers = std::span<const int64_t>(sorted_lengths).subspan(past_blocks);
   out.places_ = place_leftovers(tmpl, template_lengths, leftovers, options);
 
-  // The height of copy `copy` of template micro-batch t (micro-batch copy·K + t): each template
-  // group's blocks are walked once for all copies; each copy's group times are summed in member
-  // order, as modeled_step sums them.
   const size_t k = tmpl.microbatches.size();
   TimeCache time(options.cost);
-  std::vector<double> heights(k * stride, 0.0);
-  std::vector<double> group_time(stride);
-  for (size_t t = 0; t < k; ++t) {
-    for (const CpGroup& g : tmpl.microbatches[t].groups) {
-      std::fill(group_time.begin(), group_time.end(), 0.0);
-      for (const int64_t block : g.ids) {
-        const size_t first = static_cast<size_t>(block) * stride;
-        for (size_t copy = 0; copy < stride; ++copy) {
-          group_time[copy] += time(sorted_lengths[first + copy], g.size);
-        }
-      }
-      for (size_t copy = 0; copy < stride; ++copy) {
-        heights[copy * k + t] = std::max(heights[copy * k + t], group_time[copy]);
-      }
-    }
-  }
+  std::vector<double> heights = copy_heights(tmpl, sorted_lengths, stride, time);
   std::vector<int64_t> unplaced_ids;
   std::vector<int64_t> unplaced_lengths;
   for (size_t copy = 0; copy < leftovers.size(); ++copy) {
-    if (!out.places_[copy]) {
+    if (const auto& place = out.places_[copy]) {
+      heights[copy * k + place->microbatch] =
+          height_with_leftover(tmpl, *place, sorted_lengths, stride, copy, leftovers[copy], time);
+    } else {
       unplaced_ids.push_back(sorted_ids[past_blocks + copy]);
       unplaced_lengths.push_back(leftovers[copy]);
-      continue;
     }
-    // Leftover `copy` joins its group last; that micro-batch's height is summed again.
-    const LeftoverPlace& place = *out.places_[copy];
-    const auto& groups = tmpl.microbatches[place.microbatch].groups;
-    double height = 0;
-    for (size_t g = 0; g < groups.size(); ++g) {
-      double t = 0;
-      for (const int64_t block : groups[g].ids) {
-        t += time(sorted_lengths[static_cast<size_t>(block) * stride + copy], groups[g].size);
-      }
-      if (g == place.group) t += time(leftovers[copy], groups[g].size);
-      height = std::max(height, t);
-    }
-    heights[copy * k + place.microbatch] = height;
   }
   out.copies_ = stride;
   if (!unplaced_ids.empty()) {
