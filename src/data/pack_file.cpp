@@ -242,6 +242,46 @@ std::unique_ptr<Dataset> open_pack_source(const PackSource& source) {
   throw InvalidArgument("unknown pack source kind '" + source.kind + "'");
 }
 
+namespace {
+
+/// The offsets rise from 0 to the sample count, and every sample index is one of the source's
+/// and listed once; throws InvalidArgument naming the byte. `body_at`: where the offsets start;
+/// `packs_at`: where the pack count is.
+void check_arrays(const detail::PackFileContents& d, Reader& r, const std::string& path,
+                  size_t body_at, size_t packs_at) {
+  const auto ids = static_cast<uint64_t>(d.ids.size());
+  const size_t offsets_at = body_at;
+  for (size_t p = 0; p < d.offsets.size(); ++p) {
+    const int64_t v = d.offsets[p];
+    const bool ok = (p == 0 ? v == 0 : v >= d.offsets[p - 1]) &&
+                    (p + 1 < d.offsets.size() ? v <= static_cast<int64_t>(ids)
+                                              : v == static_cast<int64_t>(ids));
+    if (!ok) {
+      fail(path, ": byte ", offsets_at + 8 * p, ": pack offset ", p, " is ", v,
+           "; pack offsets must rise from 0 to the sample count ", ids);
+    }
+  }
+  if (static_cast<int64_t>(ids) > d.source.size) {
+    r.fail_at(packs_at + 8,
+              message("the sample count ", ids, " exceeds the source's ", d.source.size,
+                      " samples; a pack file lists each sample at most once"));
+  }
+  const size_t ids_at = offsets_at + 8 * d.offsets.size();
+  for (size_t i = 0; i < d.ids.size(); ++i) {
+    if (d.ids[i] < 0 || d.ids[i] >= d.source.size) {
+      fail(entry_text(path, ids_at, i, d.ids[i]), " is outside the source's ", d.source.size,
+           " samples");
+    }
+  }
+  if (const int64_t i = repeated_entry(d.ids, d.source.size); i >= 0) {
+    const auto entry = static_cast<size_t>(i);
+    throw InvalidArgument(entry_text(path, ids_at, entry, d.ids[entry]) +
+                          " appears a second time; each sample is in at most one pack");
+  }
+}
+
+}  // namespace
+
 detail::PackFileContents detail::parse_pack_file(std::span<const std::byte> bytes,
                                                  const std::string& path) {
   Reader r(path, bytes);
@@ -296,34 +336,7 @@ detail::PackFileContents detail::parse_pack_file(std::span<const std::byte> byte
   }
   r.array(d.offsets, packs + 1, "the pack offsets");
   r.array(d.ids, ids, "the sample indices");
-  const size_t offsets_at = body_at;
-  for (size_t p = 0; p < d.offsets.size(); ++p) {
-    const int64_t v = d.offsets[p];
-    const bool ok = (p == 0 ? v == 0 : v >= d.offsets[p - 1]) &&
-                    (p + 1 < d.offsets.size() ? v <= static_cast<int64_t>(ids)
-                                              : v == static_cast<int64_t>(ids));
-    if (!ok) {
-      fail(path, ": byte ", offsets_at + 8 * p, ": pack offset ", p, " is ", v,
-           "; pack offsets must rise from 0 to the sample count ", ids);
-    }
-  }
-  if (static_cast<int64_t>(ids) > d.source.size) {
-    r.fail_at(packs_at + 8,
-              message("the sample count ", ids, " exceeds the source's ", d.source.size,
-                      " samples; a pack file lists each sample at most once"));
-  }
-  const size_t ids_at = offsets_at + 8 * d.offsets.size();
-  for (size_t i = 0; i < d.ids.size(); ++i) {
-    if (d.ids[i] < 0 || d.ids[i] >= d.source.size) {
-      fail(entry_text(path, ids_at, i, d.ids[i]), " is outside the source's ", d.source.size,
-           " samples");
-    }
-  }
-  if (const int64_t i = repeated_entry(d.ids, d.source.size); i >= 0) {
-    const auto entry = static_cast<size_t>(i);
-    throw InvalidArgument(entry_text(path, ids_at, entry, d.ids[entry]) +
-                          " appears a second time; each sample is in at most one pack");
-  }
+  check_arrays(d, r, path, body_at, packs_at);
   return d;
 }
 
