@@ -95,7 +95,7 @@ def train(rank: int, args: argparse.Namespace, out: Optional[list] = None) -> Li
         for _ in range(num_microbatches):
             (tokens, labels, loss_mask, _attention_mask, position_ids, packed_seq_params,
              padding_mask) = get_batch_on_this_rank_for_sequence_packing(
-                iterator, None, False, None, pg_collection)
+                iterator, None, False, None, pg_collection=pg_collection, config=config)
             mb = {"tokens": tokens[0] % args.vocab, "labels": labels[0] % args.vocab,
                   "loss_mask": loss_mask[0], "position_ids": position_ids[0],
                   "padding_mask": padding_mask[0],

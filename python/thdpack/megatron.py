@@ -12,8 +12,9 @@ arguments and results, so a training script switches by changing an import::
         data_iterator, config, num_microbatches, pg_collection)
     # in forward_step, once per micro-batch
     (tokens, labels, loss_mask, attention_mask, position_ids, packed_seq_params,
-     padding_mask) = get_batch_on_this_rank_for_sequence_packing(it, vpp_size, False, vp_stage,
-                                                                pg_collection)
+     padding_mask) = get_batch_on_this_rank_for_sequence_packing(
+        it, vpp_size=vpp_size, mtp_on_this_rank=False, vp_stage=vp_stage,
+        dynamic_cp=config.dynamic_context_parallel, pg_collection=pg_collection, config=config)
 
 The data iterator yields what Megatron's packing path takes: a dict, or a list of dicts, of 1-D
 tensors ``tokens``, ``labels`` (already shifted: ``labels[j]`` is position j's target),
@@ -73,6 +74,8 @@ class PackedSeqParams:
     local_cp_size: Optional[int] = None
     cp_group: Any = None
     total_tokens: Optional[int] = None
+    pad_between_seqs: Optional[bool] = None
+    cp_partition_mode: str = "zigzag"
 
 
 def packed_seq_params_class():
@@ -157,12 +160,46 @@ def _packer_settings(config, groups: dict, options: dict) -> dict:
     settings = dict(max_seqlen_per_dp_cp_rank=int(cap), scheduler=scheduler,
                     sequence_parallel=bool(_field(config, "sequence_parallel", False)),
                     vpp=vpp, reading="megatron",
-                    max_sequences_per_pack=int(_field(config, "thd_max_packed_sequences", 0)),
                     tokens_on_last_stage=int(_field(config, "mtp_num_layers", 0)) > 0)
     if vpp > 1:
         settings["vpp_group"] = int(_field(config, "microbatch_group_size_per_vp_stage", 0))
+    mode = _field(config, "cp_partition_mode")
+    if mode is not None:
+        settings["cp_mode"] = str(mode)
+    min_cp = _field(config, "min_dynamic_context_parallel_size")
+    if min_cp is not None and scheduler.endswith("dynamic_cp"):
+        settings["min_cp"] = int(min_cp)
+    settings.update(_thd_padding_settings(config, cp))
     settings.update(options)
     return settings
+
+
+def _thd_padding_settings(config, cp: int) -> dict:
+    """Megatron's THD padding fields as ThdPacker's static-shape options.
+
+    ``pad_packed_seq_alignment`` "max" (or CUDA graphs, ``cuda_graph_impl`` other than "none")
+    pads every pack to ``max_seqlen_per_dp_cp_rank`` rows per CP rank; an integer N pads each CP
+    rank's rows to a multiple of N, that is the pack's rows to a multiple of N·cp.
+    ``thd_tail_padding_policy`` places the tail. ``thd_max_packed_sequences`` is then the static
+    ``cu_seqlens`` capacity (that many + 1 entries, a dummy tail sequence included); without an
+    alignment it only caps the sequences of a pack, as Megatron's scheduler does."""
+    alignment = _field(config, "pad_packed_seq_alignment")
+    max_sequences = int(_field(config, "thd_max_packed_sequences", 0))
+    if alignment is None:
+        return {"max_sequences_per_pack": max_sequences} if max_sequences else {}
+    graphs = str(_field(config, "cuda_graph_impl", "none")) != "none"
+    if graphs or alignment == "max":
+        out = {"tail_align": "capacity"}
+    else:
+        if isinstance(alignment, bool) or int(alignment) < 1:
+            raise _thdpack.InvalidArgument(
+                f"config.pad_packed_seq_alignment is {alignment!r}; Megatron takes 'max' or a "
+                "positive integer")
+        out = {"tail_align": "multiple", "tail_multiple": int(alignment) * cp}
+    out["tail_policy"] = str(_field(config, "thd_tail_padding_policy", "append_dummy_seq"))
+    if max_sequences:
+        out["fixed_cu_seqlens_entries"] = max_sequences + 1
+    return out
 
 
 _packers: dict = {}
@@ -343,9 +380,13 @@ def wrap_data_iterator(data_iterator, config, num_microbatches: int, pg_collecti
     flops = step.flops
     sums = (float(flops["seqlen_sum_padded"]), float(flops["seqlen_squared_sum_padded"]))
     dynamic = step.result.dynamic_cp
+    # The mode the rows were sliced with (an explicit cp_mode wins over the config's).
+    mode = str(packer_options.get("cp_mode", _field(config, "cp_partition_mode", "zigzag")))
 
     def stage(v):
         views = step.virtual_stage(v)
+        for view in views:
+            view["cp_partition_mode"] = mode
         if dynamic:  # what Megatron's dynamic-CP batches carry, plus the group's members
             for view, group in zip(views, step.cp_groups):
                 view["local_cp_size"] = group["local_cp_size"]
@@ -392,7 +433,8 @@ def _dynamic_cp_group(ranks: list, cp_group_of):
 def get_batch_on_this_rank_for_sequence_packing(data_iterator, vpp_size: Optional[int] = None,
                                                 mtp_on_this_rank: bool = False,
                                                 vp_stage: Optional[int] = None,
-                                                pg_collection=None, *, pp_group=None,
+                                                dynamic_cp: bool = False, pg_collection=None,
+                                                config=None, *, pp_group=None,
                                                 cp_group_of=None):
     """Megatron's ``get_batch_on_this_rank_for_sequence_packing`` over an iterator from
     ``wrap_data_iterator`` (on every rank; no communication).
@@ -419,6 +461,11 @@ def get_batch_on_this_rank_for_sequence_packing(data_iterator, vpp_size: Optiona
         raise _thdpack.InvalidArgument(
             "no data iterator: with thdpack every rank passes the iterator wrap_data_iterator "
             "returned (TP peers got their rows from the pipeline, nothing is broadcast here)")
+    if not isinstance(dynamic_cp, bool):
+        raise _thdpack.InvalidArgument(
+            f"dynamic_cp is a {type(dynamic_cp).__name__}, not a bool: Megatron-LM's signature is "
+            "(data_iterator, vpp_size, mtp_on_this_rank, vp_stage, dynamic_cp, pg_collection, "
+            "config); pass pg_collection= by keyword")
     if pp_group is None and pg_collection is not None:
         pp_group = getattr(pg_collection, "pp", None)
     if pp_group is None and pg_collection is None:
@@ -450,10 +497,23 @@ def get_batch_on_this_rank_for_sequence_packing(data_iterator, vpp_size: Optiona
     cu = batch["cu_seqlens"].to(torch.int32)
     cu_padded = batch["cu_seqlens_padded"].to(torch.int32)
     max_seqlen = int(batch["max_seqlen"])
+    if dynamic_cp and "local_cp_size" not in batch:
+        raise _thdpack.InvalidArgument(
+            "dynamic_cp=True but the micro-batch has no local_cp_size: its scheduler is a fixed-CP "
+            "one; set config.sequence_packing_scheduler to a dynamic-CP scheduler or pass "
+            "dynamic_cp=False")
     params = packed_seq_params_class()(
         qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu, cu_seqlens_q_padded=cu_padded,
         cu_seqlens_kv_padded=cu_padded, max_seqlen_q=max_seqlen, max_seqlen_kv=max_seqlen)
+    # Megatron sets both on every packed batch: rows between sequences may be padding, and the
+    # slicing mode TE's THD attention must use.
+    mode = batch.get("cp_partition_mode", _field(config, "cp_partition_mode", "zigzag"))
+    for name, value in (("pad_between_seqs", True), ("cp_partition_mode", str(mode))):
+        if hasattr(params, name):
+            setattr(params, name, value)
     if "local_cp_size" in batch:
+        # thdpack's rows are sliced for the micro-batch's own group whatever dynamic_cp says, so
+        # the group is always named (Megatron reads it only with dynamic_cp).
         params.local_cp_size = int(batch["local_cp_size"])
         params.cp_group = _dynamic_cp_group(batch["cp_group_ranks"], cp_group_of)
     return tokens, labels, loss_mask, None, position_ids, params, pad.view(1, -1)

@@ -105,7 +105,7 @@ def _layout_worker(rank, world, tp, cp, dp, pp, vpp, scheduler, steps, out_dir):
                 first = coords["pp"] == 0 and stage in (None, 0)
                 last = coords["pp"] == pp - 1 and stage in (None, (vpp or 1) - 1)
                 got = tm.get_batch_on_this_rank_for_sequence_packing(
-                    iterator, vpp, mtp and last, stage, pg)
+                    iterator, vpp, mtp and last, stage, pg_collection=pg)
                 tokens, labels, loss_mask, attention, positions, params, pad = got
                 want, cu, cu_padded, max_seqlen = reference_pack(
                     [samples[i] for i in packs[k * dp + coords["dp"]]], divisor, cp, coords["cp"])
@@ -246,6 +246,70 @@ def test_static_shapes_and_sequence_cap_through_the_adapter(tmp_path):
     for r in range(2):
         shapes = json.loads((tmp_path / f"static{r}.json").read_text())["shapes"]
         assert shapes == [[[1, M], [5]]]
+
+
+def _thd_padding_worker(rank, world, out_dir):
+    """Megatron dev's THD padding fields in the config give the static shapes the explicit ThdPacker
+    options give, and every batch carries pad_between_seqs and the CP partition mode."""
+    topology = thdpack.Topology(tp=1, cp=2, dp=1)
+    groups = megatron_groups(topology, ("cp",))
+    cases = [  # config fields, the explicit options they stand for
+        ({"pad_packed_seq_alignment": "max", "thd_max_packed_sequences": 4},
+         {"tail_align": "capacity", "fixed_cu_seqlens_entries": 5}),
+        ({"pad_packed_seq_alignment": 16, "thd_tail_padding_policy": "extend_last"},
+         {"tail_align": "multiple", "tail_multiple": 32, "tail_policy": "extend_last"}),
+        ({"pad_packed_seq_alignment": 8, "cuda_graph_impl": "local",
+          "thd_max_packed_sequences": 6},
+         {"tail_align": "capacity", "fixed_cu_seqlens_entries": 7}),
+        ({"thd_max_packed_sequences": 2}, {"max_sequences_per_pack": 2}),
+    ]
+    results = []
+    for fields, options in cases:
+        got = []
+        for config, extra in ((megatron_config(cp=2, **fields), {}),
+                              (megatron_config(cp=2), options)):
+            it, n, _, _ = tm.wrap_data_iterator(tm.mock_data_iterator(config, 0, 1), config, 12,
+                                                cp_group=groups["cp"], **extra)
+            got.append([tm.get_batch_on_this_rank_for_sequence_packing(it, config=config)
+                        for _ in range(n)])
+        by_config, by_options = got
+        assert len(by_config) == len(by_options), fields
+        for a, b in zip(by_config, by_options):
+            for i in (0, 1, 2, 4, 6):
+                assert torch.equal(a[i], b[i]), (fields, i)
+            for name in ("cu_seqlens_q", "cu_seqlens_q_padded"):
+                assert torch.equal(getattr(a[5], name), getattr(b[5], name)), (fields, name)
+            assert a[5].pad_between_seqs is True and a[5].cp_partition_mode == "zigzag"
+        results.append({"fields": fields,
+                        "cu_entries": sorted({int(b[5].cu_seqlens_q.numel()) for b in by_config}),
+                        "rows": sorted({int(b[5].cu_seqlens_q_padded[-1]) for b in by_config})})
+    with open(os.path.join(out_dir, f"thd{rank}.json"), "w") as f:
+        json.dump(results, f)
+
+
+def test_megatrons_thd_padding_fields_give_static_shapes(tmp_path):
+    run_processes(2, _thd_padding_worker, str(tmp_path))
+    for r in range(2):
+        first, multiple, graphs, cap = json.loads((tmp_path / f"thd{r}.json").read_text())
+        assert first["cu_entries"] == [5] and first["rows"] == [M * 2]
+        assert all(rows % 32 == 0 for rows in multiple["rows"]) and len(multiple["rows"]) > 1
+        assert graphs["cu_entries"] == [7] and graphs["rows"] == [M * 2]
+        assert max(cap["cu_entries"]) <= 3
+
+
+def test_get_batch_takes_megatron_devs_arguments_in_order():
+    import inspect
+
+    # megatron/core/datasets/data_schedule.py on Megatron-LM's dev branch
+    dev = ["data_iterator", "vpp_size", "mtp_on_this_rank", "vp_stage", "dynamic_cp",
+           "pg_collection", "config"]
+    params = inspect.signature(tm.get_batch_on_this_rank_for_sequence_packing).parameters
+    positional = [n for n, p in params.items() if p.kind == p.POSITIONAL_OR_KEYWORD]
+    assert positional == dev
+    assert params["dynamic_cp"].default is False and params["config"].default is None
+    with pytest.raises(thdpack.InvalidArgument, match="pass pg_collection= by keyword"):
+        tm.get_batch_on_this_rank_for_sequence_packing(iter([{}]), None, False, None,
+                                                      SimpleNamespace(pp=None))
 
 
 def test_packed_seq_params_has_megatrons_fields():

@@ -60,7 +60,7 @@ def _dynamic_worker(rank, world, tp, cp, dp, M, scheduler, steps, out_dir):
         for k in range(count):
             first, size, ids = next((f, s, i) for f, s, i in plan[k] if f <= me < f + s)
             got = tm.get_batch_on_this_rank_for_sequence_packing(
-                it, None, False, None, pg, cp_group_of=lambda ranks: groups.get(ranks))
+                it, None, False, None, True, pg, cp_group_of=lambda ranks: groups.get(ranks))
             tokens, labels, loss_mask, _, positions, params, pad = got
             want, cu, cu_padded, max_seqlen = reference_pack([samples[i] for i in ids], divisor,
                                                              size, me - first)
