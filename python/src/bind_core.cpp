@@ -498,8 +498,8 @@ void bind_scheduling(py::module_& m) {
         const auto scheduler = make_scheduler(name);
         if (scheduler->layout() == CpLayout::kDynamic) {
           o.min_cp = min_cp;
-          o.cp_cost = CostModel::of_preset_or_coefficients(preset, per_sample, gpu_tflops,
-                                                           cp_link_gbps, cp_step_overhead_us);
+          o.cost = CostModel::of_preset_or_coefficients(preset, per_sample, gpu_tflops,
+                                                        cp_link_gbps, cp_step_overhead_us);
         }
         py::gil_scoped_release release;
         return scheduler->schedule(in.view(), o);

@@ -79,8 +79,8 @@ ScheduleOptions schedule_options_of(const PipelineOptions& o) {
   s.max_sequences_per_pack = o.max_sequences_per_pack;
   if (uses_dynamic_cp(o)) {
     s.min_cp = o.min_cp;
-    s.cp_cost = CostModel::of_preset_or_coefficients(o.model, o.cost, o.gpu_tflops, o.cp_link_gbps,
-                                                     o.cp_step_overhead_us);
+    s.cost = CostModel::of_preset_or_coefficients(o.model, o.cost, o.gpu_tflops, o.cp_link_gbps,
+                                                  o.cp_step_overhead_us);
   }
   if (o.fixed_cu_seqlens_entries > 0) {
     const bool dummy =

@@ -50,7 +50,7 @@ DynamicCpOptions dynamic_cp_options(const ScheduleOptions& options) {
   d.microbatch_multiple = options.microbatch_multiple;
   d.max_seqlen_per_dp_cp_rank = options.max_seqlen_per_dp_cp_rank;
   d.min_cp = options.min_cp;
-  d.cost = options.cp_cost;
+  d.cost = options.cost;
   return d;
 }
 
@@ -61,7 +61,7 @@ ScheduleOptions schedule_options(const DynamicCpOptions& options) {
   s.microbatch_multiple = options.microbatch_multiple;
   s.max_seqlen_per_dp_cp_rank = options.max_seqlen_per_dp_cp_rank;
   s.min_cp = options.min_cp;
-  s.cp_cost = options.cost;
+  s.cost = options.cost;
   return s;
 }
 

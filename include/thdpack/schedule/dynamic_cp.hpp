@@ -97,7 +97,7 @@ double fixed_cp_modeled_step(const Plan& plan, std::span<const int64_t> ids,
                              const CostModel& cost);
 
 /// The dynamic-CP schedulers' options implied by scheduler options (scheduler.hpp): dp, cp,
-/// microbatch_multiple, M, min_cp and cp_cost. make_scheduler("default_dynamic_cp") and
+/// microbatch_multiple, M, min_cp and cost. make_scheduler("default_dynamic_cp") and
 /// make_scheduler("balanced_dynamic_cp") plan through the functions above with these.
 DynamicCpOptions dynamic_cp_options(const ScheduleOptions& options);
 /// The inverse: scheduler options that plan as `options` with make_scheduler(name)->schedule.

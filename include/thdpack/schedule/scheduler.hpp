@@ -53,7 +53,10 @@ struct ScheduleOptions {
   int microbatch_multiple = 1;
   /// M: token budget of one micro-batch on one DP×CP rank; packs hold at most M·cp tokens.
   int64_t max_seqlen_per_dp_cp_rank = 0;
-  /// Per-sample cost used by workload-aware schedulers and by plan statistics.
+  /// What a sample costs, for workload-aware schedulers and plan statistics: fixed-CP schedulers
+  /// balance cost(L); dynamic-CP ones take time(L, c) on a group of c ranks (default_dynamic_cp
+  /// ignores it: Megatron's L²/c). The front ends give a dynamic-CP scheduler the CP cost model
+  /// (CostModel::of_preset_or_coefficients: with a model preset, FLOPs plus ring communication).
   CostModel cost;
   /// If > 0, a hard cap on the samples of one pack (Megatron's thd_max_packed_sequences; static
   /// cu_seqlens shapes). dp_balanced closes a pack when it is full; balanced and local split packs
@@ -61,9 +64,6 @@ struct ScheduleOptions {
   int64_t max_sequences_per_pack = 0;
   /// Dynamic-CP schedulers only: the smallest CP group a sample may use (Megatron's min_cp_size).
   int min_cp = 1;
-  /// Dynamic-CP schedulers only: what a sample costs one rank of its CP group. default_dynamic_cp
-  /// ignores it (Megatron's L²/c); balanced_dynamic_cp minimises the modeled step under it.
-  CostModel cp_cost = CostModel::megatron_workload();
 
   /// dp, cp, pp and microbatch_multiple from a topology.
   static ScheduleOptions from_topology(const Topology& topology, int64_t max_seqlen_per_dp_cp_rank,

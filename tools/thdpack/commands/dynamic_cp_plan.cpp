@@ -84,7 +84,7 @@ DynamicCpSetup setup_of(const Job& job, double gpu_tflops, const DynamicCpFlags&
   s.fixed_cp = ScheduleOptions::from_topology(t, job.max_seqlen_per_dp_cp_rank, job.cost);
   s.dynamic_cp = s.fixed_cp;
   s.dynamic_cp.min_cp = flags.min_cp;
-  s.dynamic_cp.cp_cost = s.cost;
+  s.dynamic_cp.cost = s.cost;
   s.dynamic = dynamic_cp_options(s.dynamic_cp);
   const bool sequence_parallel = job.divisor != padding_divisor({.cp = t.cp()});
   s.divisor = padding_divisor({.cp = t.cp(),
