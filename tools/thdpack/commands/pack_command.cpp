@@ -413,6 +413,7 @@ struct ConvertFlags {
   bool lengths_only = false;
   bool tokens_only = false;
   bool no_progress = false;
+  bool json = false;
 };
 
 int run_convert(const ConvertFlags& f) {
@@ -439,8 +440,18 @@ int run_convert(const ConvertFlags& f) {
   }
   bar.finish();
   writer.finish();
-  std::cout << "wrote " << f.out << ".bin/.idx: " << n << " sequences from " << w.description
-            << (f.lengths_only ? " (lengths only: tokens read as 0)" : "") << '\n';
+  if (f.json) {
+    const nlohmann::json j = {{"source", w.description},
+                              {"out", {f.out + ".bin", f.out + ".idx"}},
+                              {"sequences", n},
+                              {"dtype", f.dtype},
+                              {"lengths_only", f.lengths_only},
+                              {"targets_dropped", dropped}};
+    std::cout << json_text(j, 2) << '\n';
+  } else {
+    std::cout << "wrote " << f.out << ".bin/.idx: " << n << " sequences from " << w.description
+              << (f.lengths_only ? " (lengths only: tokens read as 0)" : "") << '\n';
+  }
   warn_dropped(dropped);
   return 0;
 }
@@ -512,6 +523,7 @@ Command add_convert_command(CLI::App& app) {
   cmd->add_flag("--lengths-only", c->lengths_only,
                 "write the index only; .bin becomes a sparse file of zeros (benchmarks)");
   cmd->add_flag("--no-progress", c->no_progress, "no progress bar");
+  cmd->add_flag("--json", c->json, "print the summary as JSON");
   return {cmd, [c] { return run_convert(*c); }};
 }
 
