@@ -380,13 +380,20 @@ def wrap_data_iterator(data_iterator, config, num_microbatches: int, pg_collecti
     flops = step.flops
     sums = (float(flops["seqlen_sum_padded"]), float(flops["seqlen_squared_sum_padded"]))
     dynamic = step.result.dynamic_cp
-    # The mode the rows were sliced with (an explicit cp_mode wins over the config's).
-    mode = str(packer_options.get("cp_mode", _field(config, "cp_partition_mode", "zigzag")))
+    # The mode the rows were sliced with and the static shapes (explicit options win over the
+    # config's), which get_batch needs to write the metadata as Megatron writes it.
+    padding = {**_thd_padding_settings(config, packer.options.topology.cp), **packer_options}
+    mode = str(padding.get("cp_mode", _field(config, "cp_partition_mode", "zigzag")))
+    tail = None
+    if padding.get("tail_align", "none") != "none":
+        tail = (padding.get("tail_policy", "append_dummy_seq") == "append_dummy_seq",
+                int(padding.get("fixed_cu_seqlens_entries", 0)) > 0)
 
     def stage(v):
         views = step.virtual_stage(v)
         for view in views:
             view["cp_partition_mode"] = mode
+            view["thd_tail"] = tail
         if dynamic:  # what Megatron's dynamic-CP batches carry, plus the group's members
             for view, group in zip(views, step.cp_groups):
                 view["local_cp_size"] = group["local_cp_size"]
@@ -428,6 +435,27 @@ def _dynamic_cp_group(ranks: list, cp_group_of):
             f"of {len(ranks)} ranks here holds {held} (Megatron keeps only groups aligned to "
             "their size); pass cp_group_of to map the members to a process group")
     return group
+
+
+def _megatron_thd_metadata(batch: dict, local_rows: int) -> tuple:
+    """(cu_seqlens, max_seqlen, total_tokens) as Megatron's THD padding writes them for a packed
+    micro-batch with static shapes: the appended dummy sequence's rows count as its valid tokens
+    too (thdpack gives it real length 0); with a static cu_seqlens capacity max_seqlen is the
+    pack's rows, and without one total_tokens is this rank's row count."""
+    cu = batch["cu_seqlens"].to(torch.int32)
+    max_seqlen = int(batch["max_seqlen"])
+    tail = batch.get("thd_tail")
+    if tail is None:
+        return cu, max_seqlen, None
+    dummy, static_cu = tail
+    padded = batch["cu_seqlens_padded"]
+    n = int(batch["sample_ids"].numel())
+    if dummy and padded.numel() > n + 1 and int(padded[n + 1]) > int(padded[n]):
+        cu = cu.clone()
+        cu[n + 1:] += (padded[n + 1] - padded[n]).to(cu.dtype)
+    if static_cu:
+        return cu, int(padded[-1]), None
+    return cu, max_seqlen, local_rows
 
 
 def get_batch_on_this_rank_for_sequence_packing(data_iterator, vpp_size: Optional[int] = None,
@@ -494,9 +522,8 @@ def get_batch_on_this_rank_for_sequence_packing(data_iterator, vpp_size: Optiona
     position_ids = rows("position_ids", first or mtp_on_this_rank)
     labels = rows("labels", last)
     loss_mask = rows("loss_mask", last)
-    cu = batch["cu_seqlens"].to(torch.int32)
+    cu, max_seqlen, total_tokens = _megatron_thd_metadata(batch, pad.numel())
     cu_padded = batch["cu_seqlens_padded"].to(torch.int32)
-    max_seqlen = int(batch["max_seqlen"])
     if dynamic_cp and "local_cp_size" not in batch:
         raise _thdpack.InvalidArgument(
             "dynamic_cp=True but the micro-batch has no local_cp_size: its scheduler is a fixed-CP "
@@ -504,7 +531,8 @@ def get_batch_on_this_rank_for_sequence_packing(data_iterator, vpp_size: Optiona
             "dynamic_cp=False")
     params = packed_seq_params_class()(
         qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu, cu_seqlens_q_padded=cu_padded,
-        cu_seqlens_kv_padded=cu_padded, max_seqlen_q=max_seqlen, max_seqlen_kv=max_seqlen)
+        cu_seqlens_kv_padded=cu_padded, max_seqlen_q=max_seqlen, max_seqlen_kv=max_seqlen,
+        total_tokens=total_tokens)
     # Megatron sets both on every packed batch: rows between sequences may be padding, and the
     # slicing mode TE's THD attention must use.
     mode = batch.get("cp_partition_mode", _field(config, "cp_partition_mode", "zigzag"))

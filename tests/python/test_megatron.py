@@ -248,6 +248,24 @@ def test_static_shapes_and_sequence_cap_through_the_adapter(tmp_path):
         assert shapes == [[[1, M], [5]]]
 
 
+def _check_megatron_thd_metadata(batch, fields):
+    """The metadata conventions of Megatron's THD padding (pad_sequence_for_thd on Megatron-LM's
+    dev branch): an appended dummy sequence has as many valid tokens as rows, a static
+    cu_seqlens capacity makes max_seqlen the pack's rows, and without one total_tokens is this
+    rank's rows."""
+    params, pad = batch[5], batch[6]
+    cu, padded = params.cu_seqlens_q.tolist(), params.cu_seqlens_q_padded.tolist()
+    if "pad_packed_seq_alignment" not in fields:
+        assert params.total_tokens is None
+        return
+    static = "thd_max_packed_sequences" in fields
+    # Every sequence with rows has valid tokens: a dummy's rows count as its tokens (thdpack's own
+    # convention gives it 0).
+    assert all(cu[i + 1] > cu[i] for i in range(len(padded) - 1) if padded[i + 1] > padded[i])
+    assert params.max_seqlen_q == (padded[-1] if static else params.max_seqlen_q)
+    assert params.total_tokens == (None if static else pad.numel())
+
+
 def _thd_padding_worker(rank, world, out_dir):
     """Megatron dev's THD padding fields in the config give the static shapes the explicit ThdPacker
     options give, and every batch carries pad_between_seqs and the CP partition mode."""
@@ -280,6 +298,7 @@ def _thd_padding_worker(rank, world, out_dir):
             for name in ("cu_seqlens_q", "cu_seqlens_q_padded"):
                 assert torch.equal(getattr(a[5], name), getattr(b[5], name)), (fields, name)
             assert a[5].pad_between_seqs is True and a[5].cp_partition_mode == "zigzag"
+            _check_megatron_thd_metadata(a, fields)
         results.append({"fields": fields,
                         "cu_entries": sorted({int(b[5].cu_seqlens_q.numel()) for b in by_config}),
                         "rows": sorted({int(b[5].cu_seqlens_q_padded[-1]) for b in by_config})})
