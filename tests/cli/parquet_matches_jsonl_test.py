@@ -7,7 +7,9 @@ as list<int8>). Then, for each seed:
   the fields that name the source;
 - `thdpack pack --parquet 'DIR/*.parquet' -o X` writes the same packs (capacity, divisor, sample
   count, pack offsets and sample indices) as `--jsonl`;
-- `thdpack convert --parquet` of tokens-only shards writes the same .bin and .idx bytes.
+- `thdpack convert --parquet` of tokens-only shards writes the same .bin and .idx bytes;
+- `thdpack pack --parquet-out` writes the same Megatron-Bridge packed Parquet from both, each row
+  the samples of its pack back to back with their starts and shifted loss masks.
 Hostile shards (a negative id, a null list, a truncated file) exit 2 with one line naming the
 file, and nothing is written.
 
@@ -114,6 +116,50 @@ def check_same(folder, jsonl, seed):
     return len(a[4]) - 1
 
 
+def expected_bridge_row(samples, ids):
+    """Megatron-Bridge's packed row of the samples `ids`: tokens back to back, where each starts,
+    and position j's loss weight (the mask of token j+1 of the same sample, 0 at its end)."""
+    tokens, mask, starts = [], [], []
+    for i in ids:
+        s = samples[i]
+        starts.append(len(tokens))
+        tokens += s["input_ids"]
+        weights = s.get("loss_mask", [1] * len(s["input_ids"]))
+        mask += weights[1:] + [0]
+    return tokens, mask, starts
+
+
+def check_bridge(folder, jsonl, samples):
+    """`pack --parquet-out` from JSONL and from Parquet: the same rows, each as Megatron-Bridge
+    packs the samples of the pack file's packs."""
+    shards = os.path.join(folder, "shards")
+    tables = []
+    mask = ["--loss-mask-column", "loss_mask"] if "loss_mask" in samples[0] else []
+    for name, source in (("j", ["--jsonl", jsonl]), ("p", ["--parquet", shards] + mask)):
+        out = os.path.join(folder, name + "_bridge")
+        run(["pack", "-C", "512", "-o", os.path.join(folder, name + "_b.packs"), "--parquet-out",
+             out, "--parquet-shard-packs", "7"] + source)
+        files = sorted(glob.glob(os.path.join(out, "*.idx.parquet")))
+        table = pa.concat_tables([pq.read_table(f) for f in files])
+        assert str(table.schema.field("input_ids").type) == "list<element: int32>", table.schema
+        assert str(table.schema.field("loss_mask").type) == "list<element: int8>", table.schema
+        assert str(table.schema.field("seq_start_id").type) == "list<element: int32>", table.schema
+        tables.append(table)
+    assert tables[0].equals(tables[1])
+    _, _, _, _, offsets, ids = packs_of(os.path.join(folder, "j_b.packs"))
+    assert tables[0].num_rows == len(offsets) - 1
+    rows = tables[0].to_pylist()
+    for p, row in enumerate(rows):
+        tokens, mask, starts = expected_bridge_row(samples, ids[offsets[p]:offsets[p + 1]])
+        assert row["input_ids"] == tokens and row["loss_mask"] == mask, p
+        assert row["seq_start_id"] == starts, p
+    # An output folder that already holds Parquet files is refused: Bridge would read them too.
+    result = run(["pack", "--jsonl", jsonl, "-C", "512", "--parquet-out",
+                  os.path.join(folder, "p_bridge")], ok=False)
+    assert result.returncode == 2 and "already holds shard-0" in result.stderr
+    return len(rows)
+
+
 def check_convert(folder, jsonl):
     shards = os.path.join(folder, "shards")
     run(["convert", "--jsonl", jsonl, "--out", os.path.join(folder, "j")])
@@ -150,7 +196,7 @@ def check_hostile(folder):
 
 
 def main():
-    packs = 0
+    packs = rows = 0
     for seed in range(6):
         rng = random.Random(seed)
         folder = os.path.join(WORK, "parquet_vs_jsonl_%d" % seed)
@@ -158,10 +204,12 @@ def main():
         token_type = pa.int32() if seed % 3 else pa.uint16()
         jsonl = write_both(folder, samples, rng, token_type)
         packs += check_same(folder, jsonl, seed)
+        rows += check_bridge(folder, jsonl, samples)
         if seed % 2 == 1:
             check_convert(folder, jsonl)
     check_hostile(os.path.join(WORK, "parquet_hostile"))
-    print("ok: 6 datasets, %d packs equal to JSONL's; hostile files refused" % packs)
+    print("ok: 6 datasets, %d packs equal to JSONL's, %d Megatron-Bridge rows checked; hostile "
+          "files refused" % (packs, rows))
 
 
 main()
