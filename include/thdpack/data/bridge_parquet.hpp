@@ -25,7 +25,7 @@ struct BridgeParquetOptions {
 /// `folder`/shard-00000.idx.parquet, shard-00001.idx.parquet, ... (created with the folder if
 /// missing), and returns their paths. Each file is an OutputFile: complete before it replaces
 /// anything, and handed to the DeferredCommits scope of the caller if there is one. Samples are
-/// read pack by pack, a row group of packs at a time in index order. A sample's loss mask and
+/// read in index order, about 16 million tokens of packs at a time. A sample's loss mask and
 /// labels become the row's loss_mask as pack_samples makes them (the last position of each sample
 /// 0). Throws InvalidArgument when `folder` already holds a *.parquet file (Megatron-Bridge would
 /// read it as part of the dataset), a token id does not fit int32, a pack holds more than 2^31 - 1

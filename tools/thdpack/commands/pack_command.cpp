@@ -389,7 +389,9 @@ int run_pack(const PackFlags& f) {
   if (!f.parquet_out.empty()) {
     BridgeParquetOptions options;
     options.packs_per_shard = f.parquet_shard_packs;
+    const auto bridge_start = std::chrono::steady_clock::now();
     write_bridge_parquet(*w.dataset, result.packs, f.parquet_out, options);
+    t.write += seconds_since(bridge_start);
   }
 
   const std::string strategy =
