@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <span>
+#include <vector>
 
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/bridge_parquet.hpp"

@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <deque>
+#include <functional>
 #include <mutex>
 
 #include "data/parquet_columns.hpp"
