@@ -39,9 +39,10 @@ PackSourceOpener detail::registered_pack_source_opener(const std::string& kind) 
   }
   if (kind == "parquet") {
     fail(
-        "this pack file's source is Parquet, which this thdpack reads only when built with "
+        "this pack file's source is Parquet, which the thdpack command reads when built with "
         "Parquet support (configure with -DTHDPACK_WITH_PARQUET=ON "
-        "-DTHDPACK_ARROW_PYTHON=PYTHON, a Python with pyarrow)");
+        "-DTHDPACK_ARROW_PYTHON=PYTHON, a Python with pyarrow); a program linking only "
+        "thdpack::thdpack (the Python module, say) does not read it");
   }
   fail("unknown pack source kind '", kind, "'");
 }
