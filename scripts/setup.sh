@@ -7,6 +7,7 @@
 #   bash scripts/setup.sh --tests               # also the tests and benchmarks (scripts/test.sh)
 #   THDPACK_SKIP_APT=1 bash scripts/setup.sh    # packages already present
 #   THDPACK_SKIP_INSTALL=1 bash scripts/setup.sh  # build only
+#   THDPACK_SKIP_VENV=1 bash scripts/setup.sh --tests  # no .venv (offline): no Parquet sources
 #
 # Without --tests a fresh build directory gets what `thdpack plan`, `thdpack run` and
 # `import thdpack` need (library, CLI, Python module) and none of the test-only packages; a build
@@ -51,6 +52,15 @@ if [ "${THDPACK_SKIP_APT:-0}" != "1" ]; then
   else
     echo "[setup] all Debian packages present"
   fi
+fi
+
+# Parquet sources (THDPACK_WITH_PARQUET=AUTO) link the Arrow/Parquet C++ libraries of pyarrow's
+# wheel, found through .venv/bin/python. Where the project's .venv is not there yet, the tests get
+# one with pyarrow alone (the versions python/constraints.txt pins), so that they cover Parquet.
+if [ "$with_tests" = 1 ] && [ "${THDPACK_SKIP_VENV:-0}" != "1" ] && [ ! -x .venv/bin/python ]; then
+  /usr/bin/python3 -m venv .venv
+  .venv/bin/python -m pip install --disable-pip-version-check --progress-bar off -q \
+    "numpy==1.26.4" "pyarrow==25.0.1"
 fi
 
 # Install, so that `thdpack` runs as the docs write it and `import thdpack` works for Debian's

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "data/pack_source_kinds.hpp"
 #include "data/readers.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/core/hash64.hpp"
@@ -74,7 +75,7 @@ OpenedPackSource open_pack_source_once(const PackSource& source,
     }
     out.dataset = detail::make_mock_dataset(config, {}, std::move(lengths));
   } else {
-    throw InvalidArgument("unknown pack source kind '" + source.kind + "'");
+    return detail::registered_pack_source_opener(source.kind)(source);
   }
   out.fingerprint = hash.digest();
   return out;
@@ -231,6 +232,8 @@ uint64_t source_fingerprint(const PackSource& source) {
     if (config.mode == MockConfig::Mode::kFile) {
       hash_file(InputFile(config.path, "lengths file"), hash);
     }
+  } else {
+    return detail::registered_pack_source_opener(source.kind)(source).fingerprint;
   }
   return hash.digest();
 }
@@ -239,7 +242,7 @@ std::unique_ptr<Dataset> open_pack_source(const PackSource& source) {
   if (source.kind == "indexed") return open_indexed_datasets(source.spec, source.size);
   if (source.kind == "jsonl") return load_jsonl_dataset(source.spec);
   if (source.kind == "mock") return make_mock_dataset(parse_mock_config(source.spec));
-  throw InvalidArgument("unknown pack source kind '" + source.kind + "'");
+  return detail::registered_pack_source_opener(source.kind)(source).dataset;
 }
 
 namespace {

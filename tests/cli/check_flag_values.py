@@ -33,7 +33,9 @@ BAD = {
 }
 
 WORKLOAD = {"--workload": "text", "--dataset-config": "text", "--lengths": "text",
-            "--jsonl": "text", "--data-path": "text", "--seq-length": "positive"}
+            "--jsonl": "text", "--data-path": "text", "--seq-length": "positive",
+            "--parquet": "text", "--tokens-column": "text", "--loss-mask-column": "text",
+            "--labels-column": "text"}
 LAYOUT = {"--tp": "positive", "--cp": "positive", "--dp": "positive", "--pp": "positive",
           "--ep": "positive", "--vpp": "positive", "--vpp-group": "non_negative",
           "--order": "text"}
@@ -59,7 +61,8 @@ FLAGS = {
              "--seed": "non_negative", "--group-size": "positive", "--limit": "positive",
              "--stream": "positive", "--out": "text", "--materialize": "text", "--dtype": "text",
              "--report": "text", "--tail-align": "text", "--tail-multiple": "non_negative",
-             "--tail-policy": "text", "--fixed-cu-seqlens-entries": "non_negative"},
+             "--tail-policy": "text", "--fixed-cu-seqlens-entries": "non_negative",
+             "--parquet-out": "text", "--parquet-shard-packs": "positive"},
     "convert": {**WORKLOAD, "--out": "text", "--dtype": "text", "--limit": "positive"},
     "reorder": {"--microbatch-size": "positive", "--microbatches": "positive",
                 "--window": "positive", "--method": "text", "--module-dp-sizes": "text",

@@ -254,10 +254,19 @@ TEST_F(HostilePackFile, SourceThatChanged) {
   expect_throw_with<InvalidArgument>(
       [&] { PackedDataset::open(path_); },
       {path_ + ": cannot open its jsonl source: cannot open JSONL file '" + source_ + "'"});
-  // Of a kind no reader knows.
-  write_pack_file(path_, packs_, 8, 1, {"parquet", source_, 5});
+  // Of a kind no reader knows: refused when written, and when read.
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        write_pack_file(path_, packs_, 8, 1, {"feather", source_, 5});
+      },
+      {"unknown pack source kind 'feather'"});
+  write_pack_file(path_, packs_, 8, 1, {"feather", source_, 5}, 0);
   expect_throw_with<InvalidArgument>([&] { PackedDataset::open(path_); },
-                                     {path_, "unknown pack source kind 'parquet'"});
+                                     {path_, "unknown pack source kind 'feather'"});
+  // Parquet, in a program without its reader (register_parquet_pack_source): how to get one.
+  write_pack_file(path_, packs_, 8, 1, {"parquet", source_, 5}, 0);
+  expect_throw_with<InvalidArgument>([&] { PackedDataset::open(path_); },
+                                     {path_, "built with Parquet support"});
 }
 
 TEST_F(HostilePackFile, PacksLargerThanTheCapacityFailWhenRead) {

@@ -12,11 +12,14 @@
 #include "thdpack/core/errors.hpp"
 #include "thdpack/core/version.hpp"
 #include "thdpack/data/output_file.hpp"
+#include "thdpack/data/parquet_dataset.hpp"
 
 int main(int argc, char** argv) {
   // An interrupted run leaves no temporary file of its outputs; past a file size limit a write
   // fails with a message.
   thdpack::clean_up_outputs_on_signals();
+  // Pack files whose source is Parquet reopen it (a no-op in a build without Parquet support).
+  thdpack::register_parquet_pack_source();
   CLI::App app{"thdpack: packed-sequence (THD) data layer for distributed LLM training"};
   app.set_version_flag("--version", std::string("thdpack ") + thdpack::kVersion);
   app.require_subcommand(1);

@@ -4,6 +4,7 @@
 // a training job reads back as THD rows.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -19,8 +20,10 @@ namespace thdpack {
 
 /// Where a packed dataset's samples come from, as recorded in the pack file.
 struct PackSource {
-  std::string kind;  ///< "indexed" (data path: prefix or weighted blend), "jsonl", "mock"
-  std::string spec;  ///< the data path, the JSONL path, or the mock config JSON
+  /// "indexed" (data path: prefix or weighted blend), "jsonl", "mock", or a registered kind
+  /// ("parquet", register_pack_source_kind)
+  std::string kind;
+  std::string spec;  ///< the data path, the JSONL path, the mock config JSON, or the kind's spec
   int64_t size = 0;  ///< samples of the source (checked when reopening)
 };
 
@@ -91,5 +94,13 @@ struct OpenedPackSource {
 /// was opened; a JSONL source is read with `jsonl_options`.
 OpenedPackSource open_pack_source_once(const PackSource& source,
                                        const JsonlOptions& jsonl_options = {});
+
+/// Opens a source of a kind that lives outside the core library (Parquet, whose reader links
+/// Arrow): its dataset and the fingerprint of what was read, as open_pack_source_once.
+using PackSourceOpener = std::function<OpenedPackSource(const PackSource&)>;
+/// Makes open_pack_source_once, open_pack_source, source_fingerprint and PackedDataset::open read
+/// sources of `kind` with `open` (replacing an earlier registration of it). The built-in kinds
+/// cannot be replaced: InvalidArgument. Thread-safe.
+void register_pack_source_kind(const std::string& kind, PackSourceOpener open);
 
 }  // namespace thdpack

@@ -21,6 +21,7 @@
 #include "reports/table.hpp"
 #include "thdpack/core/checked_arithmetic.hpp"
 #include "thdpack/core/errors.hpp"
+#include "thdpack/data/bridge_parquet.hpp"
 #include "thdpack/data/indexed_dataset.hpp"
 #include "thdpack/data/output_file.hpp"
 #include "thdpack/data/pack_file.hpp"
@@ -73,6 +74,8 @@ struct PackFlags {
   int64_t stream_open_packs = 0;
   std::string out;
   std::string materialize;
+  std::string parquet_out;  // Megatron-Bridge packed Parquet shards
+  int64_t parquet_shard_packs = BridgeParquetOptions{}.packs_per_shard;
   std::string dtype = "int32";
   std::string report;
   bool tokens_only = false;
@@ -330,6 +333,9 @@ void print_pack_text(const PackFlags& f, const ResolvedWorkload& w, size_t sampl
             << " samples/s\n";
   if (!f.out.empty()) std::cout << "wrote      " << f.out << '\n';
   if (!f.materialize.empty()) std::cout << "wrote      " << f.materialize << ".bin/.idx\n";
+  if (!f.parquet_out.empty()) {
+    std::cout << "wrote      " << f.parquet_out << " (Megatron-Bridge packed Parquet)\n";
+  }
   if (!f.report.empty()) std::cout << "wrote      " << f.report << '\n';
 }
 
@@ -378,6 +384,14 @@ int run_pack(const PackFlags& f) {
       materialize(*packed, f.materialize, token_dtype_from_name(f.dtype), f.tokens_only,
                   !f.no_progress);
     }
+  }
+
+  if (!f.parquet_out.empty()) {
+    BridgeParquetOptions options;
+    options.packs_per_shard = f.parquet_shard_packs;
+    const auto bridge_start = std::chrono::steady_clock::now();
+    write_bridge_parquet(*w.dataset, result.packs, f.parquet_out, options);
+    t.write += seconds_since(bridge_start);
   }
 
   const std::string strategy =
@@ -490,6 +504,15 @@ Command add_pack_command(CLI::App& app) {
          "--materialize", f->materialize,
          "also write the packs as a Megatron indexed dataset PREFIX (one document per pack)")
       ->check(non_empty());
+  cmd->add_option("--parquet-out", f->parquet_out,
+                  "also write the packs as Megatron-Bridge packed Parquet: a new or empty FOLDER "
+                  "of shard-NNNNN.idx.parquet files, one row per pack (input_ids, loss_mask, "
+                  "seq_start_id)")
+      ->check(non_empty());
+  cmd->add_option("--parquet-shard-packs", f->parquet_shard_packs,
+                  "packs (rows) per --parquet-out file")
+      ->check(positive_integer())
+      ->capture_default_str();
   cmd->add_option("--dtype", f->dtype, "token dtype of --materialize")
       ->check(non_empty())
       ->capture_default_str();

@@ -9,6 +9,7 @@
 #include "thdpack/data/indexed_dataset.hpp"
 #include "thdpack/data/jsonl_dataset.hpp"
 #include "thdpack/data/mock_dataset.hpp"
+#include "thdpack/data/parquet_dataset.hpp"
 #include "thdpack/data/workloads.hpp"
 
 namespace thdpack::cli {
@@ -34,6 +35,24 @@ void open_once(ResolvedWorkload& r, const PackSource& source, const JsonlOptions
   OpenedPackSource opened = open_pack_source_once(source, options);
   r.dataset = std::move(opened.dataset);
   r.source_fingerprint = opened.fingerprint;
+}
+
+// The files are listed once (folders and globs expanded) and recorded by absolute path, so a pack
+// file reopens exactly them.
+ResolvedWorkload resolve_parquet(const WorkloadFlags& f) {
+  ParquetOptions options;
+  options.tokens_column = f.tokens_column;
+  options.loss_mask_column = f.loss_mask_column;
+  options.labels_column = f.labels_column;
+  if (!parquet_supported()) load_parquet_dataset(f.parquet_paths, options);  // says how to enable
+  const PackSource source{"parquet",
+                          parquet_source_spec(expand_parquet_paths(f.parquet_paths), options), 0};
+  ResolvedWorkload r;
+  open_once(r, source);
+  r.source = source;
+  r.name = "parquet";
+  r.description = r.dataset->describe();
+  return r;
 }
 
 ResolvedWorkload resolve_source(const WorkloadFlags& f) {
@@ -86,6 +105,7 @@ ResolvedWorkload resolve_source(const WorkloadFlags& f) {
     r.description = r.dataset->describe();
     return r;
   }
+  if (!f.parquet_paths.empty()) return resolve_parquet(f);
   if (f.seq_length > 0) {
     r.dataset = make_mock_dataset(default_mock_config(f.seq_length));
     r.source = {"mock", to_json(default_mock_config(f.seq_length)), 0};
@@ -126,6 +146,24 @@ void WorkloadFlags::add_to(CLI::App& command) {
                   "pre-tokenized JSONL: {\"input_ids\":[...]} with optional loss_mask or labels")
       ->check(non_empty());
   command
+      .add_option("--parquet", parquet_paths,
+                  "pre-tokenized Parquet: files, folders (every *.parquet, sorted) or globs, read "
+                  "as one dataset in order; one row per sample")
+      ->expected(1, -1)
+      ->check(non_empty());
+  command
+      .add_option("--tokens-column", tokens_column,
+                  "Parquet column of token ids (list of integers; default input_ids)")
+      ->check(non_empty());
+  command
+      .add_option("--loss-mask-column", loss_mask_column,
+                  "Parquet column of 0/1 loss-mask lists (optional)")
+      ->check(non_empty());
+  command
+      .add_option("--labels-column", labels_column,
+                  "Parquet column of label lists, -100 where ignored (optional)")
+      ->check(non_empty());
+  command
       .add_option("--data-path", data_path,
                   "Megatron indexed dataset: a prefix (prefix.bin + prefix.idx) or a blend "
                   "\"w1 prefix1 w2 prefix2 ...\"")
@@ -141,23 +179,30 @@ void WorkloadFlags::add_to(CLI::App& command) {
 
 int WorkloadFlags::sources_given() const {
   return !workload.empty() + !dataset_config.empty() + !lengths_file.empty() + !jsonl_file.empty() +
-         !data_path.empty() + (seq_length > 0);
+         !parquet_paths.empty() + !data_path.empty() + (seq_length > 0);
 }
 
 void require_source(const WorkloadFlags& flags, const std::string& command) {
   if (flags.sources_given() == 0) {
-    throw InvalidArgument(command +
-                          " needs data: --jsonl FILE, --data-path PREFIX, --lengths FILE or "
-                          "--dataset-config JSON, or --workload NAME for a built-in mock "
-                          "(thdpack list names them)");
+    throw InvalidArgument(
+        command +
+        " needs data: --jsonl FILE, --parquet PATH, --data-path PREFIX, --lengths FILE or "
+        "--dataset-config JSON, or --workload NAME for a built-in mock "
+        "(thdpack list names them)");
   }
 }
 
 ResolvedWorkload resolve_workload(const WorkloadFlags& f) {
   if (f.sources_given() > 1) {
     throw InvalidArgument(
-        "give one workload source: --workload, --dataset-config, --lengths, --jsonl, --data-path "
-        "or --seq-length");
+        "give one workload source: --workload, --dataset-config, --lengths, --jsonl, --parquet, "
+        "--data-path or --seq-length");
+  }
+  if (f.parquet_paths.empty() &&
+      (f.tokens_column != "input_ids" || !f.loss_mask_column.empty() || !f.labels_column.empty())) {
+    throw InvalidArgument(
+        "--tokens-column, --loss-mask-column and --labels-column choose Parquet columns: give "
+        "--parquet PATH too");
   }
   ResolvedWorkload r = resolve_source(f);
   r.source.size = r.dataset->size();

@@ -1,6 +1,6 @@
 #pragma once
-// The --workload / --dataset-config / --lengths / --jsonl / --seq-length flags shared by the
-// subcommands that read a dataset, and what they resolve to.
+// The --workload / --dataset-config / --lengths / --jsonl / --parquet / --seq-length flags shared
+// by the subcommands that read a dataset, and what they resolve to.
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
@@ -21,6 +21,10 @@ struct WorkloadFlags {
   std::string dataset_config;  // inline JSON or a file holding it
   std::string lengths_file;
   std::string jsonl_file;
+  std::vector<std::string> parquet_paths;  // files, folders or globs: one dataset
+  std::string tokens_column = "input_ids";
+  std::string loss_mask_column;
+  std::string labels_column;
   std::string data_path;  // Megatron indexed dataset prefix, or "w1 prefix1 w2 prefix2 ..."
   int64_t seq_length = 0;
   bool jsonl_ignore_unknown_keys = false;

@@ -1,0 +1,59 @@
+#pragma once
+// One list column of one Parquet row group, as Arrow read it, turned into a sample's values with
+// the checks the JSONL reader makes (parquet_dataset.hpp).
+
+#include <arrow/array.h>
+#include <arrow/chunked_array.h>
+#include <arrow/type.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace thdpack::detail {
+
+/// What a column holds, which decides the value types and values it may have.
+enum class ParquetColumnRole {
+  kTokens,    ///< integers in [0, 2^63)
+  kLossMask,  ///< integers, booleans or floats, each 0 or 1
+  kLabels,    ///< integers >= 0, or -100 (the ignore id)
+};
+
+/// "list<int32>": the column's kind of list and value type, without field names or nullability,
+/// so that files written by different tools compare equal when their values do.
+std::string list_type_text(const arrow::DataType& type);
+
+/// InvalidArgument "`where`: column "NAME" is TYPE; expected ..." unless `type` is a list or
+/// large_list of values that `role` accepts.
+void check_list_type(const arrow::DataType& type, ParquetColumnRole role, const std::string& name,
+                     const std::string& where);
+
+/// The rows of one column of a row group (a ChunkedArray of list or large_list whose type passed
+/// check_list_type).
+class ParquetListColumn {
+ public:
+  ParquetListColumn(std::shared_ptr<arrow::ChunkedArray> data, ParquetColumnRole role,
+                    std::string name);
+  int64_t rows() const { return data_->length(); }
+  /// Row `row`'s values, checked; `where` ("FILE: row group G, row R") starts every error: a null
+  /// list, a null value, a value `role` does not allow.
+  void integers(int64_t row, std::vector<int64_t>& out,
+                const std::function<std::string()>& where) const;
+  void mask(int64_t row, std::vector<float>& out, const std::function<std::string()>& where) const;
+
+ private:
+  struct Span {
+    const arrow::Array* values = nullptr;  ///< the list's child array
+    int64_t begin = 0, end = 0;            ///< the row's values in it
+  };
+  Span span(int64_t row, const std::function<std::string()>& where) const;
+
+  std::shared_ptr<arrow::ChunkedArray> data_;
+  std::vector<int64_t> chunk_starts_;  ///< first row of each chunk
+  ParquetColumnRole role_;
+  std::string name_;
+};
+
+}  // namespace thdpack::detail
