@@ -210,3 +210,78 @@ def test_labels_must_be_integers_but_may_be_negative():
         ThdCollator()([{"input_ids": [1, 2], "labels": [1.5, 2.0]}])
     out = ThdCollator(return_tensors="np")([{"input_ids": [1, 2], "labels": [-100, 2]}])
     assert list(np.asarray(out["labels"]).ravel())[:2] == [-100, 2]
+
+
+def _tiny_causal_lm():
+    """A real transformers causal LM from a config (no download), in float64 so that logits of
+    the same token agree to rounding whatever else shares its row."""
+    config = transformers.LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64,
+                                      num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, max_position_embeddings=512)
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config).double().eval()
+    with torch.no_grad():  # peaked logits: a wrong target costs visibly more than a right one
+        model.lm_head.weight.mul_(40)
+    return model
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_cp_shift_labels_give_the_unsliced_loss_of_a_real_model(seed):
+    """Summed over CP ranks, the loss each rank computes from its slice with shift_labels (the
+    targets HF's CP training reads, no shift inside the slice) is the loss transformers computes
+    on the whole packed batch with its own shift. Each rank's logits are those of the full row at
+    its positions (what ring attention computes); the check is on the targets."""
+    rng = np.random.default_rng(seed)
+    cp = int(rng.choice([2, 3, 4]))
+    features = []
+    for _ in range(int(rng.integers(1, 6))):
+        n = int(rng.integers(1, 40))
+        ids = rng.integers(1, 128, n)
+        labels = ids.copy()
+        labels[:int(rng.integers(0, n))] = -100
+        features.append({"input_ids": ids.tolist(), "labels": labels.tolist()})
+    model = _tiny_causal_lm()
+    vocab = model.config.vocab_size
+
+    with torch.no_grad():
+        # The packed row, padded so that CP can slice it (pads: label -100, after each sequence's
+        # tokens); the loss transformers computes on it with its own shift is the unsliced loss.
+        whole = DataCollatorWithFlattening(pad_to_multiple_of=2 * cp, return_thd_kwargs=True)(features)
+        full_logits = model(input_ids=whole["input_ids"], position_ids=whole["position_ids"]).logits
+        want = model.loss_function(logits=full_logits, labels=whole["labels"], vocab_size=vocab,
+                                   num_items_in_batch=1)
+        # Its targets are those of transformers' own collator on the unpadded row.
+        hf = transformers.DataCollatorWithFlattening()(features)
+        real = torch.from_numpy(np.concatenate(
+            [np.arange(a, a + n) for a, n in zip(np.asarray(whole["cu_seqlens_padded"])[:-1],
+                                                 np.diff(np.asarray(whole["cu_seqlens"])))]))
+        assert torch.equal(whole["labels"][0][real], hf["labels"][0])
+        cu = np.asarray(whole["cu_seqlens_padded"])
+        got, old_way, seen = 0.0, 0.0, []
+        for rank in range(cp):
+            part = DataCollatorWithFlattening(cp_size=cp, cp_rank=rank)(features)
+            rows = torch.from_numpy(thdpack.cp_global_rows(
+                np.asarray(whole["cu_seqlens"]), cu, cp, rank))
+            assert torch.equal(part["input_ids"][0], whole["input_ids"][0][rows])
+            assert part["shift_labels"].shape == part["labels"].shape
+            assert part["shift_labels"].dtype == torch.int64
+            slice_logits = full_logits[:, rows]
+            got = got + model.loss_function(logits=slice_logits, labels=None, vocab_size=vocab,
+                                            shift_labels=part["shift_labels"], num_items_in_batch=1)
+            # What a rank trained on before shift_labels: its sliced labels, shifted inside the slice.
+            old_way = old_way + model.loss_function(logits=slice_logits, labels=part["labels"],
+                                                    vocab_size=vocab, num_items_in_batch=1)
+            seen.append(int((part["shift_labels"] != -100).sum()))
+    assert sum(seen) == int((hf["labels"][0, 1:] != -100).sum())  # every target on one rank
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    assert not torch.isclose(old_way, want, rtol=1e-4), "the old slicing should have trained wrong"
+
+
+def test_shift_labels_example():
+    # cp=2: one sequence of 8, labels 10..17; chunks of 2, rank 0 keeps chunks 0 and 3.
+    features = [{"input_ids": list(range(1, 9)), "labels": list(range(10, 18))}]
+    rank0 = DataCollatorWithFlattening(cp_size=2, cp_rank=0)(features)
+    assert rank0["input_ids"].tolist() == [[1, 2, 7, 8]]
+    assert rank0["labels"].tolist() == [[-100, 11, 16, 17]]
+    assert rank0["shift_labels"].tolist() == [[11, 12, 17, -100]]
+    assert "shift_labels" not in DataCollatorWithFlattening()(features)
