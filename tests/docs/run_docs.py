@@ -188,7 +188,7 @@ class Runner:
         env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
         env["COLUMNS"] = "200"
         self.env = env
-        self.python = args.python
+        self.interpreter = args.python
 
     def shell(self, script, timeout=COMMAND_TIMEOUT_S):
         return run(["bash", "-e", "-o", "pipefail", "-c", script], self.workdir, self.env, timeout)
@@ -241,7 +241,7 @@ class Runner:
         return None
 
     def python(self, block):
-        rc, out = run([self.python, "-c", block.text], self.workdir, self.env)
+        rc, out = run([self.interpreter, "-c", block.text], self.workdir, self.env)
         if rc != 0:
             tail = out.strip().splitlines()[-1:] or [""]
             return f"python block exited {rc}: {tail[0]}"
