@@ -120,46 +120,38 @@ def _list_columns(table):
     return columns, lengths
 
 
-def _rows(column, lengths: np.ndarray):
-    """A list array of the same type as ``column`` whose rows have ``lengths``, over ``values``."""
-    return type(column).from_arrays(
-        np.concatenate([[0], np.cumsum(lengths)]).astype(column.offsets.type.to_pandas_dtype()),
-        column.flatten())
-
-
 def _pack_bfd(table, seq_length: int, split: bool):
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     columns, lengths = _list_columns(table)
-    names = table.column_names
-    keep = pc.greater(lengths, 0)
-    columns = [pc.filter(column, keep) for column in columns]
-    lengths = np.asarray(pc.filter(lengths, keep).to_numpy(zero_copy_only=False), dtype=np.int64)
+    lengths = np.asarray(lengths.to_numpy(zero_copy_only=False), dtype=np.int64)
+    starts = np.cumsum(lengths) - lengths  # of each row in its column's flattened values
+    rows = np.flatnonzero(lengths > 0)  # rows without tokens are dropped
+    starts, lengths = starts[rows], lengths[rows]
     if split:
-        # Row of L tokens -> ceil(L / S) consecutive rows of S tokens, the last one shorter.
+        # A row of L tokens becomes ceil(L / S) consecutive pieces of S tokens, the last shorter.
         pieces = -(-lengths // seq_length)
-        first = np.repeat(np.cumsum(pieces) - pieces, pieces)
-        within = np.arange(int(pieces.sum())) - first
+        within = np.arange(int(pieces.sum())) - np.repeat(np.cumsum(pieces) - pieces, pieces)
+        starts = np.repeat(starts, pieces) + within * seq_length
         lengths = np.minimum(seq_length, np.repeat(lengths, pieces) - within * seq_length)
-        columns = [_rows(column, lengths) for column in columns]
     else:
-        columns = [pc.list_slice(column, 0, seq_length) for column in columns]
-        lengths = np.minimum(lengths, seq_length)
-    length_type = pc.list_value_length(columns[0]).type if columns else pa.int32()
+        lengths = np.minimum(lengths, seq_length)  # truncated
 
     order, pack_offsets = _trl_best_fit(lengths, seq_length)
-    taken = pa.array(order, type=pa.int64())
-    packed_lengths = lengths[order]
-    token_offsets = np.concatenate([[0], np.cumsum(packed_lengths)])[pack_offsets]
+    lengths, starts = lengths[order], starts[order]
+    ends = np.cumsum(lengths)
+    # Every packed token's position in the flattened column: one gather per column.
+    total = int(ends[-1]) if ends.size else 0
+    gather = pa.array(np.repeat(starts - (ends - lengths), lengths) + np.arange(total))
+    token_offsets = np.concatenate([[0], ends])[pack_offsets]
     out = []
     for column in columns:
-        column = column.take(taken)
-        out.append(type(column).from_arrays(
-            token_offsets.astype(column.offsets.type.to_pandas_dtype()), column.flatten()))
-    seq_lengths = pa.ListArray.from_arrays(pack_offsets.astype(np.int32),
-                                           pa.array(packed_lengths, type=length_type))
-    return pa.Table.from_arrays(out + [seq_lengths], names=names + ["seq_lengths"])
+        offsets = token_offsets.astype(column.offsets.type.to_pandas_dtype())
+        out.append(type(column).from_arrays(offsets, column.flatten().take(gather)))
+    large = pa.types.is_large_list(columns[0].type)
+    seq_lengths = pa.ListArray.from_arrays(
+        pack_offsets.astype(np.int32), pa.array(lengths, type=pa.int64() if large else pa.int32()))
+    return pa.Table.from_arrays(out + [seq_lengths], names=table.column_names + ["seq_lengths"])
 
 
 def _trl_best_fit(lengths: np.ndarray, capacity: int):
