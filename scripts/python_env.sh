@@ -26,9 +26,15 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 # --no-deps: the file is the whole set, verl included without the dependencies it declares but
 # does not need for what thdpack uses (see the file's header). mpi4py is compiled from source
-# once; pip 23 reads the wheel it built back from its cache only with the feature flag.
+# once; pip 23.0 (Debian 12's) reads the wheel it built back from its cache only with a feature
+# flag that later pips do by default and no longer accept.
+cached_builds=()
+if "$VENV/bin/python" -c 'import pip, sys
+sys.exit(tuple(int(x) for x in pip.__version__.split(".")[:2]) >= (23, 1))'; then
+  cached_builds=(--use-feature=no-binary-enable-wheel-cache)
+fi
 "$VENV/bin/python" -m pip install --disable-pip-version-check --progress-bar off -q \
-  --no-deps --no-binary mpi4py --use-feature=no-binary-enable-wheel-cache -r "$constraints"
+  --no-deps --no-binary mpi4py "${cached_builds[@]}" -r "$constraints"
 "$VENV/bin/python" - <<'PY'
 import numpy, torch, transformers, trl, datasets, pyarrow, torchdata, mpi4py.MPI, pytest
 import verl.utils.seqlen_balancing
