@@ -1,18 +1,20 @@
-"""Hugging Face / TRL padding-free training with thdpack.hf.ThdCollator.
+"""Hugging Face / TRL padding-free training with thdpack.hf.DataCollatorWithFlattening.
 
-    /usr/bin/python3 examples/hf_flattening_collator.py
+    .venv/bin/python examples/hf_flattening_collator.py     (or /usr/bin/python3 with torch)
 
 Tokenizer output as a Trainer's dataset yields it ([1, L] tensors from return_tensors="pt", right
 padding with attention_mask zeros, SFT labels with the prompt masked) goes through the collator
-(the role of transformers' DataCollatorWithFlattening). A tiny causal model computes the loss the
-way HF models do (labels shifted inside the loss); on the flattened row it equals the loss of the
-samples one by one, because the collator puts -100 at every sequence start.
+(transformers' DataCollatorWithFlattening, name for name: swap the import line). A tiny causal
+model computes the loss the way HF models do (labels shifted inside the loss); on the flattened row
+it equals the loss of the samples one by one, because the collator puts -100 at every sequence
+start. With context parallelism each rank's slice carries shift_labels (shifted before slicing),
+and the ranks' losses add up to the same figure.
 """
 
 import torch
 import torch.nn.functional as F
 
-from thdpack.hf import ThdCollator
+from thdpack.hf import DataCollatorWithFlattening  # was: from transformers import ...
 
 VOCAB = 64
 
@@ -37,17 +39,19 @@ class TinyCausalLM(torch.nn.Module):
         self.pos = torch.nn.Embedding(128, 16)
         self.head = torch.nn.Linear(16, VOCAB)
 
-    def forward(self, input_ids, position_ids, labels):
+    def forward(self, input_ids, position_ids, labels=None, shift_labels=None):
         logits = self.head(self.embed(input_ids) + self.pos(position_ids))
-        # HF's causal LM loss: predict token t+1 from position t; -100 is ignored.
-        return F.cross_entropy(logits[:, :-1].reshape(-1, VOCAB), labels[:, 1:].reshape(-1),
+        if shift_labels is None:
+            # HF's causal LM loss: predict token t+1 from position t; -100 is ignored.
+            logits, shift_labels = logits[:, :-1], labels[:, 1:]
+        return F.cross_entropy(logits.reshape(-1, VOCAB), shift_labels.reshape(-1),
                                ignore_index=-100, reduction="sum")
 
 
 def main():
     texts = [("Q: 2+2? A: 4", 9), ("Q: capital of France? A: Paris", 22), ("hello world", 0)]
     features = [tokenize(t, p, 40) for t, p in texts]
-    batch = ThdCollator()(features)
+    batch = DataCollatorWithFlattening(return_flash_attn_kwargs=True)(features)
     print({k: (tuple(v.shape) if isinstance(v, torch.Tensor) else v) for k, v in batch.items()})
     assert batch["input_ids"].shape[0] == 1
     assert batch["cu_seq_lens_q"].tolist() == [0, 12, 42, 53]
@@ -62,10 +66,17 @@ def main():
     print(f"summed loss: packed {packed.item():.6f}, one sample at a time {one_by_one.item():.6f}")
     assert torch.allclose(packed, one_by_one, rtol=1e-5)
 
-    # Context parallelism: rank 0 of 2 keeps chunks 0 and 3 of every sequence (zigzag).
-    part = ThdCollator(cp_size=2, cp_rank=0, return_thd_kwargs=True)(features)
-    print("cp rank 0 of 2:", tuple(part["input_ids"].shape), "of", part["cu_seqlens_padded"][-1].item(),
-          "rows; cu_seq_lens_q", part["cu_seq_lens_q"].tolist())
+    # Context parallelism: rank r of 2 keeps chunks r and 3-r of every sequence (zigzag), with
+    # shift_labels; this model has no attention, so each slice's logits are the unsliced ones.
+    sliced = 0.0
+    for rank in range(2):
+        part = DataCollatorWithFlattening(cp_size=2, cp_rank=rank, return_flash_attn_kwargs=True,
+                                          return_thd_kwargs=True)(features)
+        print(f"cp rank {rank} of 2:", tuple(part["input_ids"].shape), "of",
+              part["cu_seqlens_padded"][-1].item(), "rows; cu_seq_lens_q", part["cu_seq_lens_q"].tolist())
+        sliced += model(part["input_ids"], part["position_ids"], shift_labels=part["shift_labels"])
+    print(f"summed loss over the cp ranks: {sliced.item():.6f}")
+    assert torch.allclose(sliced, packed, rtol=1e-5)
     return 0
 
 

@@ -4,7 +4,9 @@
 # package for Debian's /usr/bin/python3 (the interpreter with python3-torch and python3-numpy).
 #
 #   bash scripts/setup.sh                       # apt packages + build (Release) + install
-#   bash scripts/setup.sh --tests               # also the tests and benchmarks (scripts/test.sh)
+#   bash scripts/setup.sh --tests               # also the tests and benchmarks (scripts/test.sh),
+#                                               # and .venv with the pinned Python packages the
+#                                               # adapters are tested against (scripts/python_env.sh)
 #   THDPACK_SKIP_APT=1 bash scripts/setup.sh    # packages already present
 #   THDPACK_SKIP_INSTALL=1 bash scripts/setup.sh  # build only
 #   THDPACK_SKIP_VENV=1 bash scripts/setup.sh --tests  # no .venv (offline): no Parquet sources
@@ -13,6 +15,7 @@
 # `import thdpack` need (library, CLI, Python module) and none of the test-only packages; a build
 # directory configured before keeps its choice.
 #
+# THDPACK_SKIP_VENV=1 leaves .venv out (offline): the Python tests then run with /usr/bin/python3.
 # Environment: BUILD_DIR (default build), BUILD_TYPE (default Release), JOBS (default nproc),
 # PREFIX (default /usr/local when writable, else ~/.local), CMAKE_ARGS (extra configure flags).
 # For another Python, a venv or conda: `pip install --no-build-isolation .` (docs/install.md).
@@ -54,13 +57,12 @@ if [ "${THDPACK_SKIP_APT:-0}" != "1" ]; then
   fi
 fi
 
-# Parquet sources (THDPACK_WITH_PARQUET=AUTO) link the Arrow/Parquet C++ libraries of pyarrow's
-# wheel, found through .venv/bin/python. Where the project's .venv is not there yet, the tests get
-# one with pyarrow alone (the versions python/constraints.txt pins), so that they cover Parquet.
-if [ "$with_tests" = 1 ] && [ "${THDPACK_SKIP_VENV:-0}" != "1" ] && [ ! -x .venv/bin/python ]; then
-  /usr/bin/python3 -m venv .venv
-  .venv/bin/python -m pip install --disable-pip-version-check --progress-bar off -q \
-    "numpy==1.26.4" "pyarrow==25.0.1"
+# The Python tests run in .venv when it exists: torch from PyPI and the real transformers, trl,
+# datasets and verl that thdpack's adapters are compared with (python/constraints.txt). It also
+# holds pyarrow, whose wheel's Arrow/Parquet C++ libraries the Parquet sources link
+# (THDPACK_WITH_PARQUET=AUTO finds them through .venv/bin/python), so it comes before the build.
+if [ "$with_tests" = 1 ] && [ "${THDPACK_SKIP_VENV:-0}" != "1" ]; then
+  bash scripts/python_env.sh
 fi
 
 # Install, so that `thdpack` runs as the docs write it and `import thdpack` works for Debian's

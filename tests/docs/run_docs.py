@@ -14,7 +14,8 @@ How a block is treated depends on its info string (the words after the opening f
   follows it (only blank lines between), that block is the expected output.
 - ``text`` right after a ``sh``/``bash``/``cpp`` block: its expected output (see above). Any other
   ``text`` block must be marked illustrative.
-- ``python``: runs with /usr/bin/python3 and the build's PYTHONPATH.
+- ``python``: runs with the interpreter given by ``--python`` (default /usr/bin/python3; CTest
+  passes the project's venv when it exists) and the build's PYTHONPATH.
 - ``cpp``: compiled and linked as a complete program against the build tree's headers and
   libraries (with MPI's compiler wrapper when it includes ``mpi_communicator.hpp``). When a
   ``text`` block follows it (only blank lines between), the program runs too and that block is
@@ -39,7 +40,7 @@ README regions between ``<!-- generated:NAME -->`` and ``<!-- end generated -->`
 scripts/update_readme.py from real runs; since they are ``console`` blocks, this test fails when
 one is out of date.
 
-Usage: run_docs.py --repo ROOT --bin DIR --pythonpath P [--include DIR ...] [--lib A ...]
+Usage: run_docs.py --repo ROOT --bin DIR --pythonpath P [--python EXE] [--include DIR ...] [--lib A ...]
                    [--mpi-lib A] [--cxx COMPILER] FILE.md ...
 Prints one line ``FILE:LINE: what went wrong`` per failing block and exits 1 if any failed.
 """
@@ -187,6 +188,7 @@ class Runner:
         env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
         env["COLUMNS"] = "200"
         self.env = env
+        self.interpreter = args.python
 
     def shell(self, script, timeout=COMMAND_TIMEOUT_S):
         return run(["bash", "-e", "-o", "pipefail", "-c", script], self.workdir, self.env, timeout)
@@ -239,7 +241,7 @@ class Runner:
         return None
 
     def python(self, block):
-        rc, out = run(["/usr/bin/python3", "-c", block.text], self.workdir, self.env)
+        rc, out = run([self.interpreter, "-c", block.text], self.workdir, self.env)
         if rc != 0:
             tail = out.strip().splitlines()[-1:] or [""]
             return f"python block exited {rc}: {tail[0]}"
@@ -324,6 +326,7 @@ def main():
     parser.add_argument("--repo", required=True)
     parser.add_argument("--bin", required=True, help="folder holding the built thdpack")
     parser.add_argument("--pythonpath", default="")
+    parser.add_argument("--python", default="/usr/bin/python3")
     parser.add_argument("--include", action="append", default=[])
     parser.add_argument("--lib", action="append", default=[])
     parser.add_argument("--mpi-lib", default="")
