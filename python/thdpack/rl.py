@@ -186,7 +186,10 @@ def _split_to(packs, target, padded, groups, runs, cost, rank) -> list:
         for i in pack:
             g = i if groups is None else int(groups[i])
             items.setdefault((g, i) if g in runs else g, []).append(i)
-        return list(items.values())
+        # Whole groups last, so they split off first: a larger group's sample leaves only a pack
+        # of its own group's samples, and the run stays consecutive.
+        return sorted(items.values(), key=lambda item: int(groups is None or
+                                                            int(groups[item[0]]) not in runs))
 
     packs = [items_of(p) for p in packs]
     costs = [sum(cost.cost(int(padded[i])) for item in p for i in item) for p in packs]
