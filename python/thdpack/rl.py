@@ -248,46 +248,32 @@ def get_reverse_idx(idx_map):
     return out
 
 
-class _Part:
-    """One side of a differencing state: its sum and (index, value) items. Ordered by sum, then
-    item count, then items, as the largest-differencing method needs for deterministic ties."""
-
-    __slots__ = ("sum", "items")
-
-    def __init__(self, items=()):
-        self.items = list(items)
-        self.sum = sum(v for _, v in self.items)
-
-    def key(self):
-        return (self.sum, len(self.items), self.items)
-
-
 class _State:
-    """k parts, largest first; the heap pops the state with the largest spread first (ties: the
-    one whose largest part is largest)."""
+    """A differencing state: k parts, largest first (by sum, then item count, then items, so ties
+    resolve the same way every time), each a sum and its (index, value) items. The heap pops the
+    state with the largest spread first (ties: the one whose largest part is largest)."""
 
-    __slots__ = ("parts",)
+    __slots__ = ("sums", "items", "spread")
 
-    def __init__(self, parts):
-        self.parts = sorted(parts, key=_Part.key, reverse=True)
+    def __init__(self, sums, items):
+        order = sorted(range(len(sums)), key=lambda q: (sums[q], len(items[q]), items[q]),
+                       reverse=True)
+        self.sums = [sums[q] for q in order]
+        self.items = [items[q] for q in order]
+        self.spread = self.sums[0] - self.sums[-1]
 
-    def spread(self):
-        return self.parts[0].sum - self.parts[-1].sum
+    def head(self):
+        return (self.sums[0], len(self.items[0]), self.items[0])
 
     def __lt__(self, other):
-        mine, theirs = self.spread(), other.spread()
-        if mine != theirs:
-            return mine > theirs
-        return self.parts[0].key() > other.parts[0].key()
+        if self.spread != other.spread:
+            return self.spread > other.spread
+        return self.head() > other.head()
 
-    def merge(self, other):
+    def merged(self, other):
         """Largest part with the other's smallest, and so on: the difference shrinks."""
-        k = len(self.parts)
-        for i in range(k):
-            part, add = self.parts[i], other.parts[k - 1 - i]
-            part.items.extend(add.items)
-            part.sum += add.sum
-        self.parts = sorted(self.parts, key=_Part.key, reverse=True)
+        return _State([a + b for a, b in zip(self.sums, reversed(other.sums))],
+                      [a + b for a, b in zip(self.items, reversed(other.items))])
 
 
 def karmarkar_karp(seqlen_list, k_partitions: int, equal_size: bool):
@@ -295,80 +281,93 @@ def karmarkar_karp(seqlen_list, k_partitions: int, equal_size: bool):
     equal_size, the values are first dealt k at a time (smallest first) so every part gets
     len / k of them."""
     ordered = sorted((v, i) for i, v in enumerate(seqlen_list))
+    empty = [0] * (k_partitions - 1)
     heap = []
     if equal_size:
         if len(ordered) % k_partitions:
             raise _thdpack.InvalidArgument(
                 f"equal_size needs the {len(ordered)} values to divide into {k_partitions} parts")
         for at in range(0, len(ordered), k_partitions):
-            parts = [_Part([(i, v)]) for v, i in ordered[at:at + k_partitions]]
-            heapq.heappush(heap, _State(parts))
+            chunk = ordered[at:at + k_partitions]
+            heapq.heappush(heap, _State([v for v, _ in chunk], [[(i, v)] for v, i in chunk]))
     else:
+        # Pushed one by one (not heapified): equal states then pop in the same order as verl's.
         for v, i in ordered:
-            parts = [_Part([(i, v)])] + [_Part() for _ in range(k_partitions - 1)]
-            heapq.heappush(heap, _State(parts))
+            heapq.heappush(heap, _State([v] + empty, [[(i, v)]] + [[] for _ in empty]))
     while len(heap) > 1:
         first = heapq.heappop(heap)
-        first.merge(heapq.heappop(heap))
-        heapq.heappush(heap, first)
-    return [[i for i, _ in part.items] for part in heap[0].parts]
+        heapq.heappush(heap, first.merged(heapq.heappop(heap)))
+    return [[i for i, _ in part] for part in heap[0].items]
 
 
-def _best_change(values, tokens, parts, sums, used, s, movable, cap):
+# Past this many (item of the largest part) x (other item) pairs, only moves are tried: swaps
+# would need that much memory per step (verl's batches stay far below it).
+_MAX_SWAP_PAIRS = 4_000_000
+
+
+def _lowest(top, ok):
+    """The flat position of the lowest `top` where `ok` (the first on ties), or None."""
+    if not ok.any():
+        return None
+    return int(np.argmin(np.where(ok, top, np.inf)))
+
+
+def _best_change(values, tokens, where, sums, used, s, movable, cap):
     """The move (an item of the largest part s to another part) or swap (with an item of another
     part) that leaves the two parts' larger sum lowest, below sums[s]; None if none does. Moves
     only where `movable` (sizes may change and s keeps an item); token sums stay <= cap."""
-    mine = np.fromiter(parts[s], np.int64, len(parts[s]))
-    best = None  # (new max, target part, item of s, item of target or None)
-    for r in range(len(parts)):
-        if r == s:
-            continue
-        gain = values[mine]
-        if movable:
-            top = np.maximum(sums[s] - gain, sums[r] + gain)
-            ok = (top < sums[s]) & (used[r] + tokens[mine] <= cap)
-            if ok.any():
-                j = int(np.argmin(np.where(ok, top, np.inf)))
-                if best is None or top[j] < best[0]:
-                    best = (float(top[j]), r, int(mine[j]), None)
-        theirs = np.fromiter(parts[r], np.int64, len(parts[r]))
-        delta = gain[:, None] - values[theirs][None, :]
-        top = np.maximum(sums[s] - delta, sums[r] + delta)
-        shift = tokens[mine][:, None] - tokens[theirs][None, :]
-        ok = (top < sums[s]) & (used[r] + shift <= cap) & (used[s] - shift <= cap)
-        if ok.any():
-            flat = int(np.argmin(np.where(ok, top, np.inf)))
-            a, b = divmod(flat, theirs.size)
+    mine, other = np.flatnonzero(where == s), np.flatnonzero(where != s)
+    best = None  # (new larger sum, target part, item of s, item of the target or None)
+    if movable:
+        targets = np.array([r for r in range(sums.size) if r != s], dtype=np.int64)
+        gain = values[mine][:, None]
+        top = np.maximum(sums[s] - gain, sums[targets][None, :] + gain)
+        at = _lowest(top, (top < sums[s]) & (used[targets][None, :] + tokens[mine][:, None] <= cap))
+        if at is not None:
+            a, b = divmod(at, targets.size)
+            best = (top[a, b], int(targets[b]), int(mine[a]), None)
+    if mine.size * other.size <= _MAX_SWAP_PAIRS:
+        part = where[other]
+        delta = values[mine][:, None] - values[other][None, :]
+        top = np.maximum(sums[s] - delta, sums[part][None, :] + delta)
+        shift = tokens[mine][:, None] - tokens[other][None, :]
+        ok = (top < sums[s]) & (used[part][None, :] + shift <= cap) & (used[s] - shift <= cap)
+        at = _lowest(top, ok)
+        if at is not None:
+            a, b = divmod(at, other.size)
             if best is None or top[a, b] < best[0]:
-                best = (float(top[a, b]), r, int(mine[a]), int(theirs[b]))
+                best = (top[a, b], int(part[b]), int(mine[a]), int(other[b]))
     return best
 
 
 def _refine(values, parts, equal_size, tokens=None, cap=None):
     """Moves and swaps out of the largest part while they lower it (never raising another part
-    above it): the largest sum only falls. With tokens and cap, no part's token sum exceeds cap."""
+    above it): the largest sum only falls. With tokens and cap, no part's token sum exceeds cap.
+    Returns the parts, each increasing."""
     values = np.asarray(values, dtype=np.float64)
     tokens = np.zeros(values.size, np.int64) if tokens is None else np.asarray(tokens, np.int64)
     cap = np.inf if cap is None else cap
-    parts = [list(p) for p in parts]
-    sums = np.array([values[p].sum() for p in parts])
-    used = np.array([tokens[p].sum() for p in parts])
+    where = np.empty(values.size, np.int64)
+    for q, p in enumerate(parts):
+        where[p] = q
+    k = len(parts)
+    sums = np.bincount(where, weights=values, minlength=k)
+    used = np.bincount(where, weights=tokens, minlength=k)
+    count = np.bincount(where, minlength=k)
     for _ in range(4 * values.size + 16):
         s = int(np.argmax(sums))
-        change = _best_change(values, tokens, parts, sums, used, s,
-                              not equal_size and len(parts[s]) > 1, cap)
+        change = _best_change(values, tokens, where, sums, used, s,
+                              not equal_size and count[s] > 1, cap)
         if change is None:
             break
         _, r, i, j = change
-        parts[s].remove(i)
-        parts[r].append(i)
+        where[i] = r
         if j is not None:
-            parts[r].remove(j)
-            parts[s].append(j)
-        for q in (s, r):
-            sums[q] = values[parts[q]].sum()
-            used[q] = tokens[parts[q]].sum()
-    return parts
+            where[j] = s
+        sums = np.bincount(where, weights=values, minlength=k)
+        used = np.bincount(where, weights=tokens, minlength=k)
+        count = np.bincount(where, minlength=k)
+    return [[int(i) for i in np.flatnonzero(where == q)] for q in range(k)]
 
 
 def get_seqlen_balanced_partitions(seqlen_list, k_partitions: int, equal_size: bool):
@@ -379,8 +378,7 @@ def get_seqlen_balanced_partitions(seqlen_list, k_partitions: int, equal_size: b
     if len(values) < k_partitions:
         raise _thdpack.InvalidArgument(
             f"number of items:[{len(values)}] < k_partitions:[{k_partitions}]")
-    parts = _refine(values, karmarkar_karp(values, k_partitions, equal_size), equal_size)
-    return [sorted(p) for p in parts]
+    return _refine(values, karmarkar_karp(values, k_partitions, equal_size), equal_size)
 
 
 def get_group_balanced_partitions(seqlen_list, uid_list, k_partitions: int):
@@ -478,7 +476,7 @@ def _micro_batch_partitions(workloads, tokens, count, max_token_len, step, min_g
         if sync:
             within = bool(_all_reduce([int(within)], dist.ReduceOp.MIN, dp_group)[0])
         if within:
-            return [sorted(p) for p in _refine(workloads, parts, False, tokens, max_token_len)]
+            return _refine(workloads, parts, False, tokens, max_token_len)
         count += step
 
 
