@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <queue>
 #include <unordered_map>
 
 #include "schedule/room_index.hpp"
@@ -149,22 +150,97 @@ void move_group(Deal& d, size_t g, int to) {
   refresh(d, to);
 }
 
-// The plain longest-first deal: each group, costliest first, to the cheapest replica (ties to the
-// lowest replica), as a framework's greedy would do.
-void deal_longest_first(Deal& d) {
+// The replicas' figures of the assignment in d.replica.
+void tally(Deal& d) {
   const auto dp = static_cast<size_t>(d.dp());
-  d.replica.assign(d.groups.size(), 0);
   d.load.assign(dp, 0.0);
   d.atoms.assign(dp, 0);
   d.packs.assign(dp, 0);
   for (size_t g = 0; g < d.groups.size(); ++g) {
-    const auto r =
-        static_cast<size_t>(std::min_element(d.load.begin(), d.load.end()) - d.load.begin());
-    d.replica[g] = static_cast<int>(r);
+    const auto r = static_cast<size_t>(d.replica[g]);
     d.load[r] += d.groups[g].cost;
     d.atoms[r] += d.groups[g].atoms();
   }
   for (int r = 0; r < d.dp(); ++r) refresh(d, r);
+}
+
+// The plain longest-first deal: each group, costliest first, to the cheapest replica (ties to the
+// lowest replica), as a framework's greedy would do.
+void deal_longest_first(Deal& d) {
+  std::vector<double> load(static_cast<size_t>(d.dp()), 0.0);
+  d.replica.assign(d.groups.size(), 0);
+  for (size_t g = 0; g < d.groups.size(); ++g) {
+    const auto r = std::min_element(load.begin(), load.end()) - load.begin();
+    d.replica[g] = static_cast<int>(r);
+    load[static_cast<size_t>(r)] += d.groups[g].cost;
+  }
+  tally(d);
+}
+
+// One state of the largest-differencing method: dp parts, largest first.
+struct Differencing {
+  std::vector<double> sums;
+  std::vector<std::vector<size_t>> parts;  // group indices
+  int64_t order = 0;                       // creation order: ties pop the oldest first
+  double spread() const { return sums.front() - sums.back(); }
+};
+
+void sort_parts(Differencing& s) {
+  std::vector<size_t> by(s.sums.size());
+  std::iota(by.begin(), by.end(), size_t{0});
+  std::stable_sort(by.begin(), by.end(), [&](size_t x, size_t y) { return s.sums[x] > s.sums[y]; });
+  Differencing sorted{{}, {}, s.order};
+  for (size_t q : by) {
+    sorted.sums.push_back(s.sums[q]);
+    sorted.parts.push_back(std::move(s.parts[q]));
+  }
+  s = std::move(sorted);
+}
+
+// Karmarkar-Karp's k-way differencing over the groups' costs (what verl balances ranks with):
+// the two states of largest spread merge, largest part with smallest, until one is left. It often
+// beats longest-first where a few groups dominate. With equal_count (n a multiple of dp), every
+// replica gets n / dp groups.
+void deal_differencing(Deal& d, bool equal_count) {
+  const auto k = static_cast<size_t>(d.dp());
+  auto after = [](const Differencing& x, const Differencing& y) {
+    if (x.spread() != y.spread()) return x.spread() < y.spread();
+    return x.order > y.order;
+  };
+  std::priority_queue<Differencing, std::vector<Differencing>, decltype(after)> heap(after);
+  int64_t order = 0;
+  const size_t n = d.groups.size();
+  // Equal counts: the groups, cheapest first, k at a time form the first states (every part gets
+  // n / k groups, as GRPO's equal-size groups over the ranks); else one group per state.
+  const size_t per_state = equal_count ? k : 1;
+  for (size_t at = 0; at < n; at += per_state) {
+    Differencing s{std::vector<double>(k, 0.0), std::vector<std::vector<size_t>>(k), order++};
+    for (size_t j = 0; j < per_state; ++j) {
+      const size_t g = equal_count ? n - 1 - (at + j) : at;  // groups are costliest first
+      s.sums[j] = d.groups[g].cost;
+      s.parts[j].push_back(g);
+    }
+    sort_parts(s);
+    heap.push(std::move(s));
+  }
+  while (heap.size() > 1) {
+    Differencing a = heap.top();
+    heap.pop();
+    const Differencing b = heap.top();
+    heap.pop();
+    for (size_t i = 0; i < k; ++i) {
+      a.sums[i] += b.sums[k - 1 - i];
+      a.parts[i].insert(a.parts[i].end(), b.parts[k - 1 - i].begin(), b.parts[k - 1 - i].end());
+    }
+    a.order = order++;
+    sort_parts(a);
+    heap.push(std::move(a));
+  }
+  d.replica.assign(d.groups.size(), 0);
+  for (size_t q = 0; q < k; ++q) {
+    for (size_t g : heap.top().parts[q]) d.replica[g] = static_cast<int>(q);
+  }
+  tally(d);
 }
 
 // A change of the deal: group `g` to replica `to`, and, for a swap, group `back` to g's replica.
@@ -318,19 +394,8 @@ std::vector<std::vector<int64_t>> split_to(const Deal& d, std::vector<Pack> pack
   return out;
 }
 
-}  // namespace
-
-std::optional<GroupDeal> deal_groups_longest_first(const ScheduleInput& input,
-                                                   const ScheduleOptions& options,
-                                                   std::span<const double> cost) {
-  Deal d{input, options, cost, groups_of(input, options.capacity(), cost), {}, {}, {}, {}, {}};
-  d.in_run.assign(input.ids.size(), 0);
-  for (const Group& g : d.groups) {
-    for (int64_t p : g.positions) d.in_run[static_cast<size_t>(p)] = g.big ? 1 : 0;
-  }
-  deal_longest_first(d);
-  if (!repair(d)) return std::nullopt;
-  refine(d);
+// Each replica's packs split to the common count, with the slowest replica's cost.
+GroupDeal finished(const Deal& d, std::span<const double> cost) {
   GroupDeal out;
   out.k = common_k(d);
   for (int r = 0; r < d.dp(); ++r) {
@@ -343,6 +408,34 @@ std::optional<GroupDeal> deal_groups_longest_first(const ScheduleInput& input,
     out.slowest = std::max(out.slowest, load);
   }
   return out;
+}
+
+}  // namespace
+
+std::optional<GroupDeal> deal_groups_longest_first(const ScheduleInput& input,
+                                                   const ScheduleOptions& options,
+                                                   std::span<const double> cost) {
+  Deal start{input, options, cost, groups_of(input, options.capacity(), cost), {}, {}, {}, {}, {}};
+  start.in_run.assign(input.ids.size(), 0);
+  for (const Group& g : start.groups) {
+    for (int64_t p : g.positions) start.in_run[static_cast<size_t>(p)] = g.big ? 1 : 0;
+  }
+  // Three starts, each refined: longest-first, differencing, and differencing with equal group
+  // counts (the split verl's trainer makes); the lowest slowest replica is kept (longest-first on
+  // ties, the deal the contract compares with). Only longest-first is repaired: differencing is
+  // there for its balance, which a repair mostly undoes, and repairing it too made planning
+  // several times slower.
+  std::optional<Deal> best;
+  for (const int how : {0, 1, 2}) {
+    if (how == 2 && start.groups.size() % static_cast<size_t>(start.dp()) != 0) continue;
+    Deal d = start;
+    how == 0 ? deal_longest_first(d) : deal_differencing(d, /*equal_count=*/how == 2);
+    if (how == 0 ? !repair(d) : shortfall(d) > 0) continue;
+    refine(d);
+    if (!best || slowest(d) < slowest(*best)) best.emplace(std::move(d));
+  }
+  if (!best) return std::nullopt;
+  return finished(*best, cost);
 }
 
 }  // namespace thdpack::detail
