@@ -1,4 +1,4 @@
-"""thdpack.rl against the installed verl and a longest-first greedy, on seeded inputs, in one process.
+"""thdpack.rl against the installed verl and a longest-first greedy on seeded inputs, one process.
 
     PYTHONPATH=build/python python bench/rl_balance_bench.py [--seeds 200]
 

@@ -12,13 +12,20 @@ order. Every DP rank gets the same number of micro-batches (a multiple of
 padded tokens, and every position appears exactly once. The plan is thdpack's ``balanced``
 scheduler: as few micro-batches as the cap allows, modeled step time balanced across DP ranks.
 
-Group ids (GRPO groups, preference pairs) keep the samples of a group in one micro-batch. A group
-larger than one micro-batch is not an error: its samples go to consecutive micro-batches of one DP
-rank (first-fit decreasing inside the group; other items fill the room left), so a rank-local
-group reduction still sees the whole group. Then the micro-batch count can exceed balanced's
-minimum, and the balance is a count-capped longest-processing-time deal of the runs and the
-other packs. The ``balanced`` scheduler does all of this in C++ (the pipeline behind
-``ThdPacker`` plans the same way); no communication.
+Group ids (GRPO groups, preference pairs; integers or any hashable ids such as verl's ``uid``
+strings) keep the samples of a group in one micro-batch. A group larger than one micro-batch is not
+an error: its samples go to consecutive micro-batches of one DP rank (first-fit decreasing inside
+the group; other items fill the room left), so a rank-local group reduction still sees the whole
+group. Then the micro-batch count can exceed balanced's minimum; the plan is the cheapest of a
+count-capped deal of the runs and packs and a deal of whole groups (longest-first or differencing,
+repaired so every rank can make the common count, then refined), so the slowest rank is never
+slower than a longest-first greedy over the groups wherever that greedy's deal can be planned. The
+``balanced`` scheduler does all of this in C++ (the pipeline behind ``ThdPacker`` plans the same
+way); no communication.
+
+The module also carries verl's sequence-length balancing name for name (see the section below and
+docs/frameworks.md): ``rearrange_micro_batches``, ``get_seqlen_balanced_partitions`` and their
+helpers, with verl's arguments, return types and micro-batch counts, and balance never worse.
 """
 
 from __future__ import annotations
@@ -217,9 +224,9 @@ def _even_split(n: int, parts: int) -> np.ndarray:
 
 # ---------------------------------------------------------------------------------------------
 # verl's sequence-length balancing (verl/utils/seqlen_balancing.py), name for name: swap
-#     from verl.utils.seqlen_balancing import rearrange_micro_batches, get_seqlen_balanced_partitions
+#     from verl.utils.seqlen_balancing import rearrange_micro_batches
 # for
-#     from thdpack.rl import rearrange_micro_batches, get_seqlen_balanced_partitions
+#     from thdpack.rl import rearrange_micro_batches
 # Same arguments, defaults, return types and micro-batch counts (and the same collectives over
 # dp_group); the partitions start from the same Karmarkar-Karp split and are then refined by moves
 # and swaps, so the largest partition sum is never above verl's and often below. Bad input raises

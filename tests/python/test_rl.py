@@ -1,7 +1,9 @@
 """thdpack.rl.dp_microbatches: the plan's hard constraints over many seeded inputs, equality with
 the balanced scheduler when every group fits one micro-batch, and groups larger than one
 micro-batch kept on one DP rank in consecutive micro-batches, with balance no worse than an
-independent Python planner's (rl_reference)."""
+independent Python planner's (rl_reference) and a longest-first greedy over groups; GRPO batches
+that a load-only deal refused; hashable group ids, min_num_micro_batch and equal samples per
+rank."""
 
 import re
 

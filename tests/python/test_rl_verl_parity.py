@@ -184,9 +184,8 @@ def test_nested_input_ids_as_verl():
 def test_dynamic_batch_round_trip_and_metrics_as_verl():
     rng = np.random.default_rng(4)
     batch = _batch(rng, 16, 128)
-    data = DataProto(batch=batch, non_tensor_batch={"uid": np.array([f"u{i // 4}" for i in range(16)],
-                                                                  dtype=object)},
-                     meta_info={"temperature": 1.0})
+    uids = np.array([f"u{i // 4}" for i in range(16)], dtype=object)
+    data = DataProto(batch=batch, non_tensor_batch={"uid": uids}, meta_info={"temperature": 1.0})
     ours, idx = rl.prepare_dynamic_batch(data, 300)
     theirs, _ = verl_sb.prepare_dynamic_batch(data, 300)
     assert len(ours) == len(theirs) and all(type(m) is DataProto for m in ours)
