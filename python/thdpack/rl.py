@@ -119,8 +119,10 @@ def dp_microbatches(lengths: Sequence[int], *, dp: int, max_seqlen_per_dp_cp_ran
     groups = None if group_ids is None else _group_index(group_ids, real.size)
     options = dict(max_seqlen_per_dp_cp_rank=max_seqlen_per_dp_cp_rank, cp=cp, cost=cost)
     if equal_samples_per_rank:
-        ranks = _equal_sample_ranks(padded, groups, dp, cost)
-        plan = [_rank_packs(padded, groups, members, options) for members in ranks]
+        least = max(min_num_micro_batch or 1, 1)
+        plan = _equal_sample_plan(padded, groups, dp, cost, options,
+                                  lambda k: -(-max(k, least) // microbatch_multiple)
+                                  * microbatch_multiple)
     else:
         scheduled = _thdpack.schedule(padded, dp=dp, microbatch_multiple=microbatch_multiple,
                                       samples_per_rank=_even_split(real.size, dp),
@@ -148,9 +150,9 @@ def _oversize(padded, groups, capacity) -> set:
     return {g for g, total in totals.items() if total > capacity}
 
 
-def _equal_sample_ranks(padded, groups, dp, cost) -> list:
-    """Positions of each rank, n / dp each: whole groups dealt by an equal-count balanced split of
-    their costs (groups must all have the same size, as GRPO's n responses per prompt)."""
+def _equal_group_split(padded, groups, dp, cost):
+    """Whole groups (or samples) and an equal-count balanced split of them over the ranks: every
+    rank gets n / dp samples (groups must all have the same size, as GRPO's n responses)."""
     n = padded.size
     if n % dp:
         raise _thdpack.InvalidArgument(
@@ -165,8 +167,56 @@ def _equal_sample_ranks(padded, groups, dp, cost) -> list:
     costs = [sum(cost.cost(int(padded[i])) for i in m) for m in members]
     # Integer-valued costs keep the differencing exact; the scale keeps their ratios.
     scale = 1e6 / max(max(costs), 1e-300)
-    parts = get_seqlen_balanced_partitions([round(c * scale) for c in costs], dp, True)
-    return [sorted(i for g in part for i in members[g]) for part in parts]
+    return members, get_seqlen_balanced_partitions([round(c * scale) for c in costs], dp, True)
+
+
+def _equal_sample_plan(padded, groups, dp, cost, options, target_of):
+    """Each rank's packs for the equal-count split; where a rank has fewer samples and whole
+    groups than the common count (target_of(most packs)) needs, groups of it or of a rank that
+    sets the count are swapped with another rank's (counts stay equal) while that lowers the
+    shortfall, until none is left."""
+    members, parts = _equal_group_split(padded, groups, dp, cost)
+    capacity = options["max_seqlen_per_dp_cp_rank"] * options["cp"]
+    atoms = [len(m) if padded[m].sum() > capacity else 1 for m in members]
+    load = [sum(cost.cost(int(padded[i])) for i in m) for m in members]
+
+    def packs(part):
+        return _rank_packs(padded, groups, sorted(i for g in part for i in members[g]), options)
+
+    def shortfall(plans):
+        """Micro-batches the ranks lack, then how many ranks set the count (fewer: closer to a
+        lower count)."""
+        most = max(len(p) for p in plans)
+        k = target_of(most)
+        return (sum(max(0, k - sum(atoms[g] for g in part)) for part in parts),
+                sum(len(p) == most for p in plans))
+
+    plans = [packs(p) for p in parts]
+    missing = shortfall(plans)
+    while missing[0]:
+        k = target_of(max(len(p) for p in plans))
+        best = None  # (shortfall, heavier rank's load), r, a, q, b, plans of r and q
+        most = max(len(p) for p in plans)
+        # Ranks short of the count, and those whose packs set it, swap with any other rank.
+        involved = [r for r in range(dp)
+                    if sum(atoms[g] for g in parts[r]) < k or len(plans[r]) == most]
+        for r in involved:
+            for q in (q for q in range(dp) if q != r):
+                for a in list(parts[r]):
+                    for b in list(parts[q]):
+                        parts[r][parts[r].index(a)], parts[q][parts[q].index(b)] = b, a
+                        trial = list(plans)
+                        trial[r], trial[q] = packs(parts[r]), packs(parts[q])
+                        score = (shortfall(trial), max(sum(load[g] for g in parts[x])
+                                                       for x in (r, q)))
+                        parts[r][parts[r].index(b)], parts[q][parts[q].index(a)] = a, b
+                        if score[0] < missing and (best is None or score < best[0]):
+                            best = (score, r, a, q, b, trial)
+        if best is None:
+            break
+        (missing, _), r, a, q, b, plans = best
+        parts[r][parts[r].index(a)], parts[q][parts[q].index(b)] = b, a
+    return plans
 
 
 def _members_by_group(groups):

@@ -270,3 +270,24 @@ def test_equal_samples_per_rank_needs_groups_of_one_size():
     with pytest.raises(thdpack.InvalidArgument, match="groups of one size"):
         dp_microbatches([5, 5, 5, 5], dp=2, max_seqlen_per_dp_cp_rank=64,
                         group_ids=[0, 0, 0, 1], equal_samples_per_rank=True)
+
+
+# With equal samples per rank, the first equal-count split of these batches left a rank of only
+# whole groups one micro-batch short; swapping groups between ranks (counts stay equal) plans them.
+@pytest.mark.parametrize("seed", [91, 112])
+def test_equal_samples_per_rank_swaps_groups_until_every_rank_can_fill_the_count(seed):
+    lengths, groups = grpo_batch(seed)
+    plan = dp_microbatches(lengths, dp=8, max_seqlen_per_dp_cp_rank=16384, group_ids=groups,
+                           equal_samples_per_rank=True)
+    _check(plan, lengths, groups, 8, 16384, 1, 1)
+    assert {sum(len(mb) for mb in rank) for rank in plan} == {32}
+
+
+# Refused only where no plan exists: prompt 1's 51070 tokens need 4 micro-batches, and with three
+# more groups (at least 14840 tokens, 14466 left in those 4) 5; six groups over the cap among 8
+# ranks of 4 groups leave two ranks of only whole groups, 4 micro-batches at most.
+def test_equal_samples_per_rank_refuses_a_batch_without_a_plan():
+    lengths, groups = grpo_batch(12)
+    with pytest.raises(thdpack.InvalidArgument, match="needs 5 micro-batches"):
+        dp_microbatches(lengths, dp=8, max_seqlen_per_dp_cp_rank=16384, group_ids=groups,
+                        equal_samples_per_rank=True)
