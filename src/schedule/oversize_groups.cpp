@@ -6,6 +6,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "schedule/group_deal.hpp"
 #include "schedule/room_index.hpp"
 #include "schedule/schedulers.hpp"
 #include "thdpack/core/errors.hpp"
@@ -242,20 +243,10 @@ struct Outcome {
   double slowest = 0;  // the costliest replica's summed sample cost
 };
 
-Outcome plan_once(const Batch& b, bool top_up) {
-  std::vector<Unit> runs = runs_of(b);
-  const std::vector<int64_t> rest = top_up ? top_up_runs(b, runs) : b.rest;
-  auto [dealt, k] = deal_units(std::move(runs), packs_of_rest(b, rest), b.options.dp,
-                               b.options.microbatch_multiple);
+// The plan of each replica's packs (input positions), all replicas with k packs.
+Plan plan_of(const Batch& b, const std::vector<std::vector<std::vector<int64_t>>>& ranks,
+             int64_t k) {
   const int dp = b.options.dp;
-  std::vector<std::vector<std::vector<int64_t>>> ranks;
-  Outcome out;
-  for (int r = 0; r < dp; ++r) {
-    ranks.push_back(fill_to(b, std::move(dealt[static_cast<size_t>(r)]), k, r));
-    double load = 0;
-    for (const auto& pack : ranks.back()) load += b.cost_of(pack);
-    out.slowest = std::max(out.slowest, load);
-  }
   std::vector<int64_t> offsets{0}, ids;
   for (int64_t step = 0; step < k; ++step) {
     for (int r = 0; r < dp; ++r) {
@@ -264,7 +255,23 @@ Outcome plan_once(const Batch& b, bool top_up) {
       offsets.push_back(static_cast<int64_t>(ids.size()));
     }
   }
-  out.plan = Plan(dp, b.options.cp, std::move(offsets), std::move(ids));
+  return Plan(dp, b.options.cp, std::move(offsets), std::move(ids));
+}
+
+Outcome plan_once(const Batch& b, bool top_up) {
+  std::vector<Unit> runs = runs_of(b);
+  const std::vector<int64_t> rest = top_up ? top_up_runs(b, runs) : b.rest;
+  auto [dealt, k] = deal_units(std::move(runs), packs_of_rest(b, rest), b.options.dp,
+                               b.options.microbatch_multiple);
+  std::vector<std::vector<std::vector<int64_t>>> ranks;
+  Outcome out;
+  for (int r = 0; r < b.options.dp; ++r) {
+    ranks.push_back(fill_to(b, std::move(dealt[static_cast<size_t>(r)]), k, r));
+    double load = 0;
+    for (const auto& pack : ranks.back()) load += b.cost_of(pack);
+    out.slowest = std::max(out.slowest, load);
+  }
+  out.plan = plan_of(b, ranks, k);
   return out;
 }
 
@@ -301,20 +308,28 @@ std::optional<Plan> plan_with_oversize_groups(const ScheduleInput& input,
     b.cost.push_back(options.cost.cost(input.padded_lengths[i]));
     if (!b.in_run[i]) b.rest.push_back(static_cast<int64_t>(i));
   }
-  // Filling the runs' room usually balances better; without it there are more, smaller packs,
-  // which can deal out better, and it still works when the filled runs leave too few items.
-  std::optional<Outcome> filled;
-  try {
-    filled = plan_once(b, /*top_up=*/true);
-  } catch (const InvalidArgument&) {
-    return plan_once(b, /*top_up=*/false).plan;
+  // Candidates, the first with the cheapest slowest replica kept. Count-capped dealing of the runs
+  // and packs (with the runs' room filled, usually best, or without: more, smaller packs, which can
+  // deal out better) needs the fewest micro-batches; the longest-first deal of whole groups,
+  // refined, balances at least as well as a framework's greedy and is repaired where the dealing
+  // leaves a replica too few samples for the common count.
+  std::optional<Outcome> best;
+  std::optional<InvalidArgument> refusal;
+  auto consider = [&](auto make) {
+    try {
+      Outcome o = make();
+      if (!best || o.slowest < best->slowest) best = std::move(o);
+    } catch (const InvalidArgument& e) {
+      if (!refusal) refusal = e;
+    }
+  };
+  consider([&] { return plan_once(b, /*top_up=*/true); });
+  consider([&] { return plan_once(b, /*top_up=*/false); });
+  if (auto deal = deal_groups_longest_first(input, options, b.cost)) {
+    consider([&] { return Outcome{plan_of(b, deal->replicas, deal->k), deal->slowest}; });
   }
-  try {
-    Outcome plain = plan_once(b, /*top_up=*/false);
-    if (plain.slowest < filled->slowest) return std::move(plain.plan);
-  } catch (const InvalidArgument&) {
-  }
-  return std::move(filled->plan);
+  if (!best) throw *refusal;
+  return std::move(best->plan);
 }
 
 }  // namespace thdpack::detail

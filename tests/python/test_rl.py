@@ -1,7 +1,9 @@
 """thdpack.rl.dp_microbatches: the plan's hard constraints over many seeded inputs, equality with
 the balanced scheduler when every group fits one micro-batch, and groups larger than one
 micro-batch kept on one DP rank in consecutive micro-batches, with balance no worse than an
-independent Python planner's (rl_reference)."""
+independent Python planner's (rl_reference) and a longest-first greedy over groups; GRPO batches
+that a load-only deal refused; hashable group ids, min_num_micro_batch and equal samples per
+rank."""
 
 import re
 
@@ -180,3 +182,112 @@ def test_group_ids_that_are_not_integers_are_refused(group_ids):
 def test_lengths_that_are_not_integers_are_refused(lengths):
     with pytest.raises(thdpack.InvalidArgument, match="lengths must be a 1-D sequence of integers"):
         dp_microbatches(lengths, dp=1, max_seqlen_per_dp_cp_rank=64)
+
+
+def grpo_batch(seed, prompts=32, responses=8):
+    """GRPO rollouts: `prompts` x `responses`, group id = prompt index; some prompts have long
+    responses (up to 6000-9000 tokens), so their groups need several 16384-token micro-batches."""
+    rng = np.random.default_rng(seed)
+    long_share = rng.uniform(0.05, 0.6)
+    top = int(rng.choice([6000, 8000, 8192, 9000]))
+    low = rng.choice([64, 256, 1024])
+    is_long = rng.random(prompts) < long_share
+    highest = np.where(is_long, top, rng.integers(low + 1, 3000, prompts))
+    lengths = rng.integers(16, np.repeat(highest, responses) + 1)
+    return lengths, np.repeat(np.arange(prompts), responses)
+
+
+# Seeds the count-capped dealing alone refused ("DP rank 2 needs 3 micro-batches but its samples
+# make only 2") although a plan exists: a rank got only whole groups, one pack each.
+@pytest.mark.parametrize("seed", [188, 380, 386, 605, 659, 787, 1007, 1500, 1603])
+def test_grpo_batches_once_refused_now_plan(seed):
+    lengths, groups = grpo_batch(seed)
+    plan = dp_microbatches(lengths, dp=8, max_seqlen_per_dp_cp_rank=16384, group_ids=groups)
+    _check(plan, lengths, groups, 8, 16384, 1, 1)
+
+
+def greedy_slowest(lengths, groups, dp):
+    """Longest-first over groups: by token sum descending, each to the lightest rank (ties to the
+    lowest); the slowest rank's tokens."""
+    totals = sorted((int(lengths[groups == g].sum()) for g in np.unique(groups)), reverse=True)
+    load = [0] * dp
+    for total in totals:
+        load[load.index(min(load))] += total
+    return max(load)
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_grpo_balance_is_no_worse_than_the_longest_first_greedy(seed):
+    lengths, groups = grpo_batch(seed)
+    plan = dp_microbatches(lengths, dp=8, max_seqlen_per_dp_cp_rank=16384, group_ids=groups)
+    _check(plan, lengths, groups, 8, 16384, 1, 1)
+    slowest = max(sum(int(lengths[mb].sum()) for mb in rank) for rank in plan)
+    assert slowest <= greedy_slowest(lengths, groups, 8)
+
+
+def test_string_group_ids_plan_as_their_integer_numbering():
+    lengths, groups = grpo_batch(3, prompts=16)
+    uids = np.array([f"uid-{g:04x}" for g in groups], dtype=object)
+    plan = dp_microbatches(lengths, dp=4, max_seqlen_per_dp_cp_rank=16384, group_ids=uids)
+    assert plan == dp_microbatches(lengths, dp=4, max_seqlen_per_dp_cp_rank=16384,
+                                   group_ids=groups)
+    assert plan == dp_microbatches(lengths, dp=4, max_seqlen_per_dp_cp_rank=16384,
+                                   group_ids=list(uids))
+    tuples = [("prompt", int(g)) for g in groups]
+    assert plan == dp_microbatches(lengths, dp=4, max_seqlen_per_dp_cp_rank=16384,
+                                   group_ids=tuples)
+
+
+def test_unhashable_group_ids_are_refused():
+    with pytest.raises(thdpack.InvalidArgument, match="hashable"):
+        dp_microbatches([4, 4], dp=1, max_seqlen_per_dp_cp_rank=64, group_ids=[[1], [2]])
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_min_num_micro_batch_and_equal_samples_per_rank(seed):
+    rng = np.random.default_rng(300 + seed)
+    dp = int(rng.choice([1, 2, 4, 8]))
+    lengths, groups = grpo_batch(seed, prompts=dp * int(rng.integers(2, 6)),
+                                 responses=int(rng.choice([2, 4, 8])))
+    least = int(rng.integers(1, 12))
+    multiple = int(rng.choice([1, 2]))
+    equal = bool(seed % 2)
+    try:
+        plan = dp_microbatches(lengths, dp=dp, max_seqlen_per_dp_cp_rank=16384,
+                               group_ids=groups, min_num_micro_batch=least,
+                               microbatch_multiple=multiple, equal_samples_per_rank=equal)
+    except thdpack.InvalidArgument as error:
+        # Only when a rank has fewer samples (whole groups) than micro-batches to fill.
+        assert re.search(r"needs \d+ micro-batches|cannot fill", str(error)), error
+        return
+    _check(plan, lengths, groups, dp, 16384, multiple, 1)
+    assert len(plan[0]) >= least
+    if equal:
+        assert {sum(len(mb) for mb in rank) for rank in plan} == {len(lengths) // dp}
+
+
+def test_equal_samples_per_rank_needs_groups_of_one_size():
+    with pytest.raises(thdpack.InvalidArgument, match="groups of one size"):
+        dp_microbatches([5, 5, 5, 5], dp=2, max_seqlen_per_dp_cp_rank=64,
+                        group_ids=[0, 0, 0, 1], equal_samples_per_rank=True)
+
+
+# With equal samples per rank, the first equal-count split of these batches left a rank of only
+# whole groups one micro-batch short; swapping groups between ranks (counts stay equal) plans them.
+@pytest.mark.parametrize("seed", [91, 112])
+def test_equal_samples_per_rank_swaps_groups_until_every_rank_can_fill_the_count(seed):
+    lengths, groups = grpo_batch(seed)
+    plan = dp_microbatches(lengths, dp=8, max_seqlen_per_dp_cp_rank=16384, group_ids=groups,
+                           equal_samples_per_rank=True)
+    _check(plan, lengths, groups, 8, 16384, 1, 1)
+    assert {sum(len(mb) for mb in rank) for rank in plan} == {32}
+
+
+# Refused only where no plan exists: prompt 1's 51070 tokens need 4 micro-batches, and with three
+# more groups (at least 14840 tokens, 14466 left in those 4) 5; six groups over the cap among 8
+# ranks of 4 groups leave two ranks of only whole groups, 4 micro-batches at most.
+def test_equal_samples_per_rank_refuses_a_batch_without_a_plan():
+    lengths, groups = grpo_batch(12)
+    with pytest.raises(thdpack.InvalidArgument, match="needs 5 micro-batches"):
+        dp_microbatches(lengths, dp=8, max_seqlen_per_dp_cp_rank=16384, group_ids=groups,
+                        equal_samples_per_rank=True)
