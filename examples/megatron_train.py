@@ -39,6 +39,7 @@ from train_gpt import all_reduce_gradients, setup_parallel, spawn  # noqa: E402
 from thdpack.megatron import (  # noqa: E402  (was: megatron.core.datasets.data_schedule)
     get_batch_on_this_rank_for_sequence_packing,
     mock_data_iterator,
+    release_packers,
     wrap_data_iterator,
 )
 
@@ -117,6 +118,9 @@ def train(rank: int, args: argparse.Namespace, out: Optional[list] = None) -> Li
             print(f"step {step}: {num_microbatches} micro-batches, loss {loss:.4f}, "
                   f"seqlen_sum {seqlen_sum:.0f}, seqlen_squared_sum {seqlen_squared_sum:.0f}",
                   flush=True)
+    # The adapter's packers hold process groups: they go before the groups are destroyed (left to
+    # the interpreter's exit, a group can be destroyed on a gloo thread, which aborts).
+    release_packers()
     if not all(math.isfinite(x) for x in losses):
         raise RuntimeError(f"rank {rank}: non-finite loss {losses}")
     return losses
