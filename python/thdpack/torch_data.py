@@ -50,6 +50,7 @@ import warnings
 from typing import Any, Iterator, Optional
 
 import numpy as np
+import torch.utils.data
 
 from . import _thdpack
 
@@ -77,8 +78,12 @@ def as_sample(item, sample_id: int) -> dict:
     return out
 
 
-class PackedSteps:
-    """Iterates this rank's ``PackedStep`` for each global batch (see the module docs)."""
+class PackedSteps(torch.utils.data.IterableDataset):
+    """Iterates this rank's ``PackedStep`` for each global batch (see the module docs).
+
+    An ``IterableDataset`` with ``state_dict`` / ``load_state_dict``: torchdata's
+    ``StatefulDataLoader(steps, batch_size=None)`` (in the main process, ``num_workers=0``: the
+    packer's collectives run there) saves and restores it with its own state."""
 
     def __init__(self, packer, dataset, *, samples_per_step: int, sampler=None,
                  drop_last: bool = False, prefetch: bool = False):

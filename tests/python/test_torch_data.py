@@ -84,6 +84,25 @@ def _worker(rank, world, out_dir):
         second = loader(prefetch)
         results[f"resumed_{prefetch}"] = head + part + run(second, state=state)[0]
         results[f"state_{prefetch}"] = state
+    # torchdata's StatefulDataLoader around the steps: its state carries theirs, and a new loader
+    # given it resumes the stream.
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    def stateful_run(wrapped, steps=None, state=None):
+        if state is not None:
+            wrapped.load_state_dict(state)
+        out = []
+        for step in wrapped:
+            out.append(record(step))
+            if steps is not None and len(out) == steps:
+                break
+        return out, wrapped.state_dict()
+
+    first = StatefulDataLoader(loader(), batch_size=None, num_workers=0)
+    head = stateful_run(first)[0]
+    part, state = stateful_run(first, steps=3)
+    second = StatefulDataLoader(loader(), batch_size=None, num_workers=0)
+    results["resumed_stateful"] = head + part + stateful_run(second, state=state)[0]
     results["drop_last"] = run(loader(drop_last=True))[0]
     results["padded"] = run(loader(size=15, per_step=4))[0]
     results["tiny"] = run(loader(size=5))[0]
@@ -117,6 +136,7 @@ def test_resume_gives_the_uninterrupted_stream(results):
         assert len(rank["whole"]) == 14  # 50 samples per rank per epoch, 8 per step: 7 steps
         assert rank["resumed_False"] == rank["whole"]
         assert rank["resumed_True"] == rank["whole"]
+        assert rank["resumed_stateful"] == rank["whole"]
         assert rank["state_True"] == rank["state_False"]
         assert rank["state_True"]["epoch"] == 1 and rank["state_True"]["consumed"] == 24
 
