@@ -6,7 +6,9 @@
 #include <queue>
 #include <unordered_map>
 
+#include "schedule/pack_splitting.hpp"
 #include "schedule/room_index.hpp"
+#include "thdpack/core/errors.hpp"
 
 namespace thdpack::detail {
 namespace {
@@ -355,43 +357,14 @@ void refine(Deal& d) {
   }
 }
 
-// Splits a replica's packs until it has k: the last item of the costliest pack holding two or more
-// goes to a new pack, right after it when the item is a big group's sample (its run stays
-// consecutive), else at the end. Returns each pack's positions, increasing.
+// A replica's packs split until it has k (split_item_packs_to); the repair made every replica able
+// to.
 std::vector<std::vector<int64_t>> split_to(const Deal& d, std::vector<Pack> packs, int64_t k) {
-  auto cost_of = [&](const Item& item) {
-    double sum = 0;
-    for (int64_t p : item) sum += d.cost[static_cast<size_t>(p)];
-    return sum;
-  };
-  std::vector<double> cost;
-  for (const Pack& pack : packs) {
-    double sum = 0;
-    for (const Item& item : pack) sum += cost_of(item);
-    cost.push_back(sum);
-  }
-  while (static_cast<int64_t>(packs.size()) < k) {
-    size_t at = packs.size();
-    for (size_t i = 0; i < packs.size(); ++i) {
-      if (packs[i].size() > 1 && (at == packs.size() || cost[i] > cost[at])) at = i;
-    }
-    Item moved = std::move(packs[at].back());
-    packs[at].pop_back();
-    const double moved_cost = cost_of(moved);
-    cost[at] -= moved_cost;
-    const bool in_run = d.in_run[static_cast<size_t>(moved.front())] != 0;
-    const size_t to = in_run ? at + 1 : packs.size();
-    packs.insert(packs.begin() + static_cast<std::ptrdiff_t>(to), Pack{std::move(moved)});
-    cost.insert(cost.begin() + static_cast<std::ptrdiff_t>(to), moved_cost);
-  }
-  std::vector<std::vector<int64_t>> out;
-  for (const Pack& pack : packs) {
-    std::vector<int64_t> positions;
-    for (const Item& item : pack) positions.insert(positions.end(), item.begin(), item.end());
-    std::sort(positions.begin(), positions.end());
-    out.push_back(std::move(positions));
-  }
-  return out;
+  auto split = split_item_packs_to(std::move(packs), k, d.cost, d.in_run);
+  check<InternalError>(static_cast<int64_t>(split.size()) == k,
+                       "group deal: a repaired replica makes ", split.size(), " of ", k,
+                       " micro-batches");
+  return split;
 }
 
 // Each replica's packs split to the common count, with the slowest replica's cost.

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "schedule/group_deal.hpp"
+#include "schedule/pack_splitting.hpp"
 #include "schedule/room_index.hpp"
 #include "schedule/schedulers.hpp"
 #include "thdpack/core/errors.hpp"
@@ -200,42 +201,17 @@ std::pair<std::vector<std::vector<Pack>>, int64_t> deal_units(std::vector<Unit> 
   }
 }
 
-// Splits packs until the replica has `target`: the last item of the costliest pack holding two
-// or more goes to a new pack, right after it when it is a run's sample (the run stays
-// consecutive), else at the end. Returns each pack's positions, increasing.
+// A replica's packs split until it has `target` (split_item_packs_to).
 std::vector<std::vector<int64_t>> fill_to(const Batch& b, std::vector<Pack> packs, int64_t target,
                                           int rank) {
-  std::vector<double> cost;
-  for (const Pack& pack : packs) cost.push_back(b.pack_cost(pack));
-  while (static_cast<int64_t>(packs.size()) < target) {
-    int64_t at = -1;
-    for (size_t i = 0; i < packs.size(); ++i) {
-      if (packs[i].size() > 1 && (at < 0 || cost[i] > cost[static_cast<size_t>(at)]))
-        at = static_cast<int64_t>(i);
-    }
-    if (at < 0) {
-      fail("DP rank ", rank, " needs ", target, " micro-batches but its samples make only ",
-           packs.size(),
-           " (groups stay whole, a group larger than one micro-batch on one "
-           "rank); give more samples or lower dp");
-    }
-    const auto from = static_cast<size_t>(at);
-    Item moved = std::move(packs[from].back());
-    packs[from].pop_back();
-    const double moved_cost = b.cost_of(moved);
-    cost[from] -= moved_cost;
-    const size_t to = b.in_run[static_cast<size_t>(moved.front())] ? from + 1 : packs.size();
-    packs.insert(packs.begin() + static_cast<std::ptrdiff_t>(to), Pack{std::move(moved)});
-    cost.insert(cost.begin() + static_cast<std::ptrdiff_t>(to), moved_cost);
+  auto split = split_item_packs_to(std::move(packs), target, b.cost, b.in_run);
+  if (static_cast<int64_t>(split.size()) < target) {
+    fail("DP rank ", rank, " needs ", target, " micro-batches but its samples make only ",
+         split.size(),
+         " (groups stay whole, a group larger than one micro-batch on one rank); give more "
+         "samples or lower dp");
   }
-  std::vector<std::vector<int64_t>> out;
-  for (const Pack& pack : packs) {
-    std::vector<int64_t> positions;
-    for (const Item& item : pack) positions.insert(positions.end(), item.begin(), item.end());
-    std::sort(positions.begin(), positions.end());
-    out.push_back(std::move(positions));
-  }
-  return out;
+  return split;
 }
 
 struct Outcome {

@@ -128,4 +128,44 @@ Plan cap_sequences_per_pack(Plan plan, const ScheduleInput& input, const Schedul
   return Plan(dp, plan.cp(), packs);
 }
 
+std::vector<std::vector<int64_t>> split_item_packs_to(
+    std::vector<std::vector<std::vector<int64_t>>> packs, int64_t target,
+    std::span<const double> cost, std::span<const char> in_run) {
+  using Item = std::vector<int64_t>;
+  auto cost_of = [&cost](const Item& item) {
+    double sum = 0;
+    for (int64_t p : item) sum += cost[static_cast<size_t>(p)];
+    return sum;
+  };
+  std::vector<double> pack_cost;
+  for (const auto& pack : packs) {
+    double sum = 0;
+    for (const Item& item : pack) sum += cost_of(item);
+    pack_cost.push_back(sum);
+  }
+  while (static_cast<int64_t>(packs.size()) < target) {
+    size_t at = packs.size();
+    for (size_t i = 0; i < packs.size(); ++i) {
+      if (packs[i].size() > 1 && (at == packs.size() || pack_cost[i] > pack_cost[at])) at = i;
+    }
+    if (at == packs.size()) break;
+    Item moved = std::move(packs[at].back());
+    packs[at].pop_back();
+    const double moved_cost = cost_of(moved);
+    pack_cost[at] -= moved_cost;
+    const size_t to = in_run[static_cast<size_t>(moved.front())] != 0 ? at + 1 : packs.size();
+    packs.insert(packs.begin() + static_cast<std::ptrdiff_t>(to),
+                 std::vector<Item>{std::move(moved)});
+    pack_cost.insert(pack_cost.begin() + static_cast<std::ptrdiff_t>(to), moved_cost);
+  }
+  std::vector<std::vector<int64_t>> out;
+  for (const auto& pack : packs) {
+    std::vector<int64_t> positions;
+    for (const Item& item : pack) positions.insert(positions.end(), item.begin(), item.end());
+    std::sort(positions.begin(), positions.end());
+    out.push_back(std::move(positions));
+  }
+  return out;
+}
+
 }  // namespace thdpack::detail

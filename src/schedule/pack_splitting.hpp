@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "thdpack/schedule/scheduler.hpp"
@@ -16,6 +17,16 @@ namespace thdpack::detail {
 /// end. Returns false, with the packs split so far, when no pack has two entries left.
 bool split_packs_to(std::vector<std::vector<int64_t>>& packs, int64_t target,
                     const std::function<int64_t(int64_t)>& length_of);
+
+/// One replica's packs of items (an item: input positions that stay in one pack) split until there
+/// are `target`: the last item of the costliest pack holding two or more goes to a new pack, right
+/// after it when the item is a run's (`in_run` of its first position: the samples of a group over
+/// the capacity, whose packs stay consecutive), else at the end. `cost`: each input position's
+/// cost. Returns each pack's positions, increasing: fewer than `target` packs when no pack had two
+/// items left.
+std::vector<std::vector<int64_t>> split_item_packs_to(
+    std::vector<std::vector<std::vector<int64_t>>> packs, int64_t target,
+    std::span<const double> cost, std::span<const char> in_run);
 
 /// Whether cap_sequences_per_pack may give a pack to another DP replica.
 enum class PackMoves { kAllowed, kNone };
