@@ -19,6 +19,8 @@ Ratios below 1 are thdpack better. Times are the sum over the seeds, same proces
 
 import argparse
 import json
+import os
+import sys
 import time
 
 import numpy as np
@@ -29,20 +31,13 @@ from verl.utils import seqlen_balancing as verl_sb
 import thdpack
 from thdpack import rl
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "python"))
+from rl_reference import grpo_batch  # noqa: E402  (the GRPO batches of tests/python/test_rl.py)
+
 CAP, DP = 16384, 8
 WORKLOAD = thdpack.CostModel(linear=24576.0, quadratic=1.0)  # verl's calculate_workload
 
 
-def grpo_batch(seed, prompts=32, responses=8):
-    """The batches of tests/python/test_rl.py: some prompts' responses run to 6000-9000 tokens."""
-    rng = np.random.default_rng(seed)
-    long_share = rng.uniform(0.05, 0.6)
-    top = int(rng.choice([6000, 8000, 8192, 9000]))
-    low = rng.choice([64, 256, 1024])
-    is_long = rng.random(prompts) < long_share
-    highest = np.where(is_long, top, rng.integers(low + 1, 3000, prompts))
-    lengths = rng.integers(16, np.repeat(highest, responses) + 1)
-    return lengths, np.repeat(np.arange(prompts), responses)
 
 
 def workload(lengths):

@@ -150,3 +150,16 @@ def _fill_to(packs, target, sample_cost, in_runs, rank):
         packs.insert(to, [moved])
         cost.insert(to, moved_cost)
     return [sorted(i for item in p for i in item) for p in packs]
+
+
+def grpo_batch(seed, prompts=32, responses=8):
+    """GRPO rollouts: `prompts` x `responses`, group id = prompt index; some prompts have long
+    responses (up to 6000-9000 tokens), so their groups need several 16384-token micro-batches."""
+    rng = np.random.default_rng(seed)
+    long_share = rng.uniform(0.05, 0.6)
+    top = int(rng.choice([6000, 8000, 8192, 9000]))
+    low = rng.choice([64, 256, 1024])
+    is_long = rng.random(prompts) < long_share
+    highest = np.where(is_long, top, rng.integers(low + 1, 3000, prompts))
+    lengths = rng.integers(16, np.repeat(highest, responses) + 1)
+    return lengths, np.repeat(np.arange(prompts), responses)

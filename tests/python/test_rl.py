@@ -12,7 +12,7 @@ import pytest
 
 import thdpack
 from thdpack.rl import dp_microbatches
-from rl_reference import oversize_groups, plan_with_oversize_groups
+from rl_reference import grpo_batch, oversize_groups, plan_with_oversize_groups
 
 
 def _lengths(rng, n, cap):
@@ -184,17 +184,6 @@ def test_lengths_that_are_not_integers_are_refused(lengths):
         dp_microbatches(lengths, dp=1, max_seqlen_per_dp_cp_rank=64)
 
 
-def grpo_batch(seed, prompts=32, responses=8):
-    """GRPO rollouts: `prompts` x `responses`, group id = prompt index; some prompts have long
-    responses (up to 6000-9000 tokens), so their groups need several 16384-token micro-batches."""
-    rng = np.random.default_rng(seed)
-    long_share = rng.uniform(0.05, 0.6)
-    top = int(rng.choice([6000, 8000, 8192, 9000]))
-    low = rng.choice([64, 256, 1024])
-    is_long = rng.random(prompts) < long_share
-    highest = np.where(is_long, top, rng.integers(low + 1, 3000, prompts))
-    lengths = rng.integers(16, np.repeat(highest, responses) + 1)
-    return lengths, np.repeat(np.arange(prompts), responses)
 
 
 # Seeds the count-capped dealing alone refused ("DP rank 2 needs 3 micro-batches but its samples
