@@ -489,9 +489,9 @@ def get_batch_on_this_rank_for_sequence_packing(data_iterator, vpp_size: Optiona
         raise _thdpack.InvalidArgument(
             "no data iterator: with thdpack every rank passes the iterator wrap_data_iterator "
             "returned (TP peers got their rows from the pipeline, nothing is broadcast here)")
-    if not isinstance(dynamic_cp, bool):
+    if dynamic_cp not in (True, False, None):  # a flag (numpy's bools too), not a group
         raise _thdpack.InvalidArgument(
-            f"dynamic_cp is a {type(dynamic_cp).__name__}, not a bool: Megatron-LM's signature is "
+            f"dynamic_cp is a {type(dynamic_cp).__name__}, not a flag: Megatron-LM's signature is "
             "(data_iterator, vpp_size, mtp_on_this_rank, vp_stage, dynamic_cp, pg_collection, "
             "config); pass pg_collection= by keyword")
     if pp_group is None and pg_collection is not None:
