@@ -104,8 +104,12 @@ mpi_run() {  # mpi_run OUTPUT_DIR thdpack-run-flags...: 4 ranks on hosts 1 and 2
 
 wait_for_links $((20000 + ($$ + 7) % 20000))
 
-# 1. thdpack run, plain and shaped.
-mpi_run plain --steps 3 > plain.txt 2>&1 || { tail -20 plain.txt; fail "thdpack run across hosts"; }
+# 1. thdpack run, plain and shaped. The first job's OpenMPI daemons have once failed to connect
+# back to mpirun ("ORTE does not know how to route a message") although the links answered: that
+# start, before any thdpack rank ran, is tried once more.
+mpi_run plain --steps 3 > plain.txt 2>&1 ||
+  { grep -q "ORTE does not know how to route" plain.txt && mpi_run plain --steps 3 > plain.txt 2>&1; } ||
+  { tail -20 plain.txt; fail "thdpack run across hosts"; }
 grep -q "3 steps, all verified" plain.txt || { tail -20 plain.txt; fail "plain run not verified"; }
 shape 40mbit
 mpi_run shaped --steps 3 > shaped.txt 2>&1 || { tail -20 shaped.txt; fail "thdpack run over shaped links"; }
