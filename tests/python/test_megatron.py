@@ -262,7 +262,8 @@ def _check_megatron_thd_metadata(batch, fields):
     # Every sequence with rows has valid tokens: a dummy's rows count as its tokens (thdpack's own
     # convention gives it 0).
     assert all(cu[i + 1] > cu[i] for i in range(len(padded) - 1) if padded[i + 1] > padded[i])
-    assert params.max_seqlen_q == (padded[-1] if static else params.max_seqlen_q)
+    if static:
+        assert params.max_seqlen_q == padded[-1]
     assert params.total_tokens == (None if static else pad.numel())
 
 
