@@ -13,6 +13,10 @@ Environment (all optional):
   CMAKE_GENERATOR      as for CMake (default Ninja when installed)
   CMAKE_ARGS           extra CMake arguments, split on spaces
   JOBS                 parallel build jobs (default: all cores)
+  THDPACK_CMAKE_BUILD_DIR  a build folder of this source tree that CMake configured already (such
+                       as scripts/setup.sh's build/, made for the same Python): the module and the
+                       CLI are taken from it, built there if they are not, instead of compiling the
+                       project once more in a new folder
 """
 
 import os
@@ -21,6 +25,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 from setuptools import Extension, setup
@@ -69,6 +74,23 @@ class CMakeExtension(Extension):
         super().__init__(name, sources=[])
 
 
+def configured_build_dir(folder):
+    """The THDPACK_CMAKE_BUILD_DIR folder, checked to be a CMake build of this source tree."""
+    build_dir = Path(folder).resolve()
+    cache = build_dir / "CMakeCache.txt"
+    if not cache.is_file():
+        raise RuntimeError(f"THDPACK_CMAKE_BUILD_DIR={folder} holds no CMakeCache.txt: configure it "
+                           "first (bash scripts/setup.sh) or unset THDPACK_CMAKE_BUILD_DIR")
+    home = re.search(r"^CMAKE_HOME_DIRECTORY:INTERNAL=(.*)$", cache.read_text(), re.MULTILINE)
+    if not home or Path(home.group(1)).resolve() != ROOT:
+        raise RuntimeError(f"THDPACK_CMAKE_BUILD_DIR={folder} is a build of "
+                           f"{home.group(1) if home else 'another project'}, not of {ROOT}")
+    if re.search(r"^BUILD_SHARED_LIBS:BOOL=(ON|TRUE|1)$", cache.read_text(), re.MULTILINE):
+        raise RuntimeError(f"THDPACK_CMAKE_BUILD_DIR={folder} builds libthdpack as a shared "
+                           "library, which the package would not carry: use a static build")
+    return build_dir
+
+
 class CMakeBuild(build_ext):
     """Configures and builds the CMake project, then copies the module and CLI into the package."""
 
@@ -76,6 +98,32 @@ class CMakeBuild(build_ext):
         if shutil.which("cmake") is None:
             raise RuntimeError("thdpack needs CMake >= 3.22 to build (Debian: apt-get install cmake)")
         package_dir = Path(self.get_ext_fullpath(ext.name)).resolve().parent
+        if os.environ.get("THDPACK_CMAKE_BUILD_DIR"):
+            build_dir = configured_build_dir(os.environ["THDPACK_CMAKE_BUILD_DIR"])
+        else:
+            build_dir = self.configure_new_build()
+        jobs = os.environ.get("JOBS", str(os.cpu_count() or 1))
+        subprocess.run(["cmake", "--build", str(build_dir), "-j", jobs, "--target", "_thdpack",
+                        "thdpack"], check=True)
+
+        built_package = build_dir / "python" / "thdpack"
+        suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+        modules = sorted(built_package.glob("_thdpack*.so")) + sorted(
+            built_package.glob("_thdpack*.pyd"))
+        if not modules:
+            raise RuntimeError(f"CMake built no _thdpack module in {built_package}")
+        if not modules[0].name.endswith(suffix):
+            raise RuntimeError(f"{modules[0]} is not built for this Python (its modules end in "
+                               f"{suffix}): configure the build for {sys.executable}")
+        check_cxx_runtime_is_shared(modules[0])
+        package_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(modules[0], self.get_ext_fullpath(ext.name))
+        bin_dir = package_dir / "_bin"
+        bin_dir.mkdir(exist_ok=True)
+        shutil.copy2(build_dir / "bin" / "thdpack", bin_dir / "thdpack")
+
+    def configure_new_build(self):
+        """Configures setup.py's own CMake folder (under build-python/) and returns it."""
         build_dir = Path(self.build_temp).resolve() / "cmake"
         build_dir.mkdir(parents=True, exist_ok=True)
         build_type = os.environ.get("THDPACK_BUILD_TYPE", "Release")
@@ -95,21 +143,7 @@ class CMakeBuild(build_ext):
             configure += ["-G", "Ninja"]
         configure += shlex.split(os.environ.get("CMAKE_ARGS", ""))
         subprocess.run(configure, check=True)
-        jobs = os.environ.get("JOBS", str(os.cpu_count() or 1))
-        subprocess.run(["cmake", "--build", str(build_dir), "-j", jobs, "--target", "_thdpack",
-                        "thdpack"], check=True)
-
-        built_package = build_dir / "python" / "thdpack"
-        modules = sorted(built_package.glob("_thdpack*.so")) + sorted(
-            built_package.glob("_thdpack*.pyd"))
-        if not modules:
-            raise RuntimeError(f"CMake built no _thdpack module in {built_package}")
-        check_cxx_runtime_is_shared(modules[0])
-        package_dir.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(modules[0], self.get_ext_fullpath(ext.name))
-        bin_dir = package_dir / "_bin"
-        bin_dir.mkdir(exist_ok=True)
-        shutil.copy2(build_dir / "bin" / "thdpack", bin_dir / "thdpack")
+        return build_dir
 
 
 setup(

@@ -4,12 +4,16 @@
 # (with Debian's numpy and torch visible through --system-site-packages), offline, and use it; then
 # `pip install --no-build-isolation .` from the source tree into a second fresh venv. In each venv:
 # the import-and-pack smoke test (python_smoke.py) and the `thdpack` console script. The project
-# is compiled once: the wheel and `pip install .` share setup.py's build folder (build-python/).
-# Nothing here reaches a network: pip runs with --no-index.
+# is compiled at most once: the wheel and `pip install .` share setup.py's build folder
+# (build-python/), or, given BUILD_DIR, take the module and CLI from that CMake build of the
+# source tree (the suite passes its own, so nothing is compiled twice; setup.py's configure of a
+# new folder is then covered by the sdist check below). Nothing here reaches a network: pip runs
+# with --no-index.
 #
-#   bash tests/install/python_package_test.sh [PYTHON]     (default /usr/bin/python3)
+#   bash tests/install/python_package_test.sh [PYTHON [BUILD_DIR]]   (default /usr/bin/python3)
 set -euo pipefail
 python=${1:-/usr/bin/python3}
+if [ -n "${2:-}" ]; then export THDPACK_CMAKE_BUILD_DIR=$2; fi
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 work=$(mktemp -d)
@@ -57,8 +61,8 @@ cmake -S "$work/thdpack-$version" -B "$work/sdist-configure" -DTHDPACK_WITH_PYTH
   { tail -40 "$work/sdist-configure.log"; exit 1; }
 step "$(basename "$sdist") holds all $(wc -l < "$needed") source files and configures"
 
-# One compile for the whole test: the wheel builds the project in setup.py's build folder
-# (build-python/), and the `pip install .` below finds it built.
+# One compile at most for the whole test: the wheel builds the project in setup.py's build folder
+# (build-python/) or THDPACK_CMAKE_BUILD_DIR, and the `pip install .` below finds it built.
 step "wheel (python -m build --wheel --no-isolation)"
 (cd "$root" && "$work/wheel-venv/bin/python" -m build --wheel --no-isolation --outdir "$work/dist" \
   . > "$work/wheel.log" 2>&1) || { tail -40 "$work/wheel.log"; exit 1; }
