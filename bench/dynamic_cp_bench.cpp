@@ -117,15 +117,14 @@ struct PlanTimes {
 
 /// Wall and CPU milliseconds `scheduler` takes on each of the inputs; every plan is checked.
 PlanTimes plan_times(const std::string& scheduler, const std::vector<std::vector<int64_t>>& inputs,
-                     const DynamicCpOptions& o) {
+                     const ScheduleOptions& o) {
   PlanTimes times;
   for (const auto& lengths : inputs) {
     std::vector<int64_t> ids(lengths.size());
     std::iota(ids.begin(), ids.end(), 0);
     const double c0 = process_cpu_ms();
     const auto t0 = std::chrono::steady_clock::now();
-    const Plan plan =
-        make_scheduler(scheduler)->schedule({ids, lengths, {}, {}}, schedule_options(o));
+    const Plan plan = make_scheduler(scheduler)->schedule({ids, lengths, {}, {}}, o);
     const auto t1 = std::chrono::steady_clock::now();
     times.cpu_ms.push_back(process_cpu_ms() - c0);
     times.wall_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
@@ -174,7 +173,8 @@ nlohmann::json timing_rows(int seeds, const std::vector<int64_t>& large_samples,
                     {"worst_step_over_bound", t.worst_step_over_bound}});
   };
   auto options = [&](int ranks, int64_t m, const CostModel& cost) {
-    DynamicCpOptions o;
+    ScheduleOptions o;
+    o.cost = CostModel::megatron_workload();
     o.dp = ranks;
     o.max_seqlen_per_dp_cp_rank = m;
     o.cost = cost;
@@ -286,7 +286,8 @@ int run(int argc, char** argv) {
         std::vector<double> plan_ms;
         for (int s = 0; s < seeds; ++s) {
           const auto raw = raw_lengths(w, n, 1000 + static_cast<uint64_t>(s));
-          DynamicCpOptions o;
+          ScheduleOptions o;
+          o.cost = CostModel::megatron_workload();
           o.dp = c.ranks;
           o.cp = 1;
           o.max_seqlen_per_dp_cp_rank = m;
@@ -302,8 +303,7 @@ int run(int argc, char** argv) {
               bound);
           for (size_t k = 1; k < 3; ++k) {
             const auto t0 = std::chrono::steady_clock::now();
-            const Plan plan = make_scheduler(schedulers[k])
-                                  ->schedule({ids, lengths, {}, {}}, schedule_options(o));
+            const Plan plan = make_scheduler(schedulers[k])->schedule({ids, lengths, {}, {}}, o);
             const auto t1 = std::chrono::steady_clock::now();
             if (k == 2)
               plan_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());

@@ -36,7 +36,8 @@ void bind_dynamic_cp(py::module_& m) {
         } else {
           id_values = int64_values(ids, "ids");
         }
-        DynamicCpOptions o;
+        ScheduleOptions o;
+        o.cost = CostModel::megatron_workload();
         o.dp = dp;
         o.cp = cp;
         o.max_seqlen_per_dp_cp_rank = max_seqlen;
@@ -56,7 +57,7 @@ void bind_dynamic_cp(py::module_& m) {
         Plan plan;
         {
           py::gil_scoped_release release;
-          plan = scheduler->schedule({id_values, lengths, {}, {}}, schedule_options(o));
+          plan = scheduler->schedule({id_values, lengths, {}, {}}, o);
           check_dynamic_cp_plan(plan, id_values, lengths, o);
         }
         return plan_groups_to_python(plan);

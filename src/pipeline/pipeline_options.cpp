@@ -40,10 +40,6 @@ bool uses_dynamic_cp(const PipelineOptions& o) {
   return scheduler_layout(o.scheduler) == CpLayout::kDynamic;
 }
 
-DynamicCpOptions dynamic_cp_options_of(const PipelineOptions& o) {
-  return dynamic_cp_options(schedule_options_of(o));
-}
-
 std::string capacity_name_of(const PipelineOptions& o) {
   return uses_dynamic_cp(o) ? "max_seqlen_per_dp_cp_rank x dp x cp"
                             : "max_seqlen_per_dp_cp_rank x cp";

@@ -104,7 +104,7 @@ void check_planned_batch(const PlannedBatch& planned, const GlobalBatch& batch,
         throw InvalidArgument("scheduler " + options.scheduler +
                               " does not keep groups of samples together; give no group ids");
       }
-      check_dynamic_cp_plan(plan, batch.ids, batch.padded_lengths, dynamic_cp_options_of(options));
+      check_dynamic_cp_plan(plan, batch.ids, batch.padded_lengths, schedule_options_of(options));
     } else {
       validate_plan(
           plan,

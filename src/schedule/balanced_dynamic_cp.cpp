@@ -60,7 +60,7 @@ struct SizeTable {
   }
 };
 
-SizeTable make_size_table(const DynamicCpOptions& o) {
+SizeTable make_size_table(const ScheduleOptions& o) {
   SizeTable t;
   const int ranks = o.ranks();
   for (int64_t c = 1; c <= ranks; c *= 2) t.sizes.push_back(static_cast<int>(c));
@@ -126,7 +126,7 @@ constexpr double kNearBound = 0.0025;
 // The height search stops within this fraction of the best height found.
 constexpr double kHeightTolerance = 0.004;
 
-int64_t template_samples(const DynamicCpOptions& o) {
+int64_t template_samples(const ScheduleOptions& o) {
   return std::max(kTemplateSamples, kTemplateSamplesPerRank * o.ranks());
 }
 
@@ -159,7 +159,7 @@ using SizeIndex = std::vector<GroupKey>;
 
 /// What the packing of one micro-batch reads, and the indexes it reuses between calls.
 struct PackContext {
-  const DynamicCpOptions& options;
+  const ScheduleOptions& options;
   const SizeTable& table;
   std::vector<SizeIndex>& by_size;  ///< one per SizeTable slot
   /// When set, the height search starts from the last micro-batch's height over its bound (kept
@@ -182,7 +182,7 @@ void recompute_height(Level& level) {
 }
 
 /// The next allowed size above `size` for a group holding these samples, or 0.
-int next_size(int size, const DynamicCpOptions& o) {
+int next_size(int size, const ScheduleOptions& o) {
   const int ranks = o.ranks();
   if (size >= ranks) return 0;
   if (size * 2 <= ranks) return size * 2;
@@ -202,7 +202,7 @@ void grow(Level& level, Group& g, int size, const SizeTable& table) {
 /// the free ranks: the move that leaves the lowest height, then the least time moved. False when
 /// no sample can move (none fits such a group).
 bool move_to_free_ranks(Level& level, const PackContext& ctx) {
-  const DynamicCpOptions& o = ctx.options;
+  const ScheduleOptions& o = ctx.options;
   int size = 0;
   for (int c = 1; c <= level.free; c *= 2) {
     if (allowed_cp_group_size(c, o)) size = c;
@@ -343,7 +343,7 @@ class GrowthChooser {
 
 /// Step 3 for one micro-batch.
 void spend_free_ranks(Level& level, const PackContext& ctx) {
-  const DynamicCpOptions& o = ctx.options;
+  const ScheduleOptions& o = ctx.options;
   // Grow the slowest group while that lowers the height.
   while (level.free > 0) {
     auto slowest = std::max_element(level.groups.begin(), level.groups.end(),
@@ -404,7 +404,7 @@ int slot_for_height(const Item& item, double height) {
 /// lack of token room), not at every group.
 std::optional<Level> pack_at_height(const std::vector<const Item*>& items, double height,
                                     const PackContext& ctx) {
-  const DynamicCpOptions& o = ctx.options;
+  const ScheduleOptions& o = ctx.options;
   const int64_t m = o.max_seqlen_per_dp_cp_rank;
   Level level{{}, o.ranks(), 0.0};
   std::vector<SizeIndex>& by_size = ctx.by_size;
@@ -475,7 +475,7 @@ std::optional<Level> pack_at_height(const std::vector<const Item*>& items, doubl
 
 /// The height no packing of `items` goes below: their rank-time over all ranks, or the slowest
 /// sample at its fastest size.
-double height_bound(const std::vector<const Item*>& items, const DynamicCpOptions& o) {
+double height_bound(const std::vector<const Item*>& items, const ScheduleOptions& o) {
   double area = 0;
   double fastest_longest = 0;
   for (const Item* item : items) {
@@ -556,7 +556,7 @@ std::optional<std::vector<Level>> deal_and_pack(int64_t k, const std::vector<Ite
                                                 int64_t shortest, double give_up_at,
                                                 const PackContext& ctx,
                                                 const std::vector<double>* dealt_areas) {
-  const DynamicCpOptions& o = ctx.options;
+  const ScheduleOptions& o = ctx.options;
   const int64_t room = o.max_seqlen_per_dp_cp_rank * o.ranks();
   std::vector<std::vector<const Item*>> members(static_cast<size_t>(k));
   std::vector<double> area(static_cast<size_t>(k), 0.0);
@@ -658,7 +658,7 @@ struct KSearchResult {
 /// while the step falls; the best plan and its K, or nothing when no K packs.
 std::optional<KSearchResult> search_k(const std::vector<Item>& items, int64_t shortest,
                                       const PackContext& ctx) {
-  const DynamicCpOptions& o = ctx.options;
+  const ScheduleOptions& o = ctx.options;
   const int64_t multiple = o.microbatch_multiple;
   const int64_t room = o.max_seqlen_per_dp_cp_rank * o.ranks();
   int64_t total_tokens = 0;
@@ -703,7 +703,7 @@ struct PackingItems {
 };
 
 PackingItems packing_items(std::span<const int64_t> ids, std::span<const int64_t> padded_lengths,
-                           const DynamicCpOptions& options, const SizeTable& table) {
+                           const ScheduleOptions& options, const SizeTable& table) {
   PackingItems out;
   out.times.resize(ids.size() * table.slots());
   out.items.resize(ids.size());
@@ -794,7 +794,7 @@ detail::DraftPlan draft_of(std::vector<Level>& levels, int ranks) {
 /// Steps 1-4: the plan of the packing above.
 detail::DraftPlan plan_by_packing(std::span<const int64_t> ids,
                                   std::span<const int64_t> padded_lengths,
-                                  const DynamicCpOptions& options) {
+                                  const ScheduleOptions& options) {
   const SizeTable table = make_size_table(options);
   const PackingItems all = packing_items(ids, padded_lengths, options, table);
   const auto n = static_cast<int64_t>(all.items.size());
@@ -828,7 +828,7 @@ detail::DraftPlan plan_by_packing(std::span<const int64_t> ids,
 
 Plan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
                                   std::span<const int64_t> padded_lengths,
-                                  const DynamicCpOptions& options) {
+                                  const ScheduleOptions& options) {
   validate_dynamic_cp_input(ids, padded_lengths, options);
   // A plan's modeled step: as its scheduler reported it, else (steps 1-4, a VPP split) summed.
   auto step_of = [&](const detail::ScoredPlan& scored) {
@@ -858,7 +858,7 @@ Plan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
     by_template = detail::plan_by_template(
         by_length, options, template_samples(options),
         [](std::span<const int64_t> template_ids, std::span<const int64_t> template_lengths,
-           const DynamicCpOptions& template_options) {
+           const ScheduleOptions& template_options) {
           return detail::to_draft(
               schedule_balanced_dynamic_cp(template_ids, template_lengths, template_options));
         });

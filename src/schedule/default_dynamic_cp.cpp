@@ -166,8 +166,8 @@ class Round {
  public:
   /// A round opened by the first waiting sample of `first`, in a group of its cp_min.
   /// `by_size` is scratch kept across rounds (its vectors keep their capacity).
-  Round(const DynamicCpOptions& o, std::vector<SizeIndex>& by_size,
-        const detail::LengthClass& first, int64_t first_id)
+  Round(const ScheduleOptions& o, std::vector<SizeIndex>& by_size, const detail::LengthClass& first,
+        int64_t first_id)
       : ranks_(o.ranks()),
         m_(o.max_seqlen_per_dp_cp_rank),
         cap_(static_cast<double>(first.length) * static_cast<double>(m_) *
@@ -300,7 +300,7 @@ class Round {
 /// One scheduling round: the micro-batch it forms from the waiting samples; placed samples leave
 /// them (empty classes are closed). `touched` and `by_size` are scratch kept between rounds. With
 /// `time`, `height` is the micro-batch's modeled height.
-detail::DraftMicrobatch next_microbatch(detail::WaitingSamples& waiting, const DynamicCpOptions& o,
+detail::DraftMicrobatch next_microbatch(detail::WaitingSamples& waiting, const ScheduleOptions& o,
                                         std::vector<Touched>& touched,
                                         std::vector<SizeIndex>& by_size, detail::TimeCache* time,
                                         double& height) {
@@ -403,7 +403,7 @@ void align_to_multiple(std::vector<detail::DraftMicrobatch>& mbs, int multiple, 
 
 namespace detail {
 
-ScoredPlan default_dynamic_cp_scored(const LengthGroups& by_length, const DynamicCpOptions& options,
+ScoredPlan default_dynamic_cp_scored(const LengthGroups& by_length, const ScheduleOptions& options,
                                      const CostModel* cost) {
   const int ranks = options.ranks();
   const int64_t m = options.max_seqlen_per_dp_cp_rank;
@@ -453,7 +453,7 @@ ScoredPlan default_dynamic_cp_scored(const LengthGroups& by_length, const Dynami
 
 Plan schedule_default_dynamic_cp(std::span<const int64_t> ids,
                                  std::span<const int64_t> padded_lengths,
-                                 const DynamicCpOptions& options) {
+                                 const ScheduleOptions& options) {
   validate_dynamic_cp_input(ids, padded_lengths, options);
   return detail::default_dynamic_cp_scored(detail::group_by_length(ids, padded_lengths), options,
                                            nullptr)

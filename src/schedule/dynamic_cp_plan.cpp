@@ -31,7 +31,7 @@ int cp_min_for_length(int64_t length, int64_t max_seqlen_per_dp_cp_rank, int min
 
 void validate_dynamic_cp_input(std::span<const int64_t> ids,
                                std::span<const int64_t> padded_lengths,
-                               const DynamicCpOptions& options) {
+                               const ScheduleOptions& options) {
   if (options.dp < 1 || options.cp < 1 || options.microbatch_multiple < 1 || options.min_cp < 1) {
     throw InvalidArgument(
         "dynamic CP options: dp, cp, microbatch_multiple and min_cp must be >= 1");
@@ -54,7 +54,7 @@ void validate_dynamic_cp_input(std::span<const int64_t> ids,
   }
 }
 
-bool allowed_cp_group_size(int size, const DynamicCpOptions& o) {
+bool allowed_cp_group_size(int size, const ScheduleOptions& o) {
   if (size == o.ranks()) return true;
   if (size < o.min_cp || size > o.ranks()) return false;
   for (int64_t c = 1; c <= size; c *= 2) {
@@ -73,7 +73,7 @@ namespace {
 
 void check_dynamic_cp_plan(const Plan& plan, std::span<const int64_t> ids,
                            std::span<const int64_t> padded_lengths,
-                           const DynamicCpOptions& options) {
+                           const ScheduleOptions& options) {
   const int ranks = options.ranks();
   check<InternalError>(plan.ranks() == ranks, "dynamic CP plan: covers ", plan.ranks(),
                        " ranks, expected dp*cp = ", ranks);

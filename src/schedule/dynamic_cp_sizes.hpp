@@ -12,7 +12,7 @@ namespace thdpack::detail {
 /// Ascending sizes a sample of `length` tokens may use: cp_min·2^j <= G, then G itself when it is
 /// not one of those and the sample fits (length <= M·G). Empty when the sample needs more than G.
 /// `sizes` is cleared and filled (no allocation once it has room: planners call this per sample).
-inline void candidate_cp_sizes(int64_t length, const DynamicCpOptions& o, std::vector<int>& sizes) {
+inline void candidate_cp_sizes(int64_t length, const ScheduleOptions& o, std::vector<int>& sizes) {
   sizes.clear();
   const int ranks = o.ranks();
   for (int64_t c = cp_min_for_length(length, o.max_seqlen_per_dp_cp_rank, o.min_cp); c <= ranks;
@@ -24,7 +24,7 @@ inline void candidate_cp_sizes(int64_t length, const DynamicCpOptions& o, std::v
     sizes.push_back(ranks);
   }
 }
-inline std::vector<int> candidate_cp_sizes(int64_t length, const DynamicCpOptions& o) {
+inline std::vector<int> candidate_cp_sizes(int64_t length, const ScheduleOptions& o) {
   std::vector<int> sizes;
   candidate_cp_sizes(length, o, sizes);
   return sizes;

@@ -35,7 +35,7 @@ double modeled_step(const Plan& plan, const LengthById& length_of, const CostMod
   return step;
 }
 
-double lower_bound(const LengthGroups& by_length, const DynamicCpOptions& options,
+double lower_bound(const LengthGroups& by_length, const ScheduleOptions& options,
                    const CostModel& cost) {
   double area = 0;
   double longest = 0;
@@ -54,7 +54,7 @@ double lower_bound(const LengthGroups& by_length, const DynamicCpOptions& option
 
 PlanStats evaluate_dynamic_cp_plan(const Plan& plan, std::span<const int64_t> ids,
                                    std::span<const int64_t> padded_lengths,
-                                   const DynamicCpOptions& options, const CostModel& cost) {
+                                   const ScheduleOptions& options, const CostModel& cost) {
   double area = 0;
   double longest = 0;
   std::vector<int> sizes;

@@ -45,7 +45,7 @@ double modeled_step(const Plan& plan, const LengthById& length_of, const CostMod
 
 /// PlanStats::step_lower_bound of samples grouped by length (group_by_length), up to rounding:
 /// no plan's modeled step under `cost` is below it.
-double lower_bound(const LengthGroups& by_length, const DynamicCpOptions& options,
+double lower_bound(const LengthGroups& by_length, const ScheduleOptions& options,
                    const CostModel& cost);
 
 /// A plan and, where known, its modeled step (bit-identical to modeled_step's).
@@ -58,7 +58,7 @@ struct ScoredPlan {
 /// (group_by_length, made once where two planners need it); with `cost`, also its modeled step
 /// under it, summed as the rounds lay the micro-batches out (lengths at hand, no lookup by id),
 /// unless a VPP split regrouped them. Throws as schedule_default_dynamic_cp does.
-ScoredPlan default_dynamic_cp_scored(const LengthGroups& by_length, const DynamicCpOptions& options,
+ScoredPlan default_dynamic_cp_scored(const LengthGroups& by_length, const ScheduleOptions& options,
                                      const CostModel* cost);
 
 }  // namespace thdpack::detail

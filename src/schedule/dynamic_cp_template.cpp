@@ -21,7 +21,7 @@ namespace {
 std::vector<std::optional<LeftoverPlace>> place_leftovers(const detail::DraftPlan& tmpl,
                                                           std::span<const int64_t> template_lengths,
                                                           std::span<const int64_t> leftovers,
-                                                          const DynamicCpOptions& options) {
+                                                          const ScheduleOptions& options) {
   struct Slot {
     size_t microbatch, group;
     int size;
@@ -115,7 +115,7 @@ double height_with_leftover(const detail::DraftPlan& tmpl, const LeftoverPlace& 
 }  // namespace
 
 std::optional<TemplatePlan> plan_by_template(const LengthGroups& by_length,
-                                             const DynamicCpOptions& options,
+                                             const ScheduleOptions& options,
                                              int64_t template_samples,
                                              const DynamicCpPlanner& plan_template) {
   const auto n = static_cast<int64_t>(by_length.ids.size());

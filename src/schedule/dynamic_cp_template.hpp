@@ -29,7 +29,7 @@ namespace thdpack::detail {
 
 using DynamicCpPlanner = std::function<detail::DraftPlan(std::span<const int64_t> ids,
                                                          std::span<const int64_t> padded_lengths,
-                                                         const DynamicCpOptions& options)>;
+                                                         const ScheduleOptions& options)>;
 
 /// Where a sample past the last full block goes: leftover j joins copy j of template group
 /// `group` of micro-batch `microbatch`.
@@ -48,7 +48,7 @@ class TemplatePlan {
   detail::DraftPlan build(const LengthGroups& by_length) const;
 
  private:
-  friend std::optional<TemplatePlan> plan_by_template(const LengthGroups&, const DynamicCpOptions&,
+  friend std::optional<TemplatePlan> plan_by_template(const LengthGroups&, const ScheduleOptions&,
                                                       int64_t, const DynamicCpPlanner&);
   detail::DraftPlan template_;
   size_t stride_ = 0;  ///< samples per block
@@ -65,7 +65,7 @@ class TemplatePlan {
 /// not a power of two. `by_length` is group_by_length of the input. Throws what `plan_template`
 /// throws. Input must have passed validate_dynamic_cp_input.
 std::optional<TemplatePlan> plan_by_template(const LengthGroups& by_length,
-                                             const DynamicCpOptions& options,
+                                             const ScheduleOptions& options,
                                              int64_t template_samples,
                                              const DynamicCpPlanner& plan_template);
 

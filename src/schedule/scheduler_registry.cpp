@@ -43,28 +43,6 @@ CpLayout scheduler_layout(const std::string& name) {
   return make_scheduler(name)->layout();
 }
 
-DynamicCpOptions dynamic_cp_options(const ScheduleOptions& options) {
-  DynamicCpOptions d;
-  d.dp = options.dp;
-  d.cp = options.cp;
-  d.microbatch_multiple = options.microbatch_multiple;
-  d.max_seqlen_per_dp_cp_rank = options.max_seqlen_per_dp_cp_rank;
-  d.min_cp = options.min_cp;
-  d.cost = options.cost;
-  return d;
-}
-
-ScheduleOptions schedule_options(const DynamicCpOptions& options) {
-  ScheduleOptions s;
-  s.dp = options.dp;
-  s.cp = options.cp;
-  s.microbatch_multiple = options.microbatch_multiple;
-  s.max_seqlen_per_dp_cp_rank = options.max_seqlen_per_dp_cp_rank;
-  s.min_cp = options.min_cp;
-  s.cost = options.cost;
-  return s;
-}
-
 namespace detail {
 
 Plan DynamicCpScheduler::schedule(const ScheduleInput& input,
@@ -78,7 +56,7 @@ Plan DynamicCpScheduler::schedule(const ScheduleInput& input,
                           " (dynamic CP) does not support "
                           "max_sequences_per_pack");
   }
-  return function_(input.ids, input.padded_lengths, dynamic_cp_options(options));
+  return function_(input.ids, input.padded_lengths, options);
 }
 
 }  // namespace detail

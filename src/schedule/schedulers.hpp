@@ -39,11 +39,11 @@ class LocalScheduler final : public Scheduler {
 
 /// A dynamic-CP scheduler (dynamic_cp.hpp) behind the common interface: checks that the input has
 /// no group ids and the options no sequence cap (neither applies to dynamic CP), then plans with
-/// dynamic_cp_options(options).
+/// options.
 class DynamicCpScheduler final : public Scheduler {
  public:
   using Function = Plan (*)(std::span<const int64_t> ids, std::span<const int64_t> padded_lengths,
-                            const DynamicCpOptions& options);
+                            const ScheduleOptions& options);
   DynamicCpScheduler(std::string name, std::string description, Function function)
       : name_(std::move(name)), description_(std::move(description)), function_(function) {}
   std::string name() const override { return name_; }

@@ -51,8 +51,9 @@ PipelineOptions options_for(int dp, int cp, int64_t m, const std::string& model)
 }
 
 // What `thdpack plan` gives the scheduler for the same job (dynamic_cp_plan.cpp).
-DynamicCpOptions plan_command_options(const PipelineOptions& o) {
-  DynamicCpOptions d;
+ScheduleOptions plan_command_options(const PipelineOptions& o) {
+  ScheduleOptions d;
+  d.cost = CostModel::megatron_workload();
   d.dp = o.topology.dp();
   d.cp = o.topology.cp();
   d.max_seqlen_per_dp_cp_rank = o.max_seqlen_per_dp_cp_rank;
@@ -66,7 +67,7 @@ DynamicCpOptions plan_command_options(const PipelineOptions& o) {
   return d;
 }
 
-double fill(const Plan& plan, const GlobalBatch& b, const DynamicCpOptions& d) {
+double fill(const Plan& plan, const GlobalBatch& b, const ScheduleOptions& d) {
   const double tokens = std::accumulate(b.real_lengths.begin(), b.real_lengths.end(), 0.0);
   return tokens / (static_cast<double>(plan.num_microbatches()) * d.ranks() *
                    static_cast<double>(d.max_seqlen_per_dp_cp_rank));
@@ -101,7 +102,7 @@ TEST(DynamicCpPipelineCost, OptionsReachTheCostModel) {
   o.cp_link_gbps = 25;
   o.cp_step_overhead_us = 5;
   o.min_cp = 2;
-  const DynamicCpOptions d = dynamic_cp_options_of(o);
+  const ScheduleOptions d = schedule_options_of(o);
   const CostModel expected = CostModel::from_model(model_preset("llama3-8b"), 200, 2, 25, 5);
   EXPECT_EQ(d.min_cp, 2);
   EXPECT_DOUBLE_EQ(d.cost.flops_per_second, expected.flops_per_second);
@@ -126,7 +127,7 @@ TEST(DynamicCpPipelineCost, LongtailFillIsNotPathologicallyLow) {
     std::mt19937_64 rng(seed + 1000);
     const PipelineOptions o = options_for(dp, cp, m, "llama3-8b");
     const GlobalBatch b = longtail_batch(rng, dp, cp, m, 32, 2000);
-    const DynamicCpOptions d = dynamic_cp_options_of(o);
+    const ScheduleOptions d = schedule_options_of(o);
     const Plan plan = plan_global_batch(b, o);
     const double padded = std::accumulate(b.padded_lengths.begin(), b.padded_lengths.end(), 0.0);
     const double slots = static_cast<double>(d.ranks()) * static_cast<double>(m);

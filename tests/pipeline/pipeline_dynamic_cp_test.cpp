@@ -96,7 +96,7 @@ TEST(PipelineDynamicCpGroups, StepResultNamesThePlansGroups) {
 }
 
 // Samples are padded to 2·dp·cp (× tp with sequence parallelism), SPEC §5.
-TEST(PipelineDynamicCpOptions, PaddingDivisorIsTwiceDpCp) {
+TEST(PipelineScheduleOptions, PaddingDivisorIsTwiceDpCp) {
   PipelineCase c;
   c.tp = 2;
   c.cp = 2;
@@ -126,7 +126,7 @@ PipelineOptions dynamic_options(const char* scheduler) {
   return testing::options_of(c);
 }
 
-TEST(PipelineDynamicCpOptions, UnsupportedOptionsAreRefusedOnEveryRank) {
+TEST(PipelineScheduleOptions, UnsupportedOptionsAreRefusedOnEveryRank) {
   for (int variant = 0; variant < 4; ++variant) {
     SCOPED_TRACE(variant);
     PipelineOptions o = dynamic_options("default_dynamic_cp");
@@ -142,7 +142,7 @@ TEST(PipelineDynamicCpOptions, UnsupportedOptionsAreRefusedOnEveryRank) {
   }
 }
 
-TEST(PipelineDynamicCpOptions, GroupIdsAreRefusedOnEveryRank) {
+TEST(PipelineScheduleOptions, GroupIdsAreRefusedOnEveryRank) {
   const PipelineOptions o = dynamic_options("balanced_dynamic_cp");
   expect_error_on_every_rank(
       4,

@@ -34,7 +34,8 @@ TEST(DynamicCpDelivery, GroupSlicesReassembleToTheGroupPackForBothSchedulers) {
   for (const std::string name : {"default_dynamic_cp", "balanced_dynamic_cp"}) {
     for (uint64_t seed = 0; seed < 6; ++seed) {
       std::mt19937_64 rng(seed);
-      DynamicCpOptions o;
+      ScheduleOptions o;
+      o.cost = CostModel::megatron_workload();
       o.dp = 1 << (seed % 3);  // G = 2, 4, 8: 2·dp·cp pads for every group size
       o.cp = 2;
       o.max_seqlen_per_dp_cp_rank = 256;
@@ -51,7 +52,7 @@ TEST(DynamicCpDelivery, GroupSlicesReassembleToTheGroupPackForBothSchedulers) {
             std::clamp<int64_t>(static_cast<int64_t>(dist(rng)), 1, 256 * widest - pack.divisor);
         padded[i] = round_up(real[i], pack.divisor);
       }
-      const Plan plan = make_scheduler(name)->schedule({ids, padded, {}, {}}, schedule_options(o));
+      const Plan plan = make_scheduler(name)->schedule({ids, padded, {}, {}}, o);
       auto sample_of = [&](int64_t id) {
         return mock_sample(id, real[static_cast<size_t>(id - 7)]);
       };
@@ -84,7 +85,8 @@ TEST(DynamicCpDelivery, GroupSlicesReassembleToTheGroupPackForBothSchedulers) {
 }
 
 TEST(DynamicCpDelivery, RefusesARankOutsideTheGroupAndADivisorGroupsCannotSlice) {
-  DynamicCpOptions o;
+  ScheduleOptions o;
+  o.cost = CostModel::megatron_workload();
   o.dp = 4;
   o.max_seqlen_per_dp_cp_rank = 100;
   const std::vector<int64_t> ids{0}, lengths{400};

@@ -53,7 +53,8 @@ TEST(BalancedDynamicCp, PropertiesHoldOverTenThousandRandomCases) {
   const CostModel costs[] = {CostModel::megatron_workload(), full_cost()};
   int planned = 0;
   for (int trial = 0; trial < 10000; ++trial) {
-    DynamicCpOptions o;
+    ScheduleOptions o;
+    o.cost = CostModel::megatron_workload();
     o.dp = dps[rng() % 8];
     o.cp = cps[rng() % 3];
     o.microbatch_multiple = multiples[rng() % 4];
@@ -103,8 +104,9 @@ std::vector<int64_t> long_tail_lengths(uint64_t seed, size_t n) {
   return lengths;
 }
 
-DynamicCpOptions dp8_cp4_options(const CostModel& cost) {
-  DynamicCpOptions o;
+ScheduleOptions dp8_cp4_options(const CostModel& cost) {
+  ScheduleOptions o;
+  o.cost = CostModel::megatron_workload();
   o.dp = 8;
   o.cp = 4;
   o.max_seqlen_per_dp_cp_rank = 16384;
@@ -122,7 +124,7 @@ TEST(BalancedDynamicCp, BeatsDefaultDynamicCpOnLongTailsUnderBothCosts) {
       const std::vector<int64_t> lengths = long_tail_lengths(seed, 256);
       std::vector<int64_t> ids(lengths.size());
       std::iota(ids.begin(), ids.end(), 0);
-      const DynamicCpOptions o = dp8_cp4_options(cost);
+      const ScheduleOptions o = dp8_cp4_options(cost);
       ours += evaluate_dynamic_cp_plan(schedule_balanced_dynamic_cp(ids, lengths, o), ids, lengths,
                                        o, cost)
                   .step_cost;
@@ -143,7 +145,8 @@ TEST(BalancedDynamicCp, MoreMicrobatchesAreTakenOnlyWhereTheyLowerTheStepEnough)
     const std::vector<int64_t> lengths = long_tail_lengths(seed, 2048);
     std::vector<int64_t> ids(lengths.size());
     std::iota(ids.begin(), ids.end(), 0);
-    DynamicCpOptions o;
+    ScheduleOptions o;
+    o.cost = CostModel::megatron_workload();
     o.dp = 64;
     o.cp = 4;
     o.max_seqlen_per_dp_cp_rank = 16384;
@@ -184,7 +187,8 @@ TEST(BalancedDynamicCp, IsOnAverageAtLeast1_15xFasterThanDefaultDynamicCpUnderTh
                        (2 * ranks);
           ids[i] = static_cast<int64_t>(i);
         }
-        DynamicCpOptions o;
+        ScheduleOptions o;
+        o.cost = CostModel::megatron_workload();
         o.dp = ranks;
         o.max_seqlen_per_dp_cp_rank = w.max_seqlen_per_dp_cp_rank;
         o.cost = cost;
@@ -217,7 +221,7 @@ TEST(BalancedDynamicCp, LargeBatchesAreDeterministicAndNeverSlower) {
     const std::vector<int64_t> lengths = long_tail_lengths(9, n);
     std::vector<int64_t> ids(lengths.size());
     std::iota(ids.begin(), ids.end(), 0);
-    const DynamicCpOptions o = dp8_cp4_options(cost);
+    const ScheduleOptions o = dp8_cp4_options(cost);
     const PlanStats megatron = evaluate_dynamic_cp_plan(
         schedule_default_dynamic_cp(ids, lengths, o), ids, lengths, o, cost);
     ASSERT_GT(megatron.step_cost, 1.0025 * megatron.step_lower_bound) << n << " samples";
@@ -234,7 +238,7 @@ TEST(BalancedDynamicCp, LargeBatchesAreDeterministicAndNeverSlower) {
 // plan is 1.0016 of the bound and the template's 1.0007, and Megatron's is returned; at 32,768
 // Megatron's is 1.0031 (the template's 1.0008), and ours is made and returned.
 TEST(BalancedDynamicCp, KeepsMegatronsPlanWhenItIsWithinAQuarterPercentOfTheBound) {
-  const DynamicCpOptions o = dp8_cp4_options(CostModel::megatron_workload());
+  const ScheduleOptions o = dp8_cp4_options(CostModel::megatron_workload());
   for (const size_t n : {size_t{65536}, size_t{32768}}) {
     SCOPED_TRACE(std::to_string(n) + " samples");
     const std::vector<int64_t> lengths = long_tail_lengths(0, n);
@@ -247,7 +251,7 @@ TEST(BalancedDynamicCp, KeepsMegatronsPlanWhenItIsWithinAQuarterPercentOfTheBoun
     const auto ours = detail::plan_by_template(
         grouped, o, 2048,
         [](std::span<const int64_t> t_ids, std::span<const int64_t> t_lengths,
-           const DynamicCpOptions& t_o) {
+           const ScheduleOptions& t_o) {
           return detail::to_draft(schedule_balanced_dynamic_cp(t_ids, t_lengths, t_o));
         });
     ASSERT_TRUE(ours.has_value());
@@ -278,7 +282,7 @@ TEST(BalancedDynamicCp, ABatchPastTheSampledSearchThresholdWithoutATemplateKeeps
   const std::vector<int64_t> lengths = long_tail_lengths(7, 8000);
   std::vector<int64_t> ids(lengths.size());
   std::iota(ids.begin(), ids.end(), 0);
-  DynamicCpOptions o = dp8_cp4_options(CostModel::megatron_workload());
+  ScheduleOptions o = dp8_cp4_options(CostModel::megatron_workload());
   o.dp = 6;  // G = 24: groups of 3, 6, 12 and 24
   o.min_cp = 3;
   const Plan megatron = schedule_default_dynamic_cp(ids, lengths, o);
@@ -297,7 +301,8 @@ TEST(BalancedDynamicCp, ReturnsMegatronsPlanWhereNoVppMultipleOfMicrobatchesPack
   int planned = 0;
   for (uint64_t seed : {5, 19, 29, 43, 53}) {
     std::mt19937_64 rng(seed);
-    DynamicCpOptions o;
+    ScheduleOptions o;
+    o.cost = CostModel::megatron_workload();
     o.dp = 2;
     o.cp = 2;
     o.min_cp = 3;
@@ -331,7 +336,7 @@ TEST(BalancedDynamicCp, NeverSlowerThanDefaultDynamicCpOnBatchesOfManySamplesPer
       const std::vector<int64_t> lengths = long_tail_lengths(seed, seed < 3 ? 32 * 96 : 20000);
       std::vector<int64_t> ids(lengths.size());
       std::iota(ids.begin(), ids.end(), 0);
-      const DynamicCpOptions o = dp8_cp4_options(cost);
+      const ScheduleOptions o = dp8_cp4_options(cost);
       const Plan plan = schedule_balanced_dynamic_cp(ids, lengths, o);
       ASSERT_NO_THROW(check_dynamic_cp_plan(plan, ids, lengths, o));
       const PlanStats ours = evaluate_dynamic_cp_plan(plan, ids, lengths, o, cost);
@@ -366,7 +371,8 @@ TEST(BalancedDynamicCp, ZigzagWithinEachGroupBalancesCausalWorkAsFixedCpDoes) {
     padded[i] = (real[i] + 63) / 64 * 64;
     ids[i] = static_cast<int64_t>(i);
   }
-  DynamicCpOptions o;
+  ScheduleOptions o;
+  o.cost = CostModel::megatron_workload();
   o.dp = 8;
   o.cp = 4;
   o.max_seqlen_per_dp_cp_rank = 16384;

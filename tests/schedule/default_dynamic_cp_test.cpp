@@ -14,8 +14,9 @@
 namespace thdpack {
 namespace {
 
-DynamicCpOptions options(int dp, int cp, int64_t m, int multiple = 1, int min_cp = 1) {
-  DynamicCpOptions o;
+ScheduleOptions options(int dp, int cp, int64_t m, int multiple = 1, int min_cp = 1) {
+  ScheduleOptions o;
+  o.cost = CostModel::megatron_workload();
   o.dp = dp;
   o.cp = cp;
   o.max_seqlen_per_dp_cp_rank = m;
@@ -30,7 +31,7 @@ std::vector<int64_t> iota_ids(size_t n) {
   return ids;
 }
 
-Plan plan_for(const std::vector<int64_t>& lengths, const DynamicCpOptions& o) {
+Plan plan_for(const std::vector<int64_t>& lengths, const ScheduleOptions& o) {
   const auto ids = iota_ids(lengths.size());
   Plan plan = schedule_default_dynamic_cp(ids, lengths, o);
   check_dynamic_cp_plan(plan, ids, lengths, o);
@@ -165,7 +166,7 @@ TEST(DefaultDynamicCp, PropertiesHoldOverTenThousandRandomCases) {
 TEST(DynamicCpLimits, ExtremeLengthsAndMinCpAreRefusedClearly) {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   using Scheduler =
-      Plan (*)(std::span<const int64_t>, std::span<const int64_t>, const DynamicCpOptions&);
+      Plan (*)(std::span<const int64_t>, std::span<const int64_t>, const ScheduleOptions&);
   const Scheduler schedulers[] = {&schedule_default_dynamic_cp, &schedule_balanced_dynamic_cp};
   for (const Scheduler schedule : schedulers) {
     // A sample longer than M x dp*cp, M small.

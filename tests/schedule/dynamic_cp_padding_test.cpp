@@ -18,7 +18,8 @@ TEST(DynamicCpPadding, DivisorIsTheLeastThatEveryAllowedGroupSizeSlices) {
       48);
   for (int g = 1; g <= 64; ++g) {
     for (int min_cp = 1; min_cp <= g; ++min_cp) {
-      DynamicCpOptions o;
+      ScheduleOptions o;
+      o.cost = CostModel::megatron_workload();
       o.dp = g;
       o.min_cp = min_cp;
       const int64_t d = padding_divisor({.cp = 1, .dynamic_cp = true, .dp = g, .min_cp = min_cp});

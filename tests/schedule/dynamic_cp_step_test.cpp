@@ -27,7 +27,8 @@ TEST(DefaultDynamicCpScored, StepIsThePlansModeledStepExactly) {
   int without_step = 0;
   for (uint64_t seed = 0; seed < 300; ++seed) {
     std::mt19937_64 rng(seed);
-    DynamicCpOptions o;
+    ScheduleOptions o;
+    o.cost = CostModel::megatron_workload();
     o.dp = std::vector<int>{1, 2, 3, 5, 6, 8}[rng() % 6];  // 3, 5, 6: the whole-group fallback
     o.cp = std::vector<int>{1, 2, 4}[rng() % 3];
     o.microbatch_multiple = std::vector<int>{1, 1, 1, 2}[rng() % 4];
@@ -72,7 +73,8 @@ TEST(LowerBound, OfSamplesGroupedByLengthIsEvaluateDynamicCpPlansToRounding) {
                                                kDefaultCpLinkGBps, kDefaultCpStepOverheadUs);
   for (uint64_t seed = 0; seed < 200; ++seed) {
     std::mt19937_64 rng(seed);
-    DynamicCpOptions o;
+    ScheduleOptions o;
+    o.cost = CostModel::megatron_workload();
     o.dp = std::vector<int>{1, 2, 3, 5, 8, 64}[rng() % 6];
     o.cp = std::vector<int>{1, 2, 4}[rng() % 3];
     o.min_cp = seed % 5 == 0 ? 2 : 1;

@@ -47,7 +47,8 @@ TEST(PlanByTemplate, CopiesKeepTheContractsAndNoMicrobatchTakesLongerThanTheTemp
   int planned = 0;
   for (uint64_t seed = 0; seed < 40; ++seed) {
     std::mt19937_64 rng(seed);
-    DynamicCpOptions o;
+    ScheduleOptions o;
+    o.cost = CostModel::megatron_workload();
     o.dp = std::vector<int>{2, 3, 4, 8, 16}[rng() % 5];
     o.cp = std::vector<int>{1, 2, 4}[rng() % 3];
     o.microbatch_multiple = std::vector<int>{1, 1, 2, 4}[rng() % 4];
@@ -77,7 +78,7 @@ TEST(PlanByTemplate, CopiesKeepTheContractsAndNoMicrobatchTakesLongerThanTheTemp
     std::vector<int64_t> template_lengths;
     const bool ours = seed % 4 < 2;
     auto planner = [&](std::span<const int64_t> t_ids, std::span<const int64_t> t_lengths,
-                       const DynamicCpOptions& t_o) {
+                       const ScheduleOptions& t_o) {
       template_lengths.assign(t_lengths.begin(), t_lengths.end());
       tmpl = to_draft(ours ? schedule_balanced_dynamic_cp(t_ids, t_lengths, t_o)
                            : schedule_default_dynamic_cp(t_ids, t_lengths, t_o));
@@ -127,11 +128,12 @@ TEST(PlanByTemplate, CopiesKeepTheContractsAndNoMicrobatchTakesLongerThanTheTemp
 }
 
 TEST(PlanByTemplate, DeclinesWhatItCannotCarryAndGivesSamplesNoGroupHasRoomForTheirOwn) {
-  DynamicCpOptions o;
+  ScheduleOptions o;
+  o.cost = CostModel::megatron_workload();
   o.dp = 4;
   o.max_seqlen_per_dp_cp_rank = 64;
   auto planner = [](std::span<const int64_t> ids, std::span<const int64_t> lengths,
-                    const DynamicCpOptions& options) {
+                    const ScheduleOptions& options) {
     return to_draft(schedule_default_dynamic_cp(ids, lengths, options));
   };
   // Under twice the template.
@@ -143,7 +145,7 @@ TEST(PlanByTemplate, DeclinesWhatItCannotCarryAndGivesSamplesNoGroupHasRoomForTh
   lengths.assign(400, 32);
   ids.resize(400);
   std::iota(ids.begin(), ids.end(), int64_t{0});
-  DynamicCpOptions three = o;
+  ScheduleOptions three = o;
   three.dp = 6;
   three.min_cp = 3;
   EXPECT_FALSE(plan_by_template(group_by_length(ids, lengths), three, 100, planner));
@@ -161,7 +163,7 @@ TEST(PlanByTemplate, DeclinesWhatItCannotCarryAndGivesSamplesNoGroupHasRoomForTh
   EXPECT_EQ(built.num_microbatches(), 100 + 1);  // 4 copies of 25, and 1
   EXPECT_EQ(scored->step(), modeled_step(built, LengthById(ids, lengths), o.cost));
   // ... and so does balanced_dynamic_cp with a VPP group: the extra micro-batches are a multiple.
-  DynamicCpOptions vpp = o;
+  ScheduleOptions vpp = o;
   vpp.microbatch_multiple = 2;
   lengths.assign(4 * 2048 + 3, 64);
   ids.resize(lengths.size());
@@ -175,7 +177,8 @@ TEST(PlanByTemplate, LeftoversTooFewForAVppMultipleArePlannedWithTheLastCopy) {
   // make a multiple of 2 micro-batches (balanced_dynamic_cp refuses such a batch). Planning it
   // with the last copy's 96 samples replaces that copy (this threw, and balanced_dynamic_cp
   // then planned the whole batch without the template: 858 ms for a million such samples).
-  DynamicCpOptions o;
+  ScheduleOptions o;
+  o.cost = CostModel::megatron_workload();
   o.dp = 4;
   o.max_seqlen_per_dp_cp_rank = 64;
   o.microbatch_multiple = 2;
@@ -184,7 +187,7 @@ TEST(PlanByTemplate, LeftoversTooFewForAVppMultipleArePlannedWithTheLastCopy) {
   std::iota(ids.begin(), ids.end(), int64_t{0});
   std::vector<size_t> planned_sizes;
   auto planner = [&](std::span<const int64_t> p_ids, std::span<const int64_t> p_lengths,
-                     const DynamicCpOptions& p_o) {
+                     const ScheduleOptions& p_o) {
     planned_sizes.push_back(p_ids.size());
     return to_draft(schedule_balanced_dynamic_cp(p_ids, p_lengths, p_o));
   };

@@ -115,12 +115,13 @@ TEST(NearInt64Max, IdsSpanningAllOfInt64AreHandled) {
   constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
   const std::vector<int64_t> ids = {kMin, kMax, 0, -1};
   const std::vector<int64_t> lengths = {8, 4, 4, 2};
-  DynamicCpOptions o;
+  ScheduleOptions o;
+  o.cost = CostModel::megatron_workload();
   o.dp = 2;
   o.max_seqlen_per_dp_cp_rank = 8;
   for (const std::string& name : scheduler_names(CpLayout::kDynamic)) {
     SCOPED_TRACE(name);
-    const Plan plan = make_scheduler(name)->schedule({ids, lengths, {}, {}}, schedule_options(o));
+    const Plan plan = make_scheduler(name)->schedule({ids, lengths, {}, {}}, o);
     EXPECT_NO_THROW(check_dynamic_cp_plan(plan, ids, lengths, o));
     // The same plan over ids 0..3 (the lengths looked up by position) has the same step: the
     // lengths were found by id across the whole int64 range.

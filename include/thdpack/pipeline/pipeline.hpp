@@ -13,11 +13,12 @@
 //      its micro-batches (cu_seqlens, cu_seqlens_padded, max_seqlen, padding mask, positions).
 //   3. Readers run one alltoallv over their DP group: each sample goes from the DP rank that holds
 //      it straight to the CP group the plan gives it, already sliced for that group (each member
-//      receives only its rows; with fixed CP the group is a DP replica's cp ranks), with only the fields its PP stage needs (first stage: tokens; last stage:
-//      labels and loss mask), all fields of a sample in one buffer with sizes known from the plan.
-//      Where no sample of the step carries its own labels or loss mask, a sample's slice travels
-//      as its tokens alone and labels and loss mask are derived on arrival. Samples that stay on
-//      their DP rank never touch the wire.
+//      receives only its rows; with fixed CP the group is a DP replica's cp ranks), with only the
+//      fields its PP stage needs (first stage: tokens; last stage: labels and loss mask), all
+//      fields of a sample in one buffer with sizes known from the plan. Where no sample of the step
+//      carries its own labels or loss mask, a sample's slice travels as its tokens alone and labels
+//      and loss mask are derived on arrival. Samples that stay on their DP rank never touch the
+//      wire.
 //   4. Megatron mode: TP-rank 0 broadcasts all its micro-batches' rows to its TP peers in one
 //      broadcast, in the same format as step 3. All-ranks mode: nothing is broadcast.
 // Intermediate PP stages (and every TP rank of them) get the same metadata from step 1 without any
@@ -128,12 +129,6 @@ bool reads_data(const Topology& topology, ReadingMode mode, int rank);
 
 /// Whether options.scheduler is a dynamic-CP scheduler.
 bool uses_dynamic_cp(const PipelineOptions& options);
-/// Dynamic-CP scheduler options implied by the pipeline options: G = dp·cp, the VPP multiple,
-/// M, min_cp, and the CP cost model `thdpack plan` builds from the same preset or coefficients,
-/// TFLOP/s, link and overhead (see PipelineOptions::model), so a step's plan equals the plan
-/// command's for the same batch.
-DynamicCpOptions dynamic_cp_options_of(const PipelineOptions& options);
-
 /// Padding divisor and pack options implied by the pipeline options.
 PackOptions pack_options_of(const PipelineOptions& options);
 /// The name of the cap a sample's padded length must fit, as errors state it:
@@ -141,7 +136,10 @@ PackOptions pack_options_of(const PipelineOptions& options);
 /// "max_seqlen_per_dp_cp_rank x dp x cp" (M·dp·cp) with a dynamic-CP one.
 std::string capacity_name_of(const PipelineOptions& options);
 /// Scheduler options implied by the pipeline options (the sequence cap is the tighter of
-/// max_sequences_per_pack and what fixed_cu_seqlens_entries allows).
+/// max_sequences_per_pack and what fixed_cu_seqlens_entries allows). With a dynamic-CP scheduler
+/// also min_cp and the CP cost model `thdpack plan` builds from the same preset or coefficients,
+/// TFLOP/s, link and overhead (see PipelineOptions::model), so a step's plan equals the plan
+/// command's for the same batch.
 ScheduleOptions schedule_options_of(const PipelineOptions& options);
 
 /// What one step cost this rank.

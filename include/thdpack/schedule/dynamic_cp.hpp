@@ -26,23 +26,6 @@
 
 namespace thdpack {
 
-struct DynamicCpOptions {
-  int dp = 1;
-  int cp = 1;
-  /// K must be a multiple of this (the VPP micro-batch group size, 1 without VPP).
-  int microbatch_multiple = 1;
-  /// M: token budget of one micro-batch on one rank.
-  int64_t max_seqlen_per_dp_cp_rank = 0;
-  /// Smallest CP group a sample may use (Megatron's min_cp_size), >= 1.
-  int min_cp = 1;
-  /// What a sample costs one rank of its group; default_dynamic_cp ignores it (it always uses
-  /// Megatron's L²/c), balanced_dynamic_cp minimises the modeled step under it.
-  CostModel cost = CostModel::megatron_workload();
-
-  /// G = dp·cp.
-  int ranks() const { return dp * cp; }
-};
-
 /// Smallest CP size a sample of `length` padded tokens needs: max(min_cp, 2^ceil(log2(L/M))),
 /// computed exactly in integers. Requires length >= 1, M >= 1, min_cp >= 1.
 int cp_min_for_length(int64_t length, int64_t max_seqlen_per_dp_cp_rank, int min_cp);
@@ -57,7 +40,7 @@ int cp_min_for_length(int64_t length, int64_t max_seqlen_per_dp_cp_rank, int min
 /// micro-batch left to split).
 Plan schedule_default_dynamic_cp(std::span<const int64_t> ids,
                                  std::span<const int64_t> padded_lengths,
-                                 const DynamicCpOptions& options);
+                                 const ScheduleOptions& options);
 
 /// Ours: chooses each sample's CP size, group and micro-batch together to minimise the modeled
 /// step under options.cost, with the same contracts (docs/schedulers.md); never slower under it
@@ -65,11 +48,11 @@ Plan schedule_default_dynamic_cp(std::span<const int64_t> ids,
 /// modeled step is within 0.25% of the lower bound. One thread.
 Plan schedule_balanced_dynamic_cp(std::span<const int64_t> ids,
                                   std::span<const int64_t> padded_lengths,
-                                  const DynamicCpOptions& options);
+                                  const ScheduleOptions& options);
 
 /// True when a group of `size` ranks is one a dynamic-CP plan may use: G itself, or a power of
 /// two, or min_cp times a power of two, at most G.
-bool allowed_cp_group_size(int size, const DynamicCpOptions& options);
+bool allowed_cp_group_size(int size, const ScheduleOptions& options);
 
 /// The statistics (plan_stats.hpp) of a dynamic-CP plan under `cost`: num_samples,
 /// num_microbatches, num_groups, step_cost, step_lower_bound and step_ratio; the other fields are
@@ -79,7 +62,7 @@ bool allowed_cp_group_size(int size, const DynamicCpOptions& options);
 /// occupy / G, the largest single-sample time at its best allowed size).
 PlanStats evaluate_dynamic_cp_plan(const Plan& plan, std::span<const int64_t> ids,
                                    std::span<const int64_t> padded_lengths,
-                                   const DynamicCpOptions& options, const CostModel& cost);
+                                   const ScheduleOptions& options, const CostModel& cost);
 
 /// The modeled step of a fixed-CP plan (scheduler.hpp) under the same cost: every pack runs on a
 /// group of `cp` ranks; replicas do not meet between micro-batches, so the step is the slowest
@@ -96,23 +79,15 @@ double fixed_cp_modeled_step(const Plan& plan, std::span<const int64_t> ids,
                              std::span<const int64_t> padded_lengths, int cp,
                              const CostModel& cost);
 
-/// The dynamic-CP schedulers' options implied by scheduler options (scheduler.hpp): dp, cp,
-/// microbatch_multiple, M, min_cp and cost. make_scheduler("default_dynamic_cp") and
-/// make_scheduler("balanced_dynamic_cp") plan through the functions above with these.
-DynamicCpOptions dynamic_cp_options(const ScheduleOptions& options);
-/// The inverse: scheduler options that plan as `options` with make_scheduler(name)->schedule.
-ScheduleOptions schedule_options(const DynamicCpOptions& options);
-
 /// Checks options (dp, cp, microbatch_multiple, min_cp >= 1, M >= 1) and input (same sizes,
 /// lengths >= 1, unique ids); throws InvalidArgument. Every dynamic-CP scheduler calls it first.
 void validate_dynamic_cp_input(std::span<const int64_t> ids,
                                std::span<const int64_t> padded_lengths,
-                               const DynamicCpOptions& options);
+                               const ScheduleOptions& options);
 
 /// Verifies the contracts above for `plan` against the input it was made from; throws
 /// InternalError naming the micro-batch and group of the first violation.
 void check_dynamic_cp_plan(const Plan& plan, std::span<const int64_t> ids,
-                           std::span<const int64_t> padded_lengths,
-                           const DynamicCpOptions& options);
+                           std::span<const int64_t> padded_lengths, const ScheduleOptions& options);
 
 }  // namespace thdpack

@@ -70,6 +70,8 @@ struct ScheduleOptions {
                                        const CostModel& cost);
   /// C = M · cp.
   int64_t capacity() const { return max_seqlen_per_dp_cp_rank * cp; }
+  /// G = dp·cp: the ranks a dynamic-CP micro-batch divides into CP groups.
+  int ranks() const { return dp * cp; }
 };
 
 /// How a scheduler's plans use the dp×cp ranks (plan.hpp): fixed CP (every micro-batch dp groups

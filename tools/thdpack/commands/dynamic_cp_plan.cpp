@@ -61,7 +61,7 @@ namespace {
 struct DynamicCpSetup {
   ScheduleOptions fixed_cp;    ///< the fixed-CP schedulers' (dp_balanced, balanced)
   ScheduleOptions dynamic_cp;  ///< the dynamic-CP schedulers'
-  DynamicCpOptions dynamic;    ///< the same, as the dynamic-CP statistics take them
+  ScheduleOptions dynamic;     ///< the same, as the dynamic-CP statistics take them
   int64_t divisor = 1;         ///< dynamic CP's padding divisor
   CostModel cost;
 };
@@ -85,7 +85,7 @@ DynamicCpSetup setup_of(const Job& job, double gpu_tflops, const DynamicCpFlags&
   s.dynamic_cp = s.fixed_cp;
   s.dynamic_cp.min_cp = flags.min_cp;
   s.dynamic_cp.cost = s.cost;
-  s.dynamic = dynamic_cp_options(s.dynamic_cp);
+  s.dynamic = s.dynamic_cp;
   const bool sequence_parallel = job.divisor != padding_divisor({.cp = t.cp()});
   s.divisor = padding_divisor({.cp = t.cp(),
                                .tp = t.tp(),

@@ -37,7 +37,7 @@ std::vector<double> over_bound(const PlanStats& stats) {
 // group) and dp_balanced's at the fixed cp, both under the scheduler's cost and over the same
 // lower bound; fill is real tokens over K·dp·cp·M.
 void RunReport::dynamic_cp_figures(const StepResult& r, RunStepFigures& f) const {
-  const DynamicCpOptions o = dynamic_cp_options_of(options_);
+  const ScheduleOptions o = schedule_options_of(options_);
   const PlanStats stats =
       evaluate_dynamic_cp_plan(r.plan, r.batch.ids, r.batch.padded_lengths, o, o.cost);
   f.step_ratio = stats.step_lower_bound > 0 ? stats.step_cost / stats.step_lower_bound : 0;
