@@ -2,7 +2,7 @@
 # Creates .venv (Debian's /usr/bin/python3, the interpreter the extension is built for) with the
 # packages pinned in python/constraints.txt: torch from PyPI, transformers, trl, datasets, pyarrow,
 # torchdata, verl, mpi4py, numpy, pytest and what they need. The Python tests (CTest's
-# python_tests, the examples and the step benchmark's smoke run) use .venv/bin/python when it
+# python_tests_*, the examples and the step benchmark's smoke run) use .venv/bin/python when it
 # exists, with the build's extension on PYTHONPATH (docs/install.md).
 #
 #   bash scripts/python_env.sh          # create or bring up to date; quick when nothing changed
