@@ -11,7 +11,6 @@
 
 #include "flags/flag_values.hpp"
 #include "reports/dynamic_cp_html_report.hpp"
-#include "reports/dynamic_cp_run_info.hpp"
 #include "reports/json_output.hpp"
 #include "reports/plan_file_writer.hpp"
 #include "reports/table.hpp"
@@ -50,6 +49,27 @@ void DynamicCpFlags::add_to(CLI::App& command) {
       ->capture_default_str();
 }
 
+PlanRunInfo plan_run_info(const Job& job, int64_t steps, double gpu_tflops) {
+  PlanRunInfo info;
+  info.workload = job.workload.name;
+  info.workload_description = job.workload.description;
+  info.topology = job.topology.describe();
+  info.dp = job.topology.dp();
+  info.cp = job.topology.cp();
+  info.pp = job.topology.pp();
+  info.max_seqlen_per_dp_cp_rank = job.max_seqlen_per_dp_cp_rank;
+  info.capacity = job.capacity();
+  info.microbatch_multiple = job.topology.microbatch_multiple();
+  info.divisor = job.divisor;
+  info.fixed_cp_divisor = job.divisor;
+  info.global_batch = job.global_batch;
+  info.steps = steps;
+  info.model = job.model;
+  info.gpu_tflops = gpu_tflops;
+  info.cost = job.cost;
+  return info;
+}
+
 bool is_dynamic_cp_scheduler(const std::string& name) {
   const auto dynamic = scheduler_names(CpLayout::kDynamic);
   return std::find(dynamic.begin(), dynamic.end(), name) != dynamic.end();
@@ -61,7 +81,6 @@ namespace {
 struct DynamicCpSetup {
   ScheduleOptions fixed_cp;    ///< the fixed-CP schedulers' (dp_balanced, balanced)
   ScheduleOptions dynamic_cp;  ///< the dynamic-CP schedulers'
-  ScheduleOptions dynamic;     ///< the same, as the dynamic-CP statistics take them
   int64_t divisor = 1;         ///< dynamic CP's padding divisor
   CostModel cost;
 };
@@ -85,7 +104,6 @@ DynamicCpSetup setup_of(const Job& job, double gpu_tflops, const DynamicCpFlags&
   s.dynamic_cp = s.fixed_cp;
   s.dynamic_cp.min_cp = flags.min_cp;
   s.dynamic_cp.cost = s.cost;
-  s.dynamic = s.dynamic_cp;
   const bool sequence_parallel = job.divisor != padding_divisor({.cp = t.cp()});
   s.divisor = padding_divisor({.cp = t.cp(),
                                .tp = t.tp(),
@@ -96,17 +114,11 @@ DynamicCpSetup setup_of(const Job& job, double gpu_tflops, const DynamicCpFlags&
   return s;
 }
 
-DynamicCpRunInfo run_info_of(const Job& job, const DynamicCpSetup& s) {
-  DynamicCpRunInfo info;
-  info.workload = job.workload.name;
-  info.topology = job.topology.describe();
-  info.dp = job.topology.dp();
-  info.cp = job.topology.cp();
-  info.max_seqlen_per_dp_cp_rank = job.max_seqlen_per_dp_cp_rank;
-  info.microbatch_multiple = s.dynamic.microbatch_multiple;
-  info.min_cp = s.dynamic.min_cp;
+PlanRunInfo run_info_of(const Job& job, int64_t steps, double gpu_tflops, const DynamicCpSetup& s) {
+  PlanRunInfo info = plan_run_info(job, steps, gpu_tflops);
+  info.capacity = job.max_seqlen_per_dp_cp_rank * s.dynamic_cp.ranks();
+  info.min_cp = s.dynamic_cp.min_cp;
   info.divisor = s.divisor;
-  info.fixed_cp_divisor = job.divisor;
   info.cost = s.cost;
   return info;
 }
@@ -128,8 +140,8 @@ std::vector<Row> rows_of(const Topology& t) {
 // The plans of one step, added up in `rows` (a scheduler that fails keeps its first error and
 // plans no more steps), written to `writer` and, when `report` is given, kept for the page.
 struct ReportedPlans {
-  std::vector<ReportedFixedCpPlan> fixed;
-  std::vector<ReportedDynamicCpPlan> dynamic;
+  std::vector<ReportedPlan> fixed;
+  std::vector<ReportedPlan> dynamic;
 };
 void plan_step(int64_t step, const GlobalBatch& batch, std::span<const int64_t> dyn_lengths,
                const DynamicCpSetup& s, int dp, int cp, std::vector<Row>& rows,
@@ -146,21 +158,21 @@ void plan_step(int64_t step, const GlobalBatch& batch, std::span<const int64_t> 
         row.step += fixed_cp_modeled_step(plan, batch.ids, batch.padded_lengths, cp, s.cost);
         row.bound += fixed_cp_step_lower_bound(batch.padded_lengths, dp, cp, s.cost);
         if (writer) writer->add_plan(row.name, plan, batch.padded_lengths);
-        if (report) report->fixed.push_back({row.name, plan});
+        if (report) report->fixed.push_back({row.name, plan, {}});
         continue;
       }
       const Plan plan =
           make_scheduler(row.name)->schedule({batch.ids, dyn_lengths, {}, {}}, s.dynamic_cp);
-      check_dynamic_cp_plan(plan, batch.ids, dyn_lengths, s.dynamic);
+      check_dynamic_cp_plan(plan, batch.ids, dyn_lengths, s.dynamic_cp);
       const PlanStats stats =
-          evaluate_dynamic_cp_plan(plan, batch.ids, dyn_lengths, s.dynamic, s.cost);
+          evaluate_dynamic_cp_plan(plan, batch.ids, dyn_lengths, s.dynamic_cp, s.cost);
       row.microbatches += static_cast<double>(stats.num_microbatches);
       row.groups +=
           static_cast<double>(stats.num_groups) / static_cast<double>(stats.num_microbatches);
       row.step += stats.step_cost;
       row.bound += stats.step_lower_bound;
       if (writer) writer->add_plan(row.name, plan, dyn_lengths);
-      if (report) report->dynamic.push_back({row.name, plan});
+      if (report) report->dynamic.push_back({row.name, plan, stats});
     } catch (const InvalidArgument& e) {
       row.error = message("step ", step, ": ", e.what());
     }
@@ -172,7 +184,7 @@ void print_json(std::ostream& out, const Job& job, int64_t steps, const DynamicC
                 const DynamicCpFlags& flags, double lower_bound_mean,
                 const std::vector<Row>& rows) {
   nlohmann::json j = {{"workload", job.workload.name},
-                      {"ranks", s.dynamic.ranks()},
+                      {"ranks", s.dynamic_cp.ranks()},
                       {"dp", job.topology.dp()},
                       {"cp", job.topology.cp()},
                       {"steps", steps},
@@ -197,8 +209,8 @@ void print_json(std::ostream& out, const Job& job, int64_t steps, const DynamicC
 void print_table(std::ostream& out, const Job& job, int64_t steps, const DynamicCpSetup& s,
                  const std::string& cost_description, const std::vector<Row>& rows) {
   out << "workload   " << job.workload.name << ": " << job.workload.description << '\n'
-      << "layout     " << job.topology.describe() << " (dynamic CP over all " << s.dynamic.ranks()
-      << " dp x cp ranks, padding divisor " << s.divisor << ")\n"
+      << "layout     " << job.topology.describe() << " (dynamic CP over all "
+      << s.dynamic_cp.ranks() << " dp x cp ranks, padding divisor " << s.divisor << ")\n"
       << "cost       " << cost_description << "\n"
       << "steps      " << steps << " x global batch " << job.global_batch << " samples\n\n";
   Table table({"scheduler", "cp", "mb/step", "groups/mb", "step s", "vs bound", "vs fastest"});
@@ -225,7 +237,7 @@ int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, 
   const DynamicCpSetup s = setup_of(job, gpu_tflops, flags, name);
   const Topology& t = job.topology;
   std::vector<Row> rows = rows_of(t);
-  const DynamicCpRunInfo info = run_info_of(job, s);
+  const PlanRunInfo info = run_info_of(job, steps, gpu_tflops, s);
   std::unique_ptr<PlanFileWriter> writer;
   if (!outputs.plan_out.empty()) {
     writer = std::make_unique<PlanFileWriter>(outputs.plan_out, plan_file_head(info));
@@ -245,7 +257,7 @@ int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, 
       dyn_lengths[i] = round_up(batch.real_lengths[i], s.divisor);
     }
     const double bound =
-        evaluate_dynamic_cp_plan(Plan(t.dp(), t.cp()), batch.ids, dyn_lengths, s.dynamic, s.cost)
+        evaluate_dynamic_cp_plan(Plan(t.dp(), t.cp()), batch.ids, dyn_lengths, s.dynamic_cp, s.cost)
             .step_lower_bound;
     bound_sum += bound;
     const bool reported = !outputs.report.empty() && step == outputs.report_step;
@@ -278,9 +290,8 @@ int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, 
   if (report_batch) {
     write_dynamic_cp_html_report(
         outputs.report,
-        {info, job.workload.description, steps, job.global_batch, outputs.report_step,
-         cost_description, rows, report_batch->ids, report_lengths, report_batch->padded_lengths,
-         report_bound,
+        {info, outputs.report_step, cost_description, rows, report_batch->ids, report_lengths,
+         report_batch->padded_lengths, report_bound,
          fixed_cp_step_lower_bound(report_batch->padded_lengths, t.dp(), t.cp(), s.cost),
          reported_plans.fixed, reported_plans.dynamic});
   }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "flags/job_flags.hpp"
+#include "reports/plan_report.hpp"
 #include "thdpack/data/output_file.hpp"
 #include "thdpack/schedule/cost_model.hpp"
 
@@ -23,6 +24,10 @@ struct DynamicCpFlags {
 
   void add_to(CLI::App& command);
 };
+
+/// What every `plan` run records of its job (plan file head, report, JSON): with a fixed-CP
+/// layout; a dynamic-CP run then sets its own capacity, min_cp, divisor and cost.
+PlanRunInfo plan_run_info(const Job& job, int64_t steps, double gpu_tflops);
 
 /// True for the names of dynamic-CP schedulers.
 bool is_dynamic_cp_scheduler(const std::string& name);

@@ -69,25 +69,6 @@ void check_outputs(const PlanFlags& f) {
   }
 }
 
-PlanRunInfo run_info_of(const PlanFlags& f, const Job& job) {
-  PlanRunInfo info;
-  info.workload = job.workload.name;
-  info.workload_description = job.workload.description;
-  info.topology = job.topology.describe();
-  info.dp = job.topology.dp();
-  info.cp = job.topology.cp();
-  info.pp = job.topology.pp();
-  info.max_seqlen_per_dp_cp_rank = job.max_seqlen_per_dp_cp_rank;
-  info.capacity = job.capacity();
-  info.divisor = job.divisor;
-  info.global_batch = job.global_batch;
-  info.steps = f.steps;
-  info.model = job.model;
-  info.gpu_tflops = f.gpu_tflops;
-  info.cost = job.cost;
-  return info;
-}
-
 // The schedulers a run compares, each with its summary row.
 struct Compared {
   std::vector<std::unique_ptr<Scheduler>> schedulers;
@@ -161,7 +142,7 @@ int run_plan(const PlanFlags& f) {
                                {f.plan_out, f.report, f.report_step}, f.json, std::cout, outputs);
   }
   const ScheduleOptions options = fixed_cp_schedule_options(f, job);
-  const PlanRunInfo info = run_info_of(f, job);
+  const PlanRunInfo info = plan_run_info(job, f.steps, f.gpu_tflops);
   const GlobalBatchOptions batch_options = job.batch_options();
   Compared compared;
   for (const auto& name : f.scheduler == "all" ? scheduler_names(CpLayout::kFixed)
@@ -171,9 +152,7 @@ int run_plan(const PlanFlags& f) {
   }
   std::unique_ptr<PlanFileWriter> writer;
   if (!f.plan_out.empty()) {
-    nlohmann::ordered_json head = plan_file_head(info);
-    head["microbatch_multiple"] = options.microbatch_multiple;
-    writer = std::make_unique<PlanFileWriter>(f.plan_out, head);
+    writer = std::make_unique<PlanFileWriter>(f.plan_out, plan_file_head(info));
   }
 
   std::optional<ModelSpec> model;

@@ -33,16 +33,17 @@ std::pair<double, int64_t> run_time(std::span<const int64_t> ids, const LengthOf
 }
 
 std::string settings_html(const DynamicCpReportInput& in) {
-  const DynamicCpRunInfo& info = in.info;
+  const PlanRunInfo& info = in.info;
   return html_settings(
-      {{"workload", in.workload_description},
+      {{"workload", info.workload_description},
        {"layout", info.topology + "; dynamic CP over all " + std::to_string(info.dp * info.cp) +
                       " dp x cp ranks"},
        {"packs", "M=" + std::to_string(info.max_seqlen_per_dp_cp_rank) +
                      " per DP x CP rank; padding divisor " + std::to_string(info.divisor) +
                      " (dynamic CP), " + std::to_string(info.fixed_cp_divisor) + " (fixed CP)"},
-       {"steps", std::to_string(in.steps) + " x global batch " + std::to_string(in.global_batch) +
-                     " samples; pictures of step " + std::to_string(in.step)},
+       {"steps", std::to_string(info.steps) + " x global batch " +
+                     std::to_string(info.global_batch) + " samples; pictures of step " +
+                     std::to_string(in.step)},
        {"cost", in.cost_description}});
 }
 
@@ -74,7 +75,7 @@ struct SchedulerPicture {
   std::string details;  ///< HTML tables
 };
 
-SchedulerPicture fixed_picture(const ReportedFixedCpPlan& p, const DynamicCpReportInput& in,
+SchedulerPicture fixed_picture(const ReportedPlan& p, const DynamicCpReportInput& in,
                                const LengthOf& length) {
   SchedulerPicture pic{p.scheduler, "fixed", 0, {}, ""};
   std::vector<std::vector<std::string>> rows;
@@ -103,7 +104,7 @@ SchedulerPicture fixed_picture(const ReportedFixedCpPlan& p, const DynamicCpRepo
   return pic;
 }
 
-SchedulerPicture dynamic_picture(const ReportedDynamicCpPlan& p, const DynamicCpReportInput& in,
+SchedulerPicture dynamic_picture(const ReportedPlan& p, const DynamicCpReportInput& in,
                                  const LengthOf& length) {
   const int ranks = p.plan.ranks();
   SchedulerPicture pic{p.scheduler, "dynamic", 0, {}, ""};

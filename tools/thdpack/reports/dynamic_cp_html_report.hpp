@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "reports/dynamic_cp_run_info.hpp"
+#include "reports/plan_report.hpp"
 #include "thdpack/schedule/dynamic_cp.hpp"
 #include "thdpack/schedule/scheduler.hpp"
 
@@ -28,38 +28,25 @@ struct DynamicCpSummaryRow {
   double microbatches = 0;
   double groups = 0;  ///< CP groups per micro-batch (fixed CP: dp)
   double step = 0;
-  double bound = 0;  ///< a lower bound for this row's layout (fixed CP or dynamic CP)
-  double ratio = 0;  ///< step / bound
+  double bound = 0;       ///< a lower bound for this row's layout (fixed CP or dynamic CP)
+  double ratio = 0;       ///< step / bound
   double vs_fastest = 0;  ///< step / the fastest row's step (layouts compared with each other)
   std::string error;
 };
 
-struct ReportedFixedCpPlan {
-  std::string scheduler;
-  Plan plan;
-};
-
-struct ReportedDynamicCpPlan {
-  std::string scheduler;
-  Plan plan;
-};
-
 /// What the page draws: the run, every scheduler's means, and the plans of step `step`.
 struct DynamicCpReportInput {
-  const DynamicCpRunInfo& info;
-  std::string workload_description;
-  int64_t steps = 0;
-  int64_t global_batch = 0;
+  const PlanRunInfo& info;
   int64_t step = 0;
   std::string cost_description;
   const std::vector<DynamicCpSummaryRow>& rows;
   std::span<const int64_t> ids;
   std::span<const int64_t> padded_lengths;           ///< to the dynamic-CP divisor
   std::span<const int64_t> fixed_cp_padded_lengths;  ///< to the fixed-CP divisor
-  double lower_bound = 0;        ///< of step `step`, for dynamic-CP plans
-  double fixed_lower_bound = 0;  ///< of step `step`, for fixed-CP plans
-  const std::vector<ReportedFixedCpPlan>& fixed;
-  const std::vector<ReportedDynamicCpPlan>& dynamic;
+  double lower_bound = 0;                            ///< of step `step`, for dynamic-CP plans
+  double fixed_lower_bound = 0;                      ///< of step `step`, for fixed-CP plans
+  const std::vector<ReportedPlan>& fixed;
+  const std::vector<ReportedPlan>& dynamic;
 };
 
 /// Writes the page to `path`. Throws InvalidArgument when the file cannot be written.

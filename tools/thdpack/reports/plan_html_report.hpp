@@ -20,13 +20,6 @@
 
 namespace thdpack::cli {
 
-/// One scheduler's plan of the reported step.
-struct ReportedPlan {
-  std::string scheduler;
-  Plan plan;
-  PlanStats stats;
-};
-
 /// What the report draws: the run, every step's summaries, and the plans of step `step`.
 struct PlanReportInput {
   const PlanRunInfo& info;

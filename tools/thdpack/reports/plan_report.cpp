@@ -222,18 +222,31 @@ void StepsJsonFile::close() {
 
 // cp, pp, cost and gpu_tflops let a reader recompute every modeled time (plan_stats.hpp).
 nlohmann::ordered_json plan_file_head(const PlanRunInfo& info) {
+  const CostModel& c = info.cost;
   return {{"workload", info.workload},
           {"topology", info.topology},
           {"dp", info.dp},
           {"cp", info.cp},
           {"pp", info.pp},
+          {"ranks", info.dp * info.cp},
           {"max_seqlen_per_dp_cp_rank", info.max_seqlen_per_dp_cp_rank},
           {"capacity", info.capacity},
+          {"microbatch_multiple", info.microbatch_multiple},
+          {"min_cp", info.min_cp},
           {"divisor", info.divisor},
+          {"fixed_cp_divisor", info.fixed_cp_divisor},
           {"global_batch", info.global_batch},
           {"model", info.model},
           {"gpu_tflops", info.gpu_tflops},
-          {"cost", {{"linear", info.cost.linear}, {"quadratic", info.cost.quadratic}}}};
+          {"cost",
+           {{"linear", c.linear},
+            {"quadratic", c.quadratic},
+            {"flops_per_second", c.flops_per_second},
+            {"kv_bytes_per_token", c.kv_bytes_per_token},
+            {"passes", c.passes},
+            {"link_bytes_per_second", c.link_bytes_per_second},
+            {"step_overhead_seconds", c.step_overhead_seconds},
+            {"layers", c.layers}}}};
 }
 
 }  // namespace thdpack::cli

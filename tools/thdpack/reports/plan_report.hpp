@@ -27,12 +27,22 @@ struct PlanRunInfo {
   int pp = 1;
   int64_t max_seqlen_per_dp_cp_rank = 0;
   int64_t capacity = 0;
-  int64_t divisor = 1;
+  int microbatch_multiple = 1;
+  int min_cp = 1;
+  int64_t divisor = 1;  ///< the compared schedulers' padding divisor (dynamic CP's, if any)
+  int64_t fixed_cp_divisor = 1;  ///< the fixed-CP plans' (the same as divisor in a fixed-CP run)
   int64_t global_batch = 0;
   int64_t steps = 0;
   std::string model;  ///< preset name, or "" for direct coefficients
   double gpu_tflops = 0;
   CostModel cost;
+};
+
+/// One scheduler's plan of the step a report draws (stats: fixed-CP plans' statistics).
+struct ReportedPlan {
+  std::string scheduler;
+  Plan plan;
+  PlanStats stats;
 };
 
 struct StepRecord {
@@ -78,7 +88,9 @@ class StepsJsonFile {
   bool closed_ = false;
 };
 
-/// What `plan --plan-out` records about a fixed-CP run in the plan file's head (PlanFileWriter).
+/// What `plan --plan-out` records about a run in the plan file's head (PlanFileWriter), with any
+/// scheduler: the layout, the padding divisors, the sequence limits and the cost model's fields
+/// under "cost".
 nlohmann::ordered_json plan_file_head(const PlanRunInfo& info);
 
 }  // namespace thdpack::cli
