@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "bindings.hpp"
+#include "schedule/pack_splitting.hpp"
 #include "strict_values.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/core/topology.hpp"
@@ -531,6 +532,26 @@ void bind_scheduling(py::module_& m) {
       py::arg("max_seqlen_per_dp_cp_rank"), py::arg("cp") = 1, py::arg("pp") = 1,
       py::arg("cost") = CostModel{}, py::arg("ids") = py::none(),
       py::arg("real_lengths") = py::none());
+  // For thdpack.rl, which deals whole groups itself: the schedulers' own pack splitter.
+  m.def(
+      "_split_item_packs_to",
+      [](std::vector<std::vector<std::vector<int64_t>>> packs, int64_t target,
+         const std::vector<double>& cost, const std::vector<bool>& in_run) {
+        const std::vector<char> runs(in_run.begin(), in_run.end());
+        for (const auto& pack : packs) {
+          for (const auto& item : pack) {
+            check(!item.empty(), "an item of a pack is empty");
+            for (int64_t p : item) {
+              check(p >= 0 && static_cast<size_t>(p) < cost.size() && p < std::ssize(runs),
+                    "position ", p, " outside the ", cost.size(), " costs");
+            }
+          }
+        }
+        return detail::split_item_packs_to(std::move(packs), target, cost, runs);
+      },
+      py::arg("packs"), py::arg("target"), py::arg("cost"), py::arg("in_run"),
+      "One replica's packs of items (input positions that stay together) split until there are "
+      "target, as the schedulers split them; fewer when no pack has two items left.");
 }
 
 /// Offline bin packing.

@@ -205,21 +205,23 @@ def _thd_padding_settings(config, cp: int) -> dict:
 _packers: dict = {}
 
 
-def _packer(config, groups: dict, options: dict) -> ThdPacker:
-    """One ThdPacker per (groups, settings), built on first use (a collective over the world)."""
+def _packer(config, groups: dict, options: dict) -> tuple:
+    """(ThdPacker, its settings): one packer per (groups, settings), built on first use (a
+    collective over the world)."""
     settings = _packer_settings(config, groups, options)
     kinds = ("tp", "cp", "dp", "pp")
     key = (tuple(id(groups[k]) for k in kinds),
            tuple(sorted((k, repr(v)) for k, v in settings.items())))
     entry = _packers.get(key)
     if entry is None:
+        device = {}
         if torch.cuda.is_available() and "device" not in settings:
-            settings["device"] = torch.device("cuda", torch.cuda.current_device())
+            device["device"] = torch.device("cuda", torch.cuda.current_device())
         packer = ThdPacker(tp_group=groups["tp"], cp_group=groups["cp"], dp_group=groups["dp"],
-                           pp_group=groups["pp"], **settings)
+                           pp_group=groups["pp"], **settings, **device)
         # The groups are kept with the packer so that their ids (the key) cannot be reused.
         entry = _packers[key] = (tuple(groups[k] for k in kinds), packer)
-    return entry[1]
+    return entry[1], settings
 
 
 def release_packers() -> None:
@@ -358,7 +360,7 @@ def wrap_data_iterator(data_iterator, config, num_microbatches: int, pg_collecti
     """
     groups = _groups(pg_collection, {"tp_group": tp_group, "cp_group": cp_group,
                                      "dp_group": dp_group, "pp_group": pp_group})
-    packer = _packer(config, groups, packer_options)
+    packer, settings = _packer(config, groups, packer_options)
     vpp = packer.options.topology.vpp
     if isinstance(data_iterator, (list, tuple)):
         if len(data_iterator) != vpp:
@@ -382,12 +384,11 @@ def wrap_data_iterator(data_iterator, config, num_microbatches: int, pg_collecti
     dynamic = step.result.dynamic_cp
     # The mode the rows were sliced with and the static shapes (explicit options win over the
     # config's), which get_batch needs to write the metadata as Megatron writes it.
-    padding = {**_thd_padding_settings(config, packer.options.topology.cp), **packer_options}
-    mode = str(padding.get("cp_mode", _field(config, "cp_partition_mode", "zigzag")))
+    mode = str(settings.get("cp_mode", _field(config, "cp_partition_mode", "zigzag")))
     tail = None
-    if padding.get("tail_align", "none") != "none":
-        tail = (padding.get("tail_policy", "append_dummy_seq") == "append_dummy_seq",
-                int(padding.get("fixed_cu_seqlens_entries", 0)) > 0)
+    if settings.get("tail_align", "none") != "none":
+        tail = (settings.get("tail_policy", "append_dummy_seq") == "append_dummy_seq",
+                int(settings.get("fixed_cu_seqlens_entries", 0)) > 0)
 
     def stage(v):
         views = step.virtual_stage(v)

@@ -135,7 +135,10 @@ def dp_microbatches(lengths: Sequence[int], *, dp: int, max_seqlen_per_dp_cp_ran
     target = -(-target // microbatch_multiple) * microbatch_multiple
     if any(len(rank) != target for rank in plan):
         runs = _oversize(padded, groups, max_seqlen_per_dp_cp_rank * cp)
-        plan = [_split_to(rank, target, padded, groups, runs, cost, r)
+        costs = [cost.cost(int(length)) for length in padded.tolist()]
+        in_run = [False] * len(costs) if groups is None else [int(g) in runs
+                                                              for g in groups.tolist()]
+        plan = [_split_to(rank, target, groups, runs, costs, in_run, r)
                 for r, rank in enumerate(plan)]
     return plan
 
@@ -234,10 +237,11 @@ def _rank_packs(padded, groups, members, options) -> list:
     return [[int(members[i]) for i in plan.pack(k, 0)] for k in range(plan.num_microbatches)]
 
 
-def _split_to(packs, target, padded, groups, runs, cost, rank) -> list:
-    """Splits a rank's packs until it has `target`: the last item (a whole group that fits, or one
-    sample of a larger group) of the costliest pack holding two or more goes to a new pack, right
-    after it for a larger group's sample (its micro-batches stay consecutive), else at the end."""
+def _split_to(packs, target, groups, runs, costs, in_run, rank) -> list:
+    """Splits a rank's packs until it has `target`, as the C++ schedulers do: the last item (a
+    whole group that fits, or one sample of a larger group) of the costliest pack holding two or
+    more goes to a new pack, right after it for a larger group's sample (its micro-batches stay
+    consecutive), else at the end. costs, in_run: per input position."""
     def items_of(pack):
         items = {}
         for i in pack:
@@ -248,23 +252,12 @@ def _split_to(packs, target, padded, groups, runs, cost, rank) -> list:
         return sorted(items.values(), key=lambda item: int(groups is None or
                                                             int(groups[item[0]]) not in runs))
 
-    packs = [items_of(p) for p in packs]
-    costs = [sum(cost.cost(int(padded[i])) for item in p for i in item) for p in packs]
-    while len(packs) < target:
-        splittable = [k for k, p in enumerate(packs) if len(p) > 1]
-        if not splittable:
-            raise _thdpack.InvalidArgument(
-                f"DP rank {rank} needs {target} micro-batches but its samples make only "
-                f"{len(packs)} (groups stay whole); give more samples or lower dp")
-        at = max(splittable, key=lambda k: (costs[k], -k))
-        moved = packs[at].pop()
-        moved_cost = sum(cost.cost(int(padded[i])) for i in moved)
-        costs[at] -= moved_cost
-        in_run = groups is not None and int(groups[moved[0]]) in runs
-        to = at + 1 if in_run else len(packs)
-        packs.insert(to, [moved])
-        costs.insert(to, moved_cost)
-    return [sorted(i for item in p for i in item) for p in packs]
+    split = _thdpack._split_item_packs_to([items_of(p) for p in packs], target, costs, in_run)
+    if len(split) < target:
+        raise _thdpack.InvalidArgument(
+            f"DP rank {rank} needs {target} micro-batches but its samples make only "
+            f"{len(split)} (groups stay whole); give more samples or lower dp")
+    return split
 
 
 def _even_split(n: int, parts: int) -> np.ndarray:
