@@ -1,14 +1,17 @@
 #pragma once
-// `thdpack plan --scheduler default_dynamic_cp | balanced_dynamic_cp`: fixed CP and dynamic CP side
-// by side under the CP cost model (docs/schedulers.md), over the same global batches.
+// What `thdpack plan` adds when it compares CP layouts (a dynamic-CP scheduler named): the dynamic
+// CP flags, and the side-by-side table, JSON and rows of fixed CP (dp_balanced, balanced) and
+// dynamic CP under the CP cost model (docs/schedulers.md). The plans themselves come from the
+// plan command's one step loop.
 
 #include <CLI/CLI.hpp>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "flags/job_flags.hpp"
+#include "reports/dynamic_cp_html_report.hpp"
 #include "reports/plan_report.hpp"
-#include "thdpack/data/output_file.hpp"
 #include "thdpack/schedule/cost_model.hpp"
 
 namespace thdpack::cli {
@@ -26,26 +29,27 @@ struct DynamicCpFlags {
 };
 
 /// What every `plan` run records of its job (plan file head, report, JSON): with a fixed-CP
-/// layout; a dynamic-CP run then sets its own capacity, min_cp, divisor and cost.
+/// layout; a run comparing layouts then sets its own capacity, min_cp, divisor and cost.
 PlanRunInfo plan_run_info(const Job& job, int64_t steps, double gpu_tflops);
 
 /// True for the names of dynamic-CP schedulers.
 bool is_dynamic_cp_scheduler(const std::string& name);
 
-/// Where `plan` writes the plans and the report ("" for none); the caller has checked the paths.
-struct DynamicCpOutputs {
-  std::string plan_out;  ///< plan_file_writer.hpp
-  std::string report;    ///< dynamic_cp_html_report.hpp
-  int64_t report_step = 0;
-};
+/// The schedulers a run comparing layouts plans with: dp_balanced and balanced at the layout's
+/// fixed cp, then every dynamic-CP scheduler over all dp·cp ranks.
+std::vector<std::string> layout_comparison_schedulers();
 
-/// Plans `steps` global batches with dp_balanced and balanced at the layout's fixed cp and with
-/// every dynamic-CP scheduler over all dp·cp ranks; prints a table (or JSON) of micro-batches, CP
-/// groups and modeled step time against each layout's lower bound, and writes the outputs asked
-/// for, moved into place together through `files` (its commit_all() is called once all are
-/// complete). Returns 2 when the scheduler `name` failed, else 0.
-int run_dynamic_cp_plan(const Job& job, const std::string& name, int64_t steps, double gpu_tflops,
-                        const DynamicCpFlags& flags, const DynamicCpOutputs& outputs, bool json,
-                        std::ostream& out, DeferredCommits& files);
+/// One row per scheduler: the means of its steps' micro-batches, CP groups, modeled step and
+/// bound, the step against its layout's bound and against the fastest row.
+std::vector<DynamicCpSummaryRow> layout_rows(const std::vector<SchedulerSummary>& summaries,
+                                             int cp);
+
+/// "llama3-8b at 400 TFLOP/s, ring link 50 GB/s, 20 us per ring step and layer".
+std::string cost_description(const PlanRunInfo& info, const DynamicCpFlags& flags);
+
+void print_layout_table(std::ostream& out, const PlanRunInfo& info, const DynamicCpFlags& flags,
+                        const std::vector<DynamicCpSummaryRow>& rows);
+void print_layout_json(std::ostream& out, const PlanRunInfo& info, const DynamicCpFlags& flags,
+                       double lower_bound_mean, const std::vector<DynamicCpSummaryRow>& rows);
 
 }  // namespace thdpack::cli

@@ -69,37 +69,137 @@ void check_outputs(const PlanFlags& f) {
   }
 }
 
-// The schedulers a run compares, each with its summary row.
-struct Compared {
-  std::vector<std::unique_ptr<Scheduler>> schedulers;
+// What a run plans with: its schedulers (one summary each), the options of each layout and, when
+// it compares CP layouts, the dynamic-CP padding divisor and the CP cost model.
+struct PlanSetup {
+  PlanRunInfo info;
   std::vector<SchedulerSummary> summaries;
+  ScheduleOptions fixed_cp;    ///< the fixed-CP schedulers'
+  ScheduleOptions dynamic_cp;  ///< the dynamic-CP schedulers' (comparing layouts only)
+  bool compares_layouts = false;
 };
 
-// Every scheduler's plan of one step: checked, evaluated and added to its summary (a scheduler
-// that fails keeps its first error and plans no more steps), written to `writer` and, when
-// `report` is given, kept for the page.
-void plan_step(int64_t step, const GlobalBatch& batch, const ScheduleOptions& options,
-               const std::optional<ModelSpec>& model, Compared& compared, PlanFileWriter* writer,
+// A dynamic-CP scheduler named: dp_balanced and balanced at the fixed cp beside every dynamic-CP
+// scheduler, all under the CP cost model (CostModel::of_preset_or_coefficients).
+PlanSetup layout_comparison_setup(const PlanFlags& f, const Job& job) {
+  if (f.shapes.tail_align != "none" || f.shapes.fixed_cu_seqlens_entries > 0) {
+    throw InvalidArgument(
+        "--tail-align and --fixed-cu-seqlens-entries (static shapes) are not supported by the "
+        "dynamic CP schedulers; leave them out with --scheduler " +
+        f.scheduler);
+  }
+  // The dynamic-CP schedulers have no cap on the sequences of a pack: refused rather than ignored.
+  if (job.max_sequences_per_pack > 0) {
+    throw InvalidArgument(
+        "--thd-max-packed-sequences is not supported by the dynamic CP schedulers; leave it out "
+        "with --scheduler " +
+        f.scheduler);
+  }
+  const Topology& t = job.topology;
+  PlanSetup s;
+  s.compares_layouts = true;
+  s.fixed_cp = ScheduleOptions::from_topology(t, job.max_seqlen_per_dp_cp_rank, job.cost);
+  s.dynamic_cp = s.fixed_cp;
+  s.dynamic_cp.min_cp = f.dynamic_cp.min_cp;
+  s.dynamic_cp.cost = CostModel::of_preset_or_coefficients(
+      job.model, job.cost, f.gpu_tflops, f.dynamic_cp.link_gbps, f.dynamic_cp.step_overhead_us);
+  s.info = plan_run_info(job, f.steps, f.gpu_tflops);
+  s.info.capacity = job.max_seqlen_per_dp_cp_rank * s.dynamic_cp.ranks();
+  s.info.min_cp = f.dynamic_cp.min_cp;
+  s.info.divisor =
+      padding_divisor({.cp = t.cp(),
+                       .tp = t.tp(),
+                       .sequence_parallel = job.divisor != padding_divisor({.cp = t.cp()}),
+                       .dynamic_cp = true,
+                       .dp = t.dp(),
+                       .min_cp = f.dynamic_cp.min_cp});
+  s.info.cost = s.dynamic_cp.cost;
+  for (const auto& name : layout_comparison_schedulers()) s.summaries.push_back({name, {}, ""});
+  return s;
+}
+
+PlanSetup plan_setup(const PlanFlags& f, const Job& job) {
+  if (is_dynamic_cp_scheduler(f.scheduler)) return layout_comparison_setup(f, job);
+  PlanSetup s;
+  s.fixed_cp = fixed_cp_schedule_options(f, job);
+  s.info = plan_run_info(job, f.steps, f.gpu_tflops);
+  for (const auto& name : f.scheduler == "all" ? scheduler_names(CpLayout::kFixed)
+                                               : std::vector<std::string>{f.scheduler}) {
+    s.summaries.push_back({name, {}, ""});
+  }
+  return s;
+}
+
+// One step's samples as each layout's schedulers see them: fixed CP's padded lengths and, when
+// comparing layouts, the same samples padded to the dynamic-CP divisor.
+struct StepLengths {
+  const GlobalBatch& batch;
+  std::vector<int64_t> dynamic;
+};
+
+// One scheduler's plan of one step, checked and evaluated (under the CP cost model too when the run
+// compares layouts); throws InvalidArgument when the scheduler fails.
+StepRecord plan_one(const Scheduler& scheduler, const StepLengths& step, const PlanSetup& s,
+                    const std::optional<ModelSpec>& model, Plan& plan) {
+  const GlobalBatch& batch = step.batch;
+  StepRecord record;
+  const auto start = std::chrono::steady_clock::now();
+  if (scheduler.layout() == CpLayout::kDynamic) {
+    plan = scheduler.schedule({batch.ids, step.dynamic, {}, {}}, s.dynamic_cp);
+    record.plan_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    check_dynamic_cp_plan(plan, batch.ids, step.dynamic, s.dynamic_cp);
+    record.stats =
+        evaluate_dynamic_cp_plan(plan, batch.ids, step.dynamic, s.dynamic_cp, s.dynamic_cp.cost);
+    record.modeled_step = record.stats.step_cost;
+    record.step_bound = record.stats.step_lower_bound;
+    record.groups_per_microbatch = static_cast<double>(record.stats.num_groups) /
+                                   static_cast<double>(record.stats.num_microbatches);
+  } else {
+    const ScheduleInput input{batch.ids, batch.padded_lengths, batch.samples_per_rank, {}};
+    plan = scheduler.schedule(input, s.fixed_cp);
+    record.plan_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    validate_plan(plan, input, s.fixed_cp);
+    record.stats = evaluate_plan(plan, input, batch.real_lengths, s.fixed_cp);
+    if (s.compares_layouts) {
+      const int dp = s.fixed_cp.dp, cp = s.fixed_cp.cp;
+      record.modeled_step =
+          fixed_cp_modeled_step(plan, batch.ids, batch.padded_lengths, cp, s.dynamic_cp.cost);
+      record.step_bound =
+          fixed_cp_step_lower_bound(batch.padded_lengths, dp, cp, s.dynamic_cp.cost);
+      record.groups_per_microbatch = dp;
+    }
+  }
+  if (model) {
+    record.tflops =
+        training_flops(*model, record.stats.sums.s1_real, record.stats.sums.s2_real) / 1e12;
+  }
+  return record;
+}
+
+// Every scheduler's plan of one step, added to its summary (a scheduler that fails keeps its first
+// error and plans no more steps), written to `writer` and, when `report` is given, kept for the
+// page.
+void plan_step(int64_t step, const StepLengths& lengths, PlanSetup& s,
+               const std::vector<std::unique_ptr<Scheduler>>& schedulers,
+               const std::optional<ModelSpec>& model, PlanFileWriter* writer,
                std::vector<ReportedPlan>* report) {
-  const ScheduleInput input{batch.ids, batch.padded_lengths, batch.samples_per_rank, {}};
-  if (writer) writer->begin_step(step, batch.ids);
-  for (size_t s = 0; s < compared.schedulers.size(); ++s) {
-    SchedulerSummary& summary = compared.summaries[s];
+  if (writer) writer->begin_step(step, lengths.batch.ids);
+  for (size_t i = 0; i < schedulers.size(); ++i) {
+    SchedulerSummary& summary = s.summaries[i];
     if (!summary.error.empty()) continue;
     try {
-      const auto start = std::chrono::steady_clock::now();
-      const Plan plan = compared.schedulers[s]->schedule(input, options);
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      validate_plan(plan, input, options);
-      StepRecord record{evaluate_plan(plan, input, batch.real_lengths, options), seconds, 0};
-      if (model) {
-        record.tflops =
-            training_flops(*model, record.stats.sums.s1_real, record.stats.sums.s2_real) / 1e12;
-      }
+      Plan plan;
+      const StepRecord record = plan_one(*schedulers[i], lengths, s, model, plan);
       if (report) report->push_back({summary.name, plan, record.stats});
       summary.steps.push_back(record);
-      if (writer) writer->add_plan(summary.name, plan, batch.padded_lengths);
+      const bool dynamic = schedulers[i]->layout() == CpLayout::kDynamic;
+      if (writer) {
+        writer->add_plan(summary.name, plan,
+                         dynamic ? std::span<const int64_t>(lengths.dynamic)
+                                 : std::span<const int64_t>(lengths.batch.padded_lengths));
+      }
     } catch (const InvalidArgument& e) {
       summary.error = message("step ", step, ": ", e.what());
     }
@@ -119,8 +219,30 @@ void print_summary(const PlanFlags& f, const PlanRunInfo& info,
   if (truncated > 0) {
     std::cout << "note: " << truncated << " samples were truncated to the capacity\n";
   }
-  if (!f.plan_out.empty()) std::cout << "plans written to " << f.plan_out << '\n';
-  if (!f.report.empty()) std::cout << "report written to " << f.report << '\n';
+}
+
+// The step the report draws: its batch, the samples padded for dynamic CP, its plans and (comparing
+// layouts) each layout's lower bound.
+struct ReportedStep {
+  std::optional<GlobalBatch> batch;
+  std::vector<int64_t> dynamic_lengths;
+  std::vector<ReportedPlan> plans;
+  double dynamic_bound = 0;
+};
+
+void write_layout_report(const PlanFlags& f, const PlanSetup& s,
+                         const std::vector<DynamicCpSummaryRow>& rows, const ReportedStep& r) {
+  std::vector<ReportedPlan> fixed_plans, dynamic_plans;
+  for (const auto& p : r.plans) {
+    (is_dynamic_cp_scheduler(p.scheduler) ? dynamic_plans : fixed_plans).push_back(p);
+  }
+  const GlobalBatch& batch = *r.batch;
+  write_dynamic_cp_html_report(
+      f.report, {s.info, f.report_step, cost_description(s.info, f.dynamic_cp), rows, batch.ids,
+                 r.dynamic_lengths, batch.padded_lengths, r.dynamic_bound,
+                 fixed_cp_step_lower_bound(batch.padded_lengths, s.fixed_cp.dp, s.fixed_cp.cp,
+                                           s.dynamic_cp.cost),
+                 fixed_plans, dynamic_plans});
 }
 
 int run_plan(const PlanFlags& f) {
@@ -128,60 +250,74 @@ int run_plan(const PlanFlags& f) {
     throw InvalidArgument("--report-step must be in [0, --steps)");
   const Job job = resolve_job(f.job);
   check_outputs(f);
+  PlanSetup s = plan_setup(f, job);
+  std::vector<std::unique_ptr<Scheduler>> schedulers;
+  for (const auto& summary : s.summaries) schedulers.push_back(make_scheduler(summary.name));
   // The plan file and the report go into place together, once both are complete.
   DeferredCommits outputs;
-  if (is_dynamic_cp_scheduler(f.scheduler)) {
-    if (f.shapes.tail_align != "none" || f.shapes.fixed_cu_seqlens_entries > 0) {
-      throw InvalidArgument(
-          "--tail-align and --fixed-cu-seqlens-entries (static shapes) are not "
-          "supported by the dynamic CP schedulers; leave them out with "
-          "--scheduler " +
-          f.scheduler);
-    }
-    return run_dynamic_cp_plan(job, f.scheduler, f.steps, f.gpu_tflops, f.dynamic_cp,
-                               {f.plan_out, f.report, f.report_step}, f.json, std::cout, outputs);
-  }
-  const ScheduleOptions options = fixed_cp_schedule_options(f, job);
-  const PlanRunInfo info = plan_run_info(job, f.steps, f.gpu_tflops);
-  const GlobalBatchOptions batch_options = job.batch_options();
-  Compared compared;
-  for (const auto& name : f.scheduler == "all" ? scheduler_names(CpLayout::kFixed)
-                                               : std::vector<std::string>{f.scheduler}) {
-    compared.schedulers.push_back(make_scheduler(name));
-    compared.summaries.push_back({name, {}, ""});
-  }
   std::unique_ptr<PlanFileWriter> writer;
   if (!f.plan_out.empty()) {
-    writer = std::make_unique<PlanFileWriter>(f.plan_out, plan_file_head(info));
+    writer = std::make_unique<PlanFileWriter>(f.plan_out, plan_file_head(s.info));
   }
-
   std::optional<ModelSpec> model;
-  if (!info.model.empty()) model = model_preset(info.model);
+  if (!s.info.model.empty()) model = model_preset(s.info.model);
+  const GlobalBatchOptions batch_options = job.batch_options();
   Progress progress("planning", f.steps, !f.no_progress);
   int64_t truncated = 0;
-  std::optional<GlobalBatch> report_batch;  // the step the report draws, and its plans
-  std::vector<ReportedPlan> report_plans;
+  double dynamic_bound_sum = 0;  // comparing layouts: the dynamic-CP lower bound of every step
+  ReportedStep reported;
   for (int64_t step = 0; step < f.steps; ++step) {
     const GlobalBatch batch = make_global_batch(*job.workload.dataset, step, batch_options);
     truncated += batch.truncated;
-    const bool reported = !f.report.empty() && step == f.report_step;
-    if (reported) report_batch = batch;
-    plan_step(step, batch, options, model, compared, writer.get(),
-              reported ? &report_plans : nullptr);
+    StepLengths lengths{batch, {}};
+    double dynamic_bound = 0;
+    if (s.compares_layouts) {
+      for (int64_t length : batch.real_lengths) {
+        lengths.dynamic.push_back(round_up(length, s.info.divisor));
+      }
+      dynamic_bound = evaluate_dynamic_cp_plan(Plan(s.fixed_cp.dp, s.fixed_cp.cp), batch.ids,
+                                               lengths.dynamic, s.dynamic_cp, s.dynamic_cp.cost)
+                          .step_lower_bound;
+      dynamic_bound_sum += dynamic_bound;
+    }
+    const bool drawn = !f.report.empty() && step == f.report_step;
+    if (drawn) reported = {batch, lengths.dynamic, {}, dynamic_bound};
+    plan_step(step, lengths, s, schedulers, model, writer.get(), drawn ? &reported.plans : nullptr);
     progress.advance();
   }
   progress.finish();
   if (writer) writer->close();
-  const std::vector<SchedulerSummary>& summaries = compared.summaries;
-  if (report_batch) {
-    write_plan_html_report(f.report,
-                           {info, summaries, f.report_step, *report_batch, report_plans, options});
+  const std::vector<SchedulerSummary>& summaries = s.summaries;
+  std::vector<DynamicCpSummaryRow> rows;
+  if (s.compares_layouts) rows = layout_rows(summaries, s.fixed_cp.cp);
+  if (reported.batch && s.compares_layouts) {
+    write_layout_report(f, s, rows, reported);
+  } else if (reported.batch) {
+    write_plan_html_report(
+        f.report, {s.info, summaries, f.report_step, *reported.batch, reported.plans, s.fixed_cp});
   }
   outputs.commit_all();
-  print_summary(f, info, summaries, truncated);
+  if (s.compares_layouts && f.json) {
+    print_layout_json(std::cout, s.info, f.dynamic_cp,
+                      dynamic_bound_sum / static_cast<double>(f.steps), rows);
+  } else if (s.compares_layouts) {
+    print_layout_table(std::cout, s.info, f.dynamic_cp, rows);
+  } else {
+    print_summary(f, s.info, summaries, truncated);
+  }
+  if (!f.json) {
+    if (!f.plan_out.empty()) std::cout << "plans written to " << f.plan_out << '\n';
+    if (!f.report.empty()) std::cout << "report written to " << f.report << '\n';
+  }
+  if (s.compares_layouts) {  // the named scheduler failed: exit code 2, its error in the table
+    for (const auto& summary : summaries) {
+      if (summary.name == f.scheduler && !summary.error.empty()) return 2;
+    }
+    return 0;
+  }
   // Failed schedulers are rows of the table; when none succeeded the run is an error.
-  for (const auto& s : summaries) {
-    if (s.error.empty()) return 0;
+  for (const auto& summary : summaries) {
+    if (summary.error.empty()) return 0;
   }
   throw InvalidArgument(summaries.size() == 1 ? summaries[0].name + ": " + summaries[0].error
                                               : "every scheduler failed; " + summaries[0].name +

@@ -49,6 +49,11 @@ struct StepRecord {
   PlanStats stats;
   double plan_seconds = 0;
   double tflops = 0;  ///< model training TFLOPs of the step's real tokens (0 without a model)
+  /// When a run compares CP layouts (a dynamic-CP scheduler named), under the CP cost model:
+  /// the modeled step, a lower bound for the plan's own layout, and CP groups per micro-batch.
+  double modeled_step = 0;
+  double step_bound = 0;
+  double groups_per_microbatch = 0;
 };
 
 struct SchedulerSummary {
