@@ -37,6 +37,7 @@ if [ "$with_tests" = 1 ]; then
     python3-venv python3-build  # the install tests: fresh venvs, sdist and wheel
     chromium  # headless, for the tests that open the HTML reports
     iproute2 util-linux  # ip netns, tc and flock: the multi-host and writer-lock tests
+    time  # GNU time: peak memory in bench/parquet_bench.py
     clang-14 libclang-rt-14-dev  # the libFuzzer run of the readers
   )
 fi
