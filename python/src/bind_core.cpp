@@ -31,13 +31,13 @@ GroupKind group_kind(const std::string& name) {
   if (name == "pp") return GroupKind::kPp;
   if (name == "dp_cp") return GroupKind::kDpCp;
   if (name == "ep") return GroupKind::kEp;
-  throw InvalidArgument("unknown group kind '" + name + "'; use tp, cp, dp, pp, dp_cp or ep");
+  fail("unknown group kind '", name, "'; use tp, cp, dp, pp, dp_cp or ep");
 }
 
 OversizePolicy oversize_of(const std::string& name) {
   if (name == "error") return OversizePolicy::kError;
   if (name == "truncate") return OversizePolicy::kTruncate;
-  throw InvalidArgument("oversize must be 'error' or 'truncate', got '" + name + "'");
+  fail("oversize must be 'error' or 'truncate', got '", name, "'");
 }
 
 }  // namespace
@@ -189,24 +189,24 @@ void read_sample(py::handle object, int64_t ignore_id, Sample& s, py::object* bo
     } else if (k == "labels_shifted") {
       s.labels_shifted = bool_value(value, "labels_shifted");
     } else {
-      throw InvalidArgument("unknown sample key '" + k +
-                            "'; expected input_ids, loss_mask, labels, labels_shifted, id");
+      fail("unknown sample key '", k,
+           "'; expected input_ids, loss_mask, labels, labels_shifted, id");
     }
   }
   const std::string who = "sample " + std::to_string(s.id) + ": ";
-  if (ids.empty()) throw InvalidArgument(who + "input_ids is empty");
+  if (ids.empty()) fail(who, "input_ids is empty");
   // Unshifted labels already say which positions train (the ignore id); a mask beside them is
   // ambiguous. Shifted labels (Megatron's convention) come with Megatron's loss_mask.
   if (has_mask && has_labels && !s.labels_shifted) {
-    throw InvalidArgument(who +
-                          "give either loss_mask or labels, not both (both only with "
-                          "labels_shifted=True, Megatron's convention)");
+    fail(who,
+         "give either loss_mask or labels, not both (both only with "
+         "labels_shifted=True, Megatron's convention)");
   }
   try {
     if (has_mask) require_length("loss_mask", s.loss_mask.size(), ids.size());
     if (has_labels) require_length("labels", s.labels.size(), ids.size());
   } catch (const InvalidArgument& e) {
-    throw InvalidArgument(who + e.what());
+    fail(who, e.what());
   }
   // One pass that vectorises; the first bad label is looked for only when there is one.
   bool labels_valid = true;
@@ -476,7 +476,7 @@ void bind_scheduling(py::module_& m) {
         const auto name = layout.cast<std::string>();
         if (name == "fixed") return scheduler_names(CpLayout::kFixed);
         if (name == "dynamic") return scheduler_names(CpLayout::kDynamic);
-        throw InvalidArgument("layout must be 'fixed', 'dynamic' or None, not '" + name + "'");
+        fail("layout must be 'fixed', 'dynamic' or None, not '", name, "'");
       },
       py::arg("layout") = py::none(),
       "Every scheduler's name, or those of one layout: 'fixed' (fixed CP) or 'dynamic' "

@@ -49,10 +49,10 @@ void bind_dynamic_cp(py::module_& m) {
         }
         const auto scheduler = make_scheduler(name);
         if (scheduler->layout() != CpLayout::kDynamic) {
-          throw InvalidArgument(
+          fail(
               "schedule_dynamic_cp plans with a dynamic-CP scheduler (default_dynamic_cp, "
-              "balanced_dynamic_cp), not '" +
-              name + "'; schedule() takes every scheduler");
+              "balanced_dynamic_cp), not '",
+              name, "'; schedule() takes every scheduler");
         }
         Plan plan;
         {

@@ -11,7 +11,7 @@ namespace {
 CpMode cp_mode_of(const std::string& name) {
   if (name == "zigzag") return CpMode::kZigzag;
   if (name == "contiguous") return CpMode::kContiguous;
-  throw InvalidArgument("cp mode must be 'zigzag' or 'contiguous', got '" + name + "'");
+  fail("cp mode must be 'zigzag' or 'contiguous', got '", name, "'");
 }
 
 PackOptions pack_options(int64_t divisor, int64_t capacity, int64_t pad_id, int64_t ignore_id,

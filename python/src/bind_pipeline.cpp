@@ -20,7 +20,7 @@ namespace {
 ReadingMode reading_of(const std::string& name) {
   if (name == "megatron") return ReadingMode::kMegatron;
   if (name == "all-ranks" || name == "all_ranks") return ReadingMode::kAllRanks;
-  throw InvalidArgument("reading must be 'megatron' or 'all-ranks', got '" + name + "'");
+  fail("reading must be 'megatron' or 'all-ranks', got '", name, "'");
 }
 
 void require_pipeline_sample(py::handle s) {

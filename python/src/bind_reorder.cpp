@@ -75,8 +75,8 @@ py::dtype dtype_of(FieldType type) {
 
 MultimodalSample multimodal_from_python(py::handle object, int64_t default_id) {
   if (!py::isinstance<py::dict>(object)) {
-    throw InvalidArgument("a multimodal sample must be a dict of arrays, got " +
-                          py::str(py::type::of(object)).cast<std::string>());
+    fail("a multimodal sample must be a dict of arrays, got ",
+         py::str(py::type::of(object)).cast<std::string>());
   }
   const auto dict = py::reinterpret_borrow<py::dict>(object);
   MultimodalSample sample;
@@ -166,8 +166,7 @@ py::tuple window_to_python(ReorderedWindow&& w) {
 AssignmentMethod method_from_name(const std::string& name) {
   if (name == "refined") return AssignmentMethod::kRefined;
   if (name == "longest_first" || name == "longest-first") return AssignmentMethod::kLongestFirst;
-  throw InvalidArgument("unknown assignment method '" + name +
-                        "'; known methods: refined, longest_first");
+  fail("unknown assignment method '", name, "'; known methods: refined, longest_first");
 }
 
 // ---------------------------------------------------------------------------------------------

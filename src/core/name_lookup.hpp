@@ -18,8 +18,7 @@ inline std::string join_names(const std::vector<std::string>& names) {
 /// InvalidArgument "unknown <kind> '<name>'; known <kind>s: a, b, c".
 [[noreturn]] inline void throw_unknown_name(const std::string& kind, const std::string& name,
                                             const std::vector<std::string>& known) {
-  throw InvalidArgument("unknown " + kind + " '" + name + "'; known " + kind +
-                        "s: " + join_names(known));
+  fail("unknown ", kind, " '", name, "'; known ", kind, "s: ", join_names(known));
 }
 
 }  // namespace thdpack::detail

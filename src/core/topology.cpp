@@ -21,15 +21,15 @@ std::array<Dim, 4> parse_order(const std::string& order) {
   std::array<bool, 4> seen{};
   bool seen_ep = false;
   if (!order.empty() && order.back() == '-') {
-    throw InvalidArgument("rank order '" + order +
-                          "': empty dimension after the last '-'; use a permutation of tp, cp, "
-                          "ep, dp, pp such as tp-cp-ep-dp-pp");
+    fail("rank order '", order,
+         "': empty dimension after the last '-'; use a permutation of tp, cp, "
+         "ep, dp, pp such as tp-cp-ep-dp-pp");
   }
   std::stringstream in(order);
   std::string token;
   while (std::getline(in, token, '-')) {
     if (token == "ep") {  // ep has size 1 in the dense decomposition
-      if (seen_ep) throw InvalidArgument("rank order '" + order + "' names 'ep' twice");
+      if (seen_ep) fail("rank order '", order, "' names 'ep' twice");
       seen_ep = true;
       continue;
     }
@@ -43,20 +43,20 @@ std::array<Dim, 4> parse_order(const std::string& order) {
     } else if (token == "pp") {
       d = Dim::kPp;
     } else {
-      throw InvalidArgument("rank order '" + order + "': unknown dimension '" + token +
-                            "'; use a permutation of tp, cp, ep, dp, pp such as tp-cp-ep-dp-pp");
+      fail("rank order '", order, "': unknown dimension '", token,
+           "'; use a permutation of tp, cp, ep, dp, pp such as tp-cp-ep-dp-pp");
     }
     auto i = static_cast<size_t>(d);
     if (seen[i] || count == 4) {
-      throw InvalidArgument("rank order '" + order + "' names '" + token + "' twice");
+      fail("rank order '", order, "' names '", token, "' twice");
     }
     seen[i] = true;
     dims[static_cast<size_t>(count++)] = d;
   }
   if (count != 4) {
-    throw InvalidArgument("rank order '" + order +
-                          "' must name each of tp, cp, dp, pp once (ep optional), e.g. "
-                          "tp-cp-ep-dp-pp");
+    fail("rank order '", order,
+         "' must name each of tp, cp, dp, pp once (ep optional), e.g. "
+         "tp-cp-ep-dp-pp");
   }
   return dims;
 }

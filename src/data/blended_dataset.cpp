@@ -134,8 +134,8 @@ std::unique_ptr<Dataset> detail::open_indexed_datasets(
     return single;
   }
   if (words.size() % 2 != 0) {
-    throw InvalidArgument("data path '" + data_path +
-                          "': give a prefix, or weight-prefix pairs 'w1 prefix1 w2 prefix2 ...'");
+    fail("data path '", data_path,
+         "': give a prefix, or weight-prefix pairs 'w1 prefix1 w2 prefix2 ...'");
   }
   std::vector<std::shared_ptr<const Dataset>> datasets;
   std::vector<double> weights;
@@ -149,11 +149,10 @@ std::unique_ptr<Dataset> detail::open_indexed_datasets(
       used = 0;
     }
     if (used != words[i].size()) {
-      throw InvalidArgument("data path '" + data_path + "': '" + words[i] + "' is not a weight");
+      fail("data path '", data_path, "': '", words[i], "' is not a weight");
     }
     if (!(w > 0) || !std::isfinite(w)) {
-      throw InvalidArgument("data path '" + data_path + "': weight '" + words[i] +
-                            "' must be finite and > 0");
+      fail("data path '", data_path, "': weight '", words[i], "' must be finite and > 0");
     }
     weights.push_back(w);
     auto part = IndexedDataset::open(words[i + 1]);

@@ -69,7 +69,7 @@ struct IndexedDataset::Mapping {
       void* p = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_PRIVATE,
                        lease.file().descriptor(), 0);
       if (p == MAP_FAILED) {
-        throw InvalidArgument("cannot map '" + path + "': " + std::strerror(errno));
+        fail("cannot map '", path, "': ", std::strerror(errno));
       }
       data = static_cast<const std::byte*>(p);
     }
@@ -146,8 +146,8 @@ TokenDType token_dtype_from_name(const std::string& name) {
     const auto d = static_cast<TokenDType>(code);
     if (token_dtype_name(d) == name) return d;
   }
-  throw InvalidArgument("unknown token dtype '" + name +
-                        "'; use uint8, int8, int16, uint16, int32, int64, float32 or float64");
+  fail("unknown token dtype '", name,
+       "'; use uint8, int8, int16, uint16, int32, int64, float32 or float64");
 }
 
 namespace detail {
@@ -371,7 +371,7 @@ std::unique_ptr<IndexedDataset> IndexedDataset::open(const std::string& prefix) 
     } catch (const InvalidArgument& e) {
       const bool racing = d->index_->replaced() || detail::writer_active(prefix);
       if (!racing || std::chrono::steady_clock::now() > deadline) {
-        throw InvalidArgument(e.what() + kept_old_data_files(bin));
+        fail(e.what(), kept_old_data_files(bin));
       }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -55,12 +55,12 @@ IndexedDatasetWriter::~IndexedDatasetWriter() = default;
 
 void IndexedDatasetWriter::require_open(const char* call) const {
   if (finished_) {
-    throw InvalidArgument(std::string(call) + " after finish(): '" + prefix_ +
-                          "' is complete; open a new IndexedDatasetWriter to write more");
+    fail(std::string(call), " after finish(): '", prefix_,
+         "' is complete; open a new IndexedDatasetWriter to write more");
   }
   if (!bin_) {
-    throw InvalidArgument(std::string(call) + " after a failed finish(): '" + prefix_ +
-                          "' was not written; open a new IndexedDatasetWriter");
+    fail(std::string(call), " after a failed finish(): '", prefix_,
+         "' was not written; open a new IndexedDatasetWriter");
   }
 }
 
@@ -101,7 +101,7 @@ void IndexedDatasetWriter::add_sequence(std::span<const int64_t> tokens) {
   }
   if (holes_) {
     if (std::fseek(bin_->stream(), bin_bytes_, SEEK_SET) != 0) {
-      throw InvalidArgument("cannot seek in '" + prefix_ + ".bin'");
+      fail("cannot seek in '", prefix_, ".bin'");
     }
   }
   bin_->write(bytes.data(), bytes.size());
@@ -139,7 +139,7 @@ void IndexedDatasetWriter::finish() {
 void IndexedDatasetWriter::write_and_commit() {
   const std::string bin_path = prefix_ + ".bin";
   if (std::fflush(bin_->stream()) != 0 || ::ftruncate(::fileno(bin_->stream()), bin_bytes_) != 0) {
-    throw InvalidArgument("cannot finish '" + bin_path + "': " + std::strerror(errno));
+    fail("cannot finish '", bin_path, "': ", std::strerror(errno));
   }
   // Without explicit documents, every sequence is its own document.
   std::vector<int64_t> documents = document_indices_;

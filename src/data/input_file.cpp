@@ -57,7 +57,7 @@ detail::FileSyscalls& detail::file_syscalls() {
 }
 
 InputFile::InputFile(const std::string& path, const std::string& what) : path_(path), what_(what) {
-  if (path.empty()) throw InvalidArgument(what + ": the path is empty");
+  if (path.empty()) fail(what, ": the path is empty");
   // Non-blocking: a FIFO with no writer opens at once (and is refused below) instead of waiting.
   fd_ = detail::file_syscalls().open_input(path.c_str(),
                                            O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
@@ -68,14 +68,14 @@ InputFile::InputFile(const std::string& path, const std::string& what) : path_(p
     if (error == ENXIO && ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
       throw not_regular(what, path, st.st_mode);
     }
-    throw InvalidArgument("cannot open " + what + " '" + path + "': " + std::strerror(error));
+    fail("cannot open ", what, " '", path, "': ", std::strerror(error));
   }
   struct stat st {};
   if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
     const int error = errno;
     ::close(fd_);
     if (S_ISREG(st.st_mode) || st.st_mode == 0) {
-      throw InvalidArgument("cannot open " + what + " '" + path + "': " + std::strerror(error));
+      fail("cannot open ", what, " '", path, "': ", std::strerror(error));
     }
     throw not_regular(what, path, st.st_mode);
   }
@@ -93,7 +93,7 @@ InputFile::~InputFile() {
 int64_t InputFile::size() const {
   struct stat st {};
   if (::fstat(fd_, &st) != 0) {
-    throw InvalidArgument("cannot read " + what_ + " '" + path_ + "': " + std::strerror(errno));
+    fail("cannot read ", what_, " '", path_, "': ", std::strerror(errno));
   }
   return static_cast<int64_t>(st.st_size);
 }
@@ -103,7 +103,7 @@ size_t InputFile::read_at(int64_t offset, char* out, size_t n) const {
     const ssize_t got = ::pread(fd_, out, n, static_cast<off_t>(offset));
     if (got >= 0) return static_cast<size_t>(got);
     if (errno != EINTR) {
-      throw InvalidArgument("cannot read " + what_ + " '" + path_ + "': " + std::strerror(errno));
+      fail("cannot read ", what_, " '", path_, "': ", std::strerror(errno));
     }
   }
 }

@@ -11,7 +11,7 @@ namespace {
 using nlohmann::json;
 
 [[noreturn]] void fail(const std::string& where, const std::string& what) {
-  throw InvalidArgument(where + ": " + what);
+  thdpack::fail(where, ": ", what);
 }
 
 // nlohmann's message, with the text it read ("last read: '...'") cut to an excerpt.

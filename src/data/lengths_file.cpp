@@ -56,18 +56,17 @@ std::vector<int64_t> detail::parse_lengths(std::istream& in, const std::string& 
     auto [ptr, ec] = std::from_chars(begin, end, length);
     const std::string where = path + ":" + std::to_string(line_no);
     if (ec == std::errc::result_out_of_range) {
-      throw InvalidArgument(where + ": length '" + detail::excerpt(value) + "' is out of range");
+      fail(where, ": length '", detail::excerpt(value), "' is out of range");
     }
     if (ec != std::errc() || ptr != end) {
-      throw InvalidArgument(where + ": expected one integer length per line, got '" +
-                            detail::excerpt(value) + "'");
+      fail(where, ": expected one integer length per line, got '", detail::excerpt(value), "'");
     }
     if (length <= 0) {
-      throw InvalidArgument(where + ": length must be >= 1, got " + detail::excerpt(value));
+      fail(where, ": length must be >= 1, got ", detail::excerpt(value));
     }
     lengths.push_back(length);
   }
-  if (lengths.empty()) throw InvalidArgument("lengths file '" + path + "' holds no lengths");
+  if (lengths.empty()) fail("lengths file '", path, "' holds no lengths");
   return lengths;
 }
 

@@ -67,8 +67,8 @@ class ConfigReader {
   void reject_unknown(const std::string& allowed) const {
     for (const auto& [key, value] : object_.items()) {
       if (!used_.count(key)) {
-        throw InvalidArgument(name_ + ": unknown key '" + detail::excerpt(key) +
-                              "' for this mode/type; allowed keys: " + allowed);
+        thdpack::fail(name_, ": unknown key '", detail::excerpt(key),
+                      "' for this mode/type; allowed keys: ", allowed);
       }
     }
   }
@@ -76,15 +76,15 @@ class ConfigReader {
  private:
   const json& take(const char* key) {
     if (!object_.contains(key)) {
-      throw InvalidArgument(name_ + ": missing key '" + key + "'");
+      thdpack::fail(name_, ": missing key '", key, "'");
     }
     used_.insert(key);
     return object_.at(key);
   }
 
   [[noreturn]] void fail(const char* key, const char* expected) const {
-    throw InvalidArgument(name_ + ": '" + key + "' must be " + expected + ", got " +
-                          detail::json_excerpt(object_.at(key)));
+    thdpack::fail(name_, ": '", key, "' must be ", expected, ", got ",
+                  detail::json_excerpt(object_.at(key)));
   }
 
   const json& object_;
@@ -93,7 +93,7 @@ class ConfigReader {
 };
 
 void require(bool ok, const std::string& message) {
-  if (!ok) throw InvalidArgument("mock dataset config: " + message);
+  if (!ok) fail("mock dataset config: ", message);
 }
 
 }  // namespace
@@ -133,9 +133,9 @@ std::string from_hex(const std::string& hex, const std::string& where) {
   const auto digit = [&](char ch) -> int {
     if (ch >= '0' && ch <= '9') return ch - '0';
     if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
-    throw InvalidArgument(where + ": 'path_hex' must be hexadecimal digits (0-9, a-f)");
+    fail(where, ": 'path_hex' must be hexadecimal digits (0-9, a-f)");
   };
-  if (hex.size() % 2 != 0) throw InvalidArgument(where + ": 'path_hex' has an odd length");
+  if (hex.size() % 2 != 0) fail(where, ": 'path_hex' has an odd length");
   std::string out;
   for (size_t i = 0; i < hex.size(); i += 2) {
     out.push_back(static_cast<char>(digit(hex[i]) * 16 + digit(hex[i + 1])));
@@ -163,11 +163,11 @@ MockConfig parse_mock_config(const std::string& json_text, const std::string& ba
                              const std::string& source) {
   const std::string name = config_name(source);
   const json root = detail::parse_json_strictly(json_text, name);
-  if (!root.is_object()) throw InvalidArgument(name + " must be a JSON object");
+  if (!root.is_object()) fail(name, " must be a JSON object");
 
   ConfigReader r(root, name);
   const auto ensure = [&](bool ok, const std::string& message) {
-    if (!ok) throw InvalidArgument(name + ": " + message);
+    if (!ok) fail(name, ": ", message);
   };
   MockConfig c;
   const std::string mode = r.has("mode") ? r.text("mode") : "distribution";
@@ -217,8 +217,8 @@ MockConfig parse_mock_config(const std::string& json_text, const std::string& ba
     r.reject_unknown(
         "mode, type, short_min, short_max, long_min, long_max, long_fraction, size, seed");
   } else {
-    throw InvalidArgument(name + ": unknown distribution type \"" + detail::excerpt(type) +
-                          "\"; use lognormal, uniform or bimodal");
+    fail(name, ": unknown distribution type \"", detail::excerpt(type),
+         "\"; use lognormal, uniform or bimodal");
   }
   try {
     validate(c);
@@ -226,8 +226,7 @@ MockConfig parse_mock_config(const std::string& json_text, const std::string& ba
     if (source.empty()) throw;
     const std::string generic = config_name("") + ": ";
     const std::string what = e.what();
-    throw InvalidArgument(name + ": " +
-                          (what.starts_with(generic) ? what.substr(generic.size()) : what));
+    fail(name, ": ", (what.starts_with(generic) ? what.substr(generic.size()) : what));
   }
   return c;
 }

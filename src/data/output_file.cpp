@@ -56,9 +56,8 @@ std::string final_path(const std::string& path) {
     if (ec) break;
     at = target.is_absolute() ? target : at.parent_path() / target;
   }
-  throw InvalidArgument("output '" + path + "' is a symbolic link that loops (or passes " +
-                        std::to_string(kMaxHops) +
-                        " links); remove it or write somewhere else (nothing was written)");
+  fail("output '", path, "' is a symbolic link that loops (or passes ", std::to_string(kMaxHops),
+       " links); remove it or write somewhere else (nothing was written)");
 }
 
 // The process umask, read from /proc/self/status: reading it with umask() means setting it, which
@@ -98,8 +97,8 @@ void sync_folder(const std::string& path) {
   const std::string reason = error_text();
   if (fd >= 0) ::close(fd);
   if (!synced) {
-    throw InvalidArgument("'" + path + "' is in place but its folder could not be synced (" +
-                          reason + "); it may not survive a crash");
+    fail("'", path, "' is in place but its folder could not be synced (", reason,
+         "); it may not survive a crash");
   }
 }
 
@@ -123,8 +122,8 @@ Backup keep_backup(const std::string& path) {
     if (::link(path.c_str(), backup.c_str()) == 0) return {backup, false};
     if (errno == EEXIST) continue;
     if (::rename(path.c_str(), backup.c_str()) == 0) return {backup, true};
-    throw InvalidArgument("cannot keep the old '" + path + "' while replacing it: " + error_text() +
-                          " (nothing was moved into place)");
+    fail("cannot keep the old '", path, "' while replacing it: ", error_text(),
+         " (nothing was moved into place)");
   }
 }
 
@@ -135,13 +134,12 @@ void put_back(const std::string& path, const Backup& backup, const std::string& 
       backup.path.empty() ? ::unlink(path.c_str()) == 0 || errno == ENOENT
                           : detail::file_syscalls().rename(backup.path.c_str(), path.c_str()) == 0;
   if (!restored) {
-    throw InvalidArgument(
-        "'" + path + "' may be new while '" + partner + "' is old, and then they do not belong " +
-        "together: " +
-        (backup.path.empty()
-             ? "removing the new '" + path + "' failed"
-             : "the old '" + path + "' could not be put back from '" + backup.path + "'") +
-        " (" + error_text() + ")");
+    fail("'", path, "' may be new while '", partner, "' is old, and then they do not belong ",
+         "together: ",
+         (backup.path.empty()
+              ? "removing the new '" + path + "' failed"
+              : "the old '" + path + "' could not be put back from '" + backup.path + "'"),
+         " (", error_text(), ")");
   }
 }
 
@@ -162,12 +160,12 @@ void refuse_replacing_inputs(const std::string& path) {
   if (path.empty()) throw InvalidArgument("an output path is empty");
   const std::string input = leased_input_at(path);
   if (!input.empty()) {
-    throw InvalidArgument("output '" + path + "' is the same file as the input '" + input +
-                          "'; write the output somewhere else (nothing was written)");
+    fail("output '", path, "' is the same file as the input '", input,
+         "'; write the output somewhere else (nothing was written)");
   }
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    throw InvalidArgument("output '" + path + "' exists and is not a regular file");
+    fail("output '", path, "' exists and is not a regular file");
   }
 }
 
@@ -182,7 +180,7 @@ OutputFile::OutputFile(const std::string& path) {
   detail::remove_stale_temporaries(target);
   std::string templ = detail::temporary_template(target);
   const int fd = ::mkstemp(templ.data());
-  if (fd < 0) throw InvalidArgument("cannot create '" + path + "': " + error_text());
+  if (fd < 0) fail("cannot create '", path, "': ", error_text());
   temp_path_ = templ;
   registration_ = std::make_shared<detail::TemporaryRegistration>(temp_path_.c_str());
   struct stat st {};
@@ -193,7 +191,7 @@ OutputFile::OutputFile(const std::string& path) {
     const std::string reason = error_text();
     ::close(fd);
     ::unlink(temp_path_.c_str());
-    throw InvalidArgument("cannot create '" + path + "': " + reason);
+    fail("cannot create '", path, "': ", reason);
   }
 }
 
@@ -217,9 +215,9 @@ OutputFile::~OutputFile() {
 }
 
 void OutputFile::write(const void* data, size_t n) {
-  if (file_ == nullptr) throw InvalidArgument("'" + path_ + "' is already complete");
+  if (file_ == nullptr) fail("'", path_, "' is already complete");
   if (n > 0 && std::fwrite(data, 1, n, file_) != n) {
-    throw InvalidArgument("cannot write '" + path_ + "': " + error_text());
+    fail("cannot write '", path_, "': ", error_text());
   }
 }
 
@@ -233,7 +231,7 @@ void OutputFile::close() {
   const int rc = std::fclose(file_);
   file_ = nullptr;
   if (!synced || rc != 0) {
-    throw InvalidArgument("cannot write '" + path_ + "': " + (synced ? error_text() : reason));
+    fail("cannot write '", path_, "': ", (synced ? error_text() : reason));
   }
   closed_ = true;
 }
@@ -242,7 +240,7 @@ void OutputFile::commit() {
   if (committed_) return;
   if (DeferredCommits* scope = deferred_scope()) {
     close();
-    if (!closed_) throw InvalidArgument("'" + path_ + "' was not written");
+    if (!closed_) fail("'", path_, "' was not written");
     scope->pending_.push_back({std::make_unique<OutputFile>(std::move(*this)), nullptr});
     committed_ = true;  // handed over: in place once the scope commits
     return;
@@ -253,7 +251,7 @@ void OutputFile::commit() {
 void OutputFile::commit_now() {
   if (committed_) return;
   close();
-  if (!closed_) throw InvalidArgument("'" + path_ + "' was not written");
+  if (!closed_) fail("'", path_, "' was not written");
   // The check again, as late as possible: an input opened since the constructor is not replaced.
   refuse_replacing_inputs(path_);
   move_into_place();
@@ -262,7 +260,7 @@ void OutputFile::commit_now() {
 
 void OutputFile::move_into_place() {
   if (detail::file_syscalls().rename(temp_path_.c_str(), path_.c_str()) != 0) {
-    throw InvalidArgument("cannot move the new '" + path_ + "' into place: " + error_text());
+    fail("cannot move the new '", path_, "' into place: ", error_text());
   }
   committed_ = true;
   registration_.reset();  // the name is free again: a signal must not remove another file by it
@@ -273,8 +271,7 @@ void commit_pair(OutputFile& first, OutputFile& second) {
     first.close();
     second.close();
     if (!first.closed_ || !second.closed_) {
-      throw InvalidArgument("'" + (first.closed_ ? second.path_ : first.path_) +
-                            "' was not written");
+      fail("'", (first.closed_ ? second.path_ : first.path_), "' was not written");
     }
     scope->pending_.push_back({std::make_unique<OutputFile>(std::move(first)),
                                std::make_unique<OutputFile>(std::move(second))});
@@ -284,7 +281,7 @@ void commit_pair(OutputFile& first, OutputFile& second) {
   first.close();
   second.close();
   if (!first.closed_ || !second.closed_) {
-    throw InvalidArgument("'" + (first.closed_ ? second.path_ : first.path_) + "' was not written");
+    fail("'", (first.closed_ ? second.path_ : first.path_), "' was not written");
   }
   refuse_replacing_inputs(first.path_);
   refuse_replacing_inputs(second.path_);
@@ -295,8 +292,8 @@ void commit_pair(OutputFile& first, OutputFile& second) {
     second.move_into_place();
   } catch (const InvalidArgument& e) {
     undo_first_move(first.path_, std::exchange(first.committed_, false), backup, second.path_);
-    throw InvalidArgument(std::string(e.what()) + "; '" + first.path_ + "' and '" + second.path_ +
-                          "' are left as they were");
+    fail(std::string(e.what()), "; '", first.path_, "' and '", second.path_,
+         "' are left as they were");
   } catch (...) {
     undo_first_move(first.path_, std::exchange(first.committed_, false), backup, second.path_);
     throw;

@@ -278,8 +278,8 @@ void check_arrays(const detail::PackFileContents& d, Reader& r, const std::strin
   }
   if (const int64_t i = repeated_entry(d.ids, d.source.size); i >= 0) {
     const auto entry = static_cast<size_t>(i);
-    throw InvalidArgument(entry_text(path, ids_at, entry, d.ids[entry]) +
-                          " appears a second time; each sample is in at most one pack");
+    thdpack::fail(entry_text(path, ids_at, entry, d.ids[entry]),
+                  " appears a second time; each sample is in at most one pack");
   }
 }
 
@@ -366,7 +366,7 @@ std::unique_ptr<PackedDataset> PackedDataset::open(const std::string& path) {
     d->dataset_ = std::move(opened.dataset);
     now = opened.fingerprint;
   } catch (const InvalidArgument& e) {
-    throw InvalidArgument(path + ": cannot open its " + d->source_.kind + " source: " + e.what());
+    thdpack::fail(path, ": cannot open its ", d->source_.kind, " source: ", e.what());
   } catch (const std::bad_alloc&) {
     throw too_large();
   } catch (const std::length_error&) {

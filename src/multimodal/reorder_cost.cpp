@@ -61,7 +61,7 @@ double sample_cost(std::span<const int64_t> input_ids, const ReorderCost& cost) 
 void check_vision_fields(const MultimodalSample& sample, const ReorderCost& cost) {
   const auto ids_it = sample.fields.find(kInputIdsField);
   if (ids_it == sample.fields.end()) {
-    throw InvalidArgument(sample_label(sample) + " has no '" + kInputIdsField + "'");
+    fail(sample_label(sample), " has no '", kInputIdsField, "'");
   }
   const int64_t patches = image_patches(ids_it->second.int64_values(), cost);
   const int64_t per_token = cost.spatial_merge_size * cost.spatial_merge_size;
@@ -70,8 +70,7 @@ void check_vision_fields(const MultimodalSample& sample, const ReorderCost& cost
   if (grid_it != sample.fields.end()) {
     const SampleField& grid = grid_it->second;
     if (grid.type != FieldType::kInt64 || grid.shape.size() != 2 || grid.shape[1] != 3) {
-      throw InvalidArgument(sample_label(sample) + ": '" + kImageGridField +
-                            "' must be int64 of shape [images, 3]");
+      fail(sample_label(sample), ": '", kImageGridField, "' must be int64 of shape [images, 3]");
     }
     const auto values = grid.int64_values();
     const int64_t images = grid.shape[0];

@@ -41,7 +41,7 @@ int64_t checked_product(std::span<const int64_t> dims, const std::string& what) 
   for (int64_t d : dims) {
     check(d >= 0, what, " has a negative dimension ", d);
     if (d != 0 && n > std::numeric_limits<int64_t>::max() / 16 / d) {
-      throw InvalidArgument(what + " is too large (its element count overflows)");
+      fail(what, " is too large (its element count overflows)");
     }
     n *= d;
   }
@@ -103,7 +103,7 @@ SampleField SampleField::of_float32(std::span<const float> values, std::vector<i
 
 std::span<const int64_t> SampleField::int64_values() const {
   if (type != FieldType::kInt64) {
-    throw InvalidArgument("field of type " + field_type_name(type) + " read as int64");
+    fail("field of type ", field_type_name(type), " read as int64");
   }
   check(data.size() % sizeof(int64_t) == 0, "int64 field has ", data.size(),
         " bytes, not a multiple of 8");
@@ -135,7 +135,7 @@ SampleSchema make_schema(std::vector<FieldSpec> fields) {
     const FieldSpec& f = fields[i];
     if (f.name.empty()) throw InvalidArgument("a sample field has an empty name");
     if (i > 0 && fields[i - 1].name == f.name) {
-      throw InvalidArgument("sample field '" + f.name + "' appears twice in the schema");
+      fail("sample field '", f.name, "' appears twice in the schema");
     }
     check(f.rank >= 0, "sample field '", f.name, "' has rank ", f.rank);
     info_of(f.type);  // rejects unknown type codes
@@ -148,8 +148,7 @@ SampleSchema make_schema(std::vector<FieldSpec> fields) {
     }
   }
   if (!has_input_ids) {
-    throw InvalidArgument(std::string("the sample schema has no '") + kInputIdsField +
-                          "' field (int64, rank 1)");
+    fail(std::string("the sample schema has no '"), kInputIdsField, "' field (int64, rank 1)");
   }
   return SampleSchema{std::move(fields)};
 }
@@ -169,11 +168,11 @@ std::vector<int64_t> sample_dims(const MultimodalSample& sample, const SampleSch
   for (const auto& spec : schema.fields) {
     const std::string label = field_label(sample.id, spec.name);
     const auto it = sample.fields.find(spec.name);
-    if (it == sample.fields.end()) throw InvalidArgument(label + " is missing");
+    if (it == sample.fields.end()) fail(label, " is missing");
     const SampleField& f = it->second;
     if (f.type != spec.type) {
-      throw InvalidArgument(label + " is " + field_type_name(f.type) + " but the schema says " +
-                            field_type_name(spec.type));
+      fail(label, " is ", field_type_name(f.type), " but the schema says ",
+           field_type_name(spec.type));
     }
     check(static_cast<int>(f.shape.size()) == spec.rank, label, " has rank ", f.shape.size(),
           " but the schema says ", spec.rank);
@@ -187,7 +186,7 @@ std::vector<int64_t> sample_dims(const MultimodalSample& sample, const SampleSch
       const std::string& name = entry.first;
       const bool known = std::any_of(schema.fields.begin(), schema.fields.end(),
                                      [&](const FieldSpec& s) { return s.name == name; });
-      if (!known) throw InvalidArgument(field_label(sample.id, name) + " is not in the schema");
+      if (!known) fail(field_label(sample.id, name), " is not in the schema");
     }
   }
   return dims;

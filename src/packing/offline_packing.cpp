@@ -96,7 +96,7 @@ PackStrategy pack_strategy_from_name(const std::string& name) {
   if (name == "bfd" || name == "best-fit-decreasing") return PackStrategy::kBestFitDecreasing;
   if (name == "ffd" || name == "first-fit-decreasing") return PackStrategy::kFirstFitDecreasing;
   if (name == "next-fit" || name == "nf") return PackStrategy::kNextFit;
-  throw InvalidArgument("unknown packing strategy '" + name + "'; use bfd, ffd or next-fit");
+  fail("unknown packing strategy '", name, "'; use bfd, ffd or next-fit");
 }
 
 std::string pack_strategy_name(PackStrategy strategy) {

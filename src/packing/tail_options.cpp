@@ -21,7 +21,7 @@ TailAlign parse_tail_align(const std::string& name) {
   if (name == "none") return TailAlign::kNone;
   if (name == "multiple") return TailAlign::kMultiple;
   if (name == "capacity") return TailAlign::kCapacity;
-  throw InvalidArgument("tail_align must be 'none', 'multiple' or 'capacity', got '" + name + "'");
+  fail("tail_align must be 'none', 'multiple' or 'capacity', got '", name, "'");
 }
 
 std::string tail_policy_name(TailPolicy policy) {
@@ -31,8 +31,7 @@ std::string tail_policy_name(TailPolicy policy) {
 TailPolicy parse_tail_policy(const std::string& name) {
   if (name == "append_dummy_seq") return TailPolicy::kAppendDummySeq;
   if (name == "extend_last") return TailPolicy::kExtendLast;
-  throw InvalidArgument("tail_policy must be 'append_dummy_seq' or 'extend_last', got '" + name +
-                        "'");
+  fail("tail_policy must be 'append_dummy_seq' or 'extend_last', got '", name, "'");
 }
 
 }  // namespace thdpack

@@ -220,10 +220,9 @@ void check_headers_against_sources(const Topology& t, ReadingMode reading,
            " samples): all readers of one DP index must hold the same samples");
     }
     if (h.group_ids_fingerprint != s.group_ids_fingerprint) {
-      throw InvalidArgument(where(t, r) + " holds the same samples as " +
-                            where(t, source_of(t, t.coordinates(r).dp)) +
-                            " but their group ids differ: all readers of one DP index must give "
-                            "the same group ids");
+      fail(where(t, r), " holds the same samples as ", where(t, source_of(t, t.coordinates(r).dp)),
+           " but their group ids differ: all readers of one DP index must give "
+           "the same group ids");
     }
   }
 }

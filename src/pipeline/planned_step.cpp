@@ -56,7 +56,7 @@ Plan agreed_plan(Communicator& world, const PlannedBatch& planned, const GlobalB
   const auto digest = static_cast<int64_t>(digest_of(planned) >> 1);
   int64_t votes[] = {refusal.empty() ? 0 : 1, digest, -digest};
   world.allreduce(votes, ReduceOp::kMax);
-  if (!refusal.empty()) throw InvalidArgument("the given plan does not fit this step: " + refusal);
+  if (!refusal.empty()) fail("the given plan does not fit this step: ", refusal);
   if (votes[0] != 0) {
     throw InvalidArgument("another rank refused the given plan (it does not fit the step there)");
   }
@@ -77,9 +77,9 @@ void check_planned_batch(const PlannedBatch& planned, const GlobalBatch& batch,
   const CpLayout layout = scheduler_layout(planned.scheduler);
   if (layout != scheduler_layout(options.scheduler)) {
     auto name = [](CpLayout l) { return l == CpLayout::kFixed ? "fixed" : "dynamic"; };
-    throw InvalidArgument("the plan was made by " + planned.scheduler + " (" + name(layout) +
-                          " CP); this job's scheduler " + options.scheduler + " runs " +
-                          name(scheduler_layout(options.scheduler)) + " CP");
+    fail("the plan was made by ", planned.scheduler, " (", name(layout),
+         " CP); this job's scheduler ", options.scheduler, " runs ",
+         name(scheduler_layout(options.scheduler)), " CP");
   }
   if (plan.dp() != t.dp() || plan.cp() != t.cp()) {
     fail("the plan is laid out for dp=", plan.dp(), " cp=", plan.cp(), ", the job has dp=", t.dp(),
@@ -101,8 +101,8 @@ void check_planned_batch(const PlannedBatch& planned, const GlobalBatch& batch,
   try {
     if (uses_dynamic_cp(options)) {
       if (!batch.group_ids.empty()) {
-        throw InvalidArgument("scheduler " + options.scheduler +
-                              " does not keep groups of samples together; give no group ids");
+        fail("scheduler ", options.scheduler,
+             " does not keep groups of samples together; give no group ids");
       }
       check_dynamic_cp_plan(plan, batch.ids, batch.padded_lengths, schedule_options_of(options));
     } else {

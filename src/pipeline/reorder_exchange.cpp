@@ -191,26 +191,23 @@ struct ReorderExchange::State {
 void validate(const ReorderOptions& o, int dp) {
   validate(o.cost, o.reorder);
   if (o.window < 1) {
-    throw InvalidArgument("reorder window must be >= 1 micro-batch, got " +
-                          std::to_string(o.window));
+    thdpack::fail("reorder window must be >= 1 micro-batch, got ", std::to_string(o.window));
   }
   if (o.max_exchange_bytes < 1 || o.max_exchange_bytes > kMaxExchangeBytes) {
-    throw InvalidArgument("reorder: max_exchange_bytes must be 1 to " +
-                          std::to_string(kMaxExchangeBytes) + ", got " +
-                          std::to_string(o.max_exchange_bytes));
+    thdpack::fail("reorder: max_exchange_bytes must be 1 to ", std::to_string(kMaxExchangeBytes),
+                  ", got ", std::to_string(o.max_exchange_bytes));
   }
   const std::vector<int> sizes =
       o.module_dp_sizes.empty() ? std::vector<int>{dp} : o.module_dp_sizes;
   if (std::find(sizes.begin(), sizes.end(), dp) == sizes.end()) {
-    throw InvalidArgument("reorder: this DP group has " + std::to_string(dp) +
-                          " ranks but the module DP sizes given do not include " +
-                          std::to_string(dp));
+    thdpack::fail("reorder: this DP group has ", std::to_string(dp),
+                  " ranks but the module DP sizes given do not include ", std::to_string(dp));
   }
   const int64_t groups = canonical_groups(sizes);
   if (o.microbatch_size < 1 || o.microbatch_size % groups != 0) {
-    throw InvalidArgument(
-        "reorder: the micro-batch size " + std::to_string(o.microbatch_size) +
-        " must be a positive multiple of G = lcm(module DP sizes) = " + std::to_string(groups));
+    thdpack::fail(
+        "reorder: the micro-batch size ", std::to_string(o.microbatch_size),
+        " must be a positive multiple of G = lcm(module DP sizes) = ", std::to_string(groups));
   }
 }
 
@@ -317,8 +314,7 @@ void check_headers_agree(const std::vector<WindowHeader>& headers) {
              " vs " + std::to_string(h.microbatches) + ")";
     }
     if (!what.empty()) {
-      throw InvalidArgument("reorder: DP ranks 0 and " + std::to_string(r) + " disagree on the " +
-                            what);
+      thdpack::fail("reorder: DP ranks 0 and ", std::to_string(r), " disagree on the ", what);
     }
   }
 }
@@ -331,15 +327,15 @@ void ReorderExchange::State::describe_window(
   local.meta.resize(static_cast<size_t>(window_mbs * shard * words));
   local.bytes.resize(static_cast<size_t>(window_mbs * shard));
   if (window_mbs < 1 || window_mbs > options.window) {
-    throw InvalidArgument("a window holds 1 to " + std::to_string(options.window) +
-                          " micro-batches, got " + std::to_string(window_mbs));
+    thdpack::fail("a window holds 1 to ", std::to_string(options.window), " micro-batches, got ",
+                  std::to_string(window_mbs));
   }
   for (int64_t k = 0; k < window_mbs; ++k) {
     const auto& mb = shards[static_cast<size_t>(k)];
     if (static_cast<int64_t>(mb.size()) != shard) {
-      throw InvalidArgument("micro-batch " + std::to_string(k) + " of the window has " +
-                            std::to_string(mb.size()) +
-                            " samples on this rank, expected B/dp = " + std::to_string(shard));
+      thdpack::fail("micro-batch ", std::to_string(k), " of the window has ",
+                    std::to_string(mb.size()),
+                    " samples on this rank, expected B/dp = ", std::to_string(shard));
     }
     for (int64_t j = 0; j < shard; ++j) {
       const MultimodalSample& sample = mb[static_cast<size_t>(j)];

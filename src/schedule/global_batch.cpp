@@ -33,7 +33,7 @@ std::string sample_order_name(SampleOrder order) {
 SampleOrder parse_sample_order(const std::string& name) {
   if (name == "contiguous") return SampleOrder::kContiguous;
   if (name == "megatron") return SampleOrder::kMegatron;
-  throw InvalidArgument("sample order must be 'contiguous' or 'megatron', got '" + name + "'");
+  fail("sample order must be 'contiguous' or 'megatron', got '", name, "'");
 }
 
 std::vector<int64_t> rank_major_indices(std::vector<int64_t> indices, int dp, SampleOrder order) {
@@ -78,7 +78,7 @@ GlobalBatch make_global_batch(const Dataset& dataset, int64_t step, const Global
     } catch (const InvalidArgument& e) {
       const std::string where = dataset.locate(id);  // the file and line, where there is one
       if (where.empty()) throw;
-      throw InvalidArgument(where + ": " + e.what());
+      fail(where, ": ", e.what());
     }
     if (real != length) ++b.truncated;
     b.real_lengths.push_back(real);

@@ -16,7 +16,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 [[noreturn]] void malformed(const std::string& where, const std::string& what) {
-  throw InvalidArgument(where + ": " + what);
+  fail(where, ": ", what);
 }
 
 const Json& field(const Json& object, const char* name, const std::string& where) {
@@ -149,7 +149,7 @@ PlannedBatch planned_batch_from_json(std::string_view json) {
 
 std::vector<PlanFileStep> read_plan_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw InvalidArgument("cannot open plan file " + path);
+  if (!in) fail("cannot open plan file ", path);
   std::ostringstream text;
   text << in.rdbuf();
   const Json file = parse(text.str(), path);

@@ -48,13 +48,12 @@ namespace detail {
 Plan DynamicCpScheduler::schedule(const ScheduleInput& input,
                                   const ScheduleOptions& options) const {
   if (!input.group_ids.empty()) {
-    throw InvalidArgument("scheduler " + name_ +
-                          " does not keep groups of samples together; give no group ids");
+    fail("scheduler ", name_, " does not keep groups of samples together; give no group ids");
   }
   if (options.max_sequences_per_pack > 0) {
-    throw InvalidArgument("scheduler " + name_ +
-                          " (dynamic CP) does not support "
-                          "max_sequences_per_pack");
+    fail("scheduler ", name_,
+         " (dynamic CP) does not support "
+         "max_sequences_per_pack");
   }
   return function_(input.ids, input.padded_lengths, options);
 }

@@ -17,8 +17,7 @@ namespace thdpack {
 inline int64_t checked_add(int64_t a, int64_t b, std::string_view what) {
   int64_t out = 0;
   if (__builtin_add_overflow(a, b, &out)) {
-    throw InvalidArgument(std::string(what) + " overflows int64 (" + std::to_string(a) + " + " +
-                          std::to_string(b) + ")");
+    fail(std::string(what), " overflows int64 (", std::to_string(a), " + ", std::to_string(b), ")");
   }
   return out;
 }
@@ -27,8 +26,7 @@ inline int64_t checked_add(int64_t a, int64_t b, std::string_view what) {
 inline int64_t checked_mul(int64_t a, int64_t b, std::string_view what) {
   int64_t out = 0;
   if (__builtin_mul_overflow(a, b, &out)) {
-    throw InvalidArgument(std::string(what) + " overflows int64 (" + std::to_string(a) + " x " +
-                          std::to_string(b) + ")");
+    fail(std::string(what), " overflows int64 (", std::to_string(a), " x ", std::to_string(b), ")");
   }
   return out;
 }

@@ -222,8 +222,8 @@ void check_outputs(const PackFlags& f) {
   const size_t materialized = f.materialize.empty() ? 0 : 2;
   for (size_t i = 1; i <= materialized; ++i) {
     if (std::filesystem::weakly_canonical(outputs[i]) == std::filesystem::weakly_canonical(f.out)) {
-      throw InvalidArgument("--materialize " + f.materialize + " would write " + outputs[i] +
-                            ", which is the pack file of --out; give another prefix");
+      fail("--materialize ", f.materialize, " would write ", outputs[i],
+           ", which is the pack file of --out; give another prefix");
     }
   }
   // The report may not replace another output.
@@ -231,8 +231,8 @@ void check_outputs(const PackFlags& f) {
     for (size_t i = 0; i + 1 < outputs.size(); ++i) {
       if (std::filesystem::weakly_canonical(outputs[i]) ==
           std::filesystem::weakly_canonical(f.report)) {
-        throw InvalidArgument("--report " + f.report + " is the same file as the output " +
-                              outputs[i] + "; write the report somewhere else");
+        fail("--report ", f.report, " is the same file as the output ", outputs[i],
+             "; write the report somewhere else");
       }
     }
   }

@@ -64,8 +64,8 @@ void check_outputs(const PlanFlags& f) {
   refuse_replacing_inputs(outputs);
   if (outputs.size() == 2 && std::filesystem::weakly_canonical(f.plan_out) ==
                                  std::filesystem::weakly_canonical(f.report)) {
-    throw InvalidArgument("--report " + f.report + " is the same file as --plan-out " + f.plan_out +
-                          "; write the report somewhere else");
+    fail("--report ", f.report, " is the same file as --plan-out ", f.plan_out,
+         "; write the report somewhere else");
   }
 }
 
@@ -83,16 +83,16 @@ struct PlanSetup {
 // scheduler, all under the CP cost model (CostModel::of_preset_or_coefficients).
 PlanSetup layout_comparison_setup(const PlanFlags& f, const Job& job) {
   if (f.shapes.tail_align != "none" || f.shapes.fixed_cu_seqlens_entries > 0) {
-    throw InvalidArgument(
+    fail(
         "--tail-align and --fixed-cu-seqlens-entries (static shapes) are not supported by the "
-        "dynamic CP schedulers; leave them out with --scheduler " +
+        "dynamic CP schedulers; leave them out with --scheduler ",
         f.scheduler);
   }
   // The dynamic-CP schedulers have no cap on the sequences of a pack: refused rather than ignored.
   if (job.max_sequences_per_pack > 0) {
-    throw InvalidArgument(
+    fail(
         "--thd-max-packed-sequences is not supported by the dynamic CP schedulers; leave it out "
-        "with --scheduler " +
+        "with --scheduler ",
         f.scheduler);
   }
   const Topology& t = job.topology;
@@ -319,9 +319,8 @@ int run_plan(const PlanFlags& f) {
   for (const auto& summary : summaries) {
     if (summary.error.empty()) return 0;
   }
-  throw InvalidArgument(summaries.size() == 1 ? summaries[0].name + ": " + summaries[0].error
-                                              : "every scheduler failed; " + summaries[0].name +
-                                                    ": " + summaries[0].error);
+  fail(summaries.size() == 1 ? "" : "every scheduler failed; ", summaries[0].name, ": ",
+       summaries[0].error);
 }
 
 }  // namespace

@@ -70,7 +70,7 @@ std::vector<int> parse_sizes(const std::string& text) {
       out.push_back(std::stoi(item, &used));
       if (used != item.size()) throw std::invalid_argument(item);
     } catch (const std::exception&) {
-      throw InvalidArgument("--module-dp-sizes takes comma-separated integers, got '" + text + "'");
+      fail("--module-dp-sizes takes comma-separated integers, got '", text, "'");
     }
   }
   return out;
@@ -172,7 +172,7 @@ int run(ReorderFlags f, int rank, int size) {
   if (f.method == "longest-first") {
     o.assignment.method = AssignmentMethod::kLongestFirst;
   } else if (f.method != "refined") {
-    throw InvalidArgument("--method must be 'refined' or 'longest-first', got '" + f.method + "'");
+    fail("--method must be 'refined' or 'longest-first', got '", f.method, "'");
   }
   if (f.microbatches < 1) throw InvalidArgument("--microbatches must be >= 1");
   validate(o, size);
@@ -181,8 +181,7 @@ int run(ReorderFlags f, int rank, int size) {
     refuse_replacing_inputs(f.report);
     const std::filesystem::path folder = std::filesystem::path(f.report).parent_path();
     if (!folder.empty() && !std::filesystem::is_directory(folder)) {
-      throw InvalidArgument("cannot create '" + f.report + "': no folder '" + folder.string() +
-                            "'");
+      fail("cannot create '", f.report, "': no folder '", folder.string(), "'");
     }
   }
 

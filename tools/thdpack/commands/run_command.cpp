@@ -66,12 +66,12 @@ PipelineOptions pipeline_options(const RunFlags& f, const Job& job) {
   if (f.reading == "all-ranks") {
     o.reading = ReadingMode::kAllRanks;
   } else if (f.reading != "megatron") {
-    throw InvalidArgument("--reading must be 'megatron' or 'all-ranks', got '" + f.reading + "'");
+    fail("--reading must be 'megatron' or 'all-ranks', got '", f.reading, "'");
   }
   if (f.cp_mode == "contiguous") {
     o.cp_mode = CpMode::kContiguous;
   } else if (f.cp_mode != "zigzag") {
-    throw InvalidArgument("--cp-mode must be 'zigzag' or 'contiguous', got '" + f.cp_mode + "'");
+    fail("--cp-mode must be 'zigzag' or 'contiguous', got '", f.cp_mode, "'");
   }
   o.pad_id = f.pad_id;
   o.ignore_id = f.ignore_id;
@@ -79,8 +79,7 @@ PipelineOptions pipeline_options(const RunFlags& f, const Job& job) {
   if (f.pad_positions == "zero") {
     o.pad_positions = PadPositions::kZero;
   } else if (f.pad_positions != "continue") {
-    throw InvalidArgument("--pad-positions must be 'continue' or 'zero', got '" + f.pad_positions +
-                          "'");
+    fail("--pad-positions must be 'continue' or 'zero', got '", f.pad_positions, "'");
   }
   o.tokens_on_last_stage = f.tokens_on_last_stage;
   f.shapes.apply_to(o);

@@ -122,7 +122,7 @@ Job resolve_job(const JobFlags& f) {
   if (f.oversize == "truncate") {
     job.oversize = OversizePolicy::kTruncate;
   } else if (f.oversize != "error") {
-    throw InvalidArgument("--oversize must be 'error' or 'truncate', got '" + f.oversize + "'");
+    fail("--oversize must be 'error' or 'truncate', got '", f.oversize, "'");
   }
   job.sample_order = parse_sample_order(f.sample_order);
   job.max_sequences_per_pack = f.max_sequences_per_pack;
