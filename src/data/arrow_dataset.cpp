@@ -13,6 +13,8 @@
 #include <arrow/record_batch.h>
 
 #include <cstring>
+#include <mutex>
+#include <set>
 
 #include "data/parquet_source.hpp"
 #include "data/table_dataset.hpp"
@@ -45,9 +47,17 @@ class BatchesFile final : public detail::TableFile {
   int64_t group_rows(int g) const override { return batches_[static_cast<size_t>(g)]->num_rows(); }
   std::shared_ptr<arrow::ChunkedArray> read(int g, int field) const override {
     const auto& column = batches_[static_cast<size_t>(g)]->column(field);
-    // Offsets past the values, say, of a damaged file: refused before any value is read.
-    ok_or_fail(column->ValidateFull(), message(path_, ": record batch ", g, ": column \"",
-                                               schema_->field(field)->name(), "\""));
+    // Offsets past the values, say, of a damaged file: refused before any value is read (once
+    // per column of a batch; a sample read later finds it checked).
+    const std::lock_guard lock(mutex_);
+    if (validated_.insert({g, field}).second) {
+      const arrow::Status status = column->ValidateFull();
+      if (!status.ok()) {
+        validated_.erase({g, field});
+        fail(path_, ": record batch ", g, ": column \"", schema_->field(field)->name(),
+             "\": ", status.message());
+      }
+    }
     return std::make_shared<arrow::ChunkedArray>(column);
   }
   const char* group_noun() const override { return "record batch"; }
@@ -57,6 +67,8 @@ class BatchesFile final : public detail::TableFile {
   std::shared_ptr<arrow::Schema> schema_;
   std::vector<std::shared_ptr<arrow::RecordBatch>> batches_;
   std::shared_ptr<void> keep_;  // what the batches point into (the file's lease)
+  mutable std::mutex mutex_;
+  mutable std::set<std::pair<int, int>> validated_;  // (batch, field) checked by ValidateFull
 };
 
 // The same schema in every batch: a stream may not change it, and a dataset reads by field index.
