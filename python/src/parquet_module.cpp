@@ -4,6 +4,7 @@
 // those very libraries) and then this module. Datasets come back as the Dataset type _thdpack
 // registers, usable wherever its datasets are.
 
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -102,19 +103,24 @@ PYBIND11_MODULE(_thdpack_parquet, m) {
       py::arg("labels_shifted") = false, py::arg("bridge_packed") = false);
   m.def(
       "load_arrow_stream_dataset",
-      [](const py::capsule& stream, const std::string& name, const std::string& tokens_column,
-         const py::object& loss_mask_column, const py::object& labels_column, bool labels_shifted,
-         bool bridge_packed) {
+      [](const py::capsule& stream, const std::string& name, const py::object& rows,
+         const std::string& tokens_column, const py::object& loss_mask_column,
+         const py::object& labels_column, bool labels_shifted, bool bridge_packed) {
         check(std::string(stream.name() ? stream.name() : "") == "arrow_array_stream", name,
               ": not an Arrow C stream capsule (__arrow_c_stream__)");
         auto* s = stream.get_pointer<ArrowArrayStream>();
         const ParquetOptions o = options_from(tokens_column, loss_mask_column, labels_column,
                                               labels_shifted, bridge_packed);
-        return std::shared_ptr<Dataset>(load_arrow_stream_dataset(s, o, name));
+        std::unique_ptr<Dataset> table = load_arrow_stream_dataset(s, o, name);
+        if (rows.is_none()) return std::shared_ptr<Dataset>(std::move(table));
+        const auto a = rows.cast<py::array_t<int64_t, py::array::c_style | py::array::forcecast>>();
+        std::vector<int64_t> r(a.data(), a.data() + a.size());
+        return std::shared_ptr<Dataset>(select_rows(std::move(table), std::move(r), name));
       },
-      py::arg("stream"), py::kw_only(), py::arg("name"), py::arg("tokens_column") = "input_ids",
-      py::arg("loss_mask_column") = py::none(), py::arg("labels_column") = py::none(),
-      py::arg("labels_shifted") = false, py::arg("bridge_packed") = false);
+      py::arg("stream"), py::kw_only(), py::arg("name"), py::arg("rows") = py::none(),
+      py::arg("tokens_column") = "input_ids", py::arg("loss_mask_column") = py::none(),
+      py::arg("labels_column") = py::none(), py::arg("labels_shifted") = false,
+      py::arg("bridge_packed") = false);
   using Opener = OpenedPackSource (*)(const PackSource&);
   const Opener opener = &open_source;
   m.attr("_pack_source_opener") =

@@ -81,9 +81,9 @@ def load_hf_dataset(dataset, *, tokens_column: str = "input_ids",
 
     * a ``datasets.Dataset``: its Arrow table (memory-mapped from its cache files, or in memory)
       is handed over through the Arrow C stream interface, so column renames, casts and removed
-      columns are seen as ``datasets`` sees them. A dataset with an indices mapping
-      (``select``, ``shuffle``, ``filter``, ``train_test_split``) is refused: call
-      ``dataset.flatten_indices()`` first.
+      columns are seen as ``datasets`` sees them. An indices mapping (``select``, ``shuffle``,
+      ``filter``, ``train_test_split``) is followed: sample i is ``dataset[i]`` (8 bytes a sample
+      for the mapping; ``flatten_indices()`` first makes the table itself that order).
     * a ``pyarrow.Table`` (or anything with ``__arrow_c_stream__``);
     * a path, or a list of them: a folder written by ``Dataset.save_to_disk`` (its Arrow files in
       the order of its ``state.json``), Arrow IPC files or globs, read as ``--hf-dataset`` reads
@@ -100,12 +100,12 @@ def load_hf_dataset(dataset, *, tokens_column: str = "input_ids",
         return _parquet.load_arrow_dataset(dataset, **options)
     name = "Arrow table"
     table = dataset
+    rows = None
     if hasattr(dataset, "_indices") and hasattr(dataset, "data") and hasattr(dataset, "cache_files"):
         if getattr(dataset, "_indices", None) is not None:
-            raise InvalidArgument(  # noqa: F405
-                "this datasets.Dataset has an indices mapping (from select, shuffle, filter or a "
-                "split): its rows are not in the order of its table; call "
-                "dataset.flatten_indices() first")
+            # select / shuffle / filter / a split: sample i is row indices[i] of the table.
+            import numpy as np
+            rows = np.asarray(dataset._indices.column("indices").to_numpy(), dtype=np.int64)
         files = [f["filename"] for f in dataset.cache_files]
         name = (f"datasets.Dataset ({files[0]}" + (f" and {len(files) - 1} more" if len(files) > 1
                                                      else "") + ")") if files else \
@@ -117,7 +117,8 @@ def load_hf_dataset(dataset, *, tokens_column: str = "input_ids",
         raise InvalidArgument(  # noqa: F405
             "load_hf_dataset takes a datasets.Dataset, a pyarrow.Table (or another object with "
             f"__arrow_c_stream__), or paths; not {type(dataset).__name__}")
-    return _parquet.load_arrow_stream_dataset(table.__arrow_c_stream__(), name=name, **options)
+    return _parquet.load_arrow_stream_dataset(table.__arrow_c_stream__(), name=name, rows=rows,
+                                              **options)
 
 
 # Defined here, not in _thdpack: their reader is the _thdpack_parquet module, imported on first use.

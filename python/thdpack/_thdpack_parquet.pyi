@@ -17,7 +17,8 @@ def load_arrow_dataset(paths: Paths, *, tokens_column: str = "input_ids",
                        loss_mask_column: Optional[str] = None,
                        labels_column: Optional[str] = None, labels_shifted: bool = False,
                        bridge_packed: bool = False) -> Dataset: ...
-def load_arrow_stream_dataset(stream: Any, *, name: str, tokens_column: str = "input_ids",
+def load_arrow_stream_dataset(stream: Any, *, name: str, rows: Any = None,
+                              tokens_column: str = "input_ids",
                               loss_mask_column: Optional[str] = None,
                               labels_column: Optional[str] = None, labels_shifted: bool = False,
                               bridge_packed: bool = False) -> Dataset: ...

@@ -147,6 +147,34 @@ std::unique_ptr<Dataset> open_arrow_files(const std::vector<std::string>& paths,
   return detail::make_table_dataset(std::move(files), options, "Arrow files");
 }
 
+// Rows of a table in another order, as an indices mapping gives them.
+class SelectedRows final : public Dataset {
+ public:
+  SelectedRows(std::unique_ptr<Dataset> table, std::vector<int64_t> rows, std::string name)
+      : table_(std::move(table)), rows_(std::move(rows)), name_(std::move(name)) {}
+  int64_t size() const override { return static_cast<int64_t>(rows_.size()); }
+  int64_t length(int64_t index) const override { return table_->length(row(index)); }
+  Sample sample(int64_t index) const override {
+    Sample s = table_->sample(row(index));
+    s.id = index;
+    return s;
+  }
+  std::string describe() const override {
+    return message(name_, ": ", size(), " rows selected from ", table_->describe());
+  }
+  std::string locate(int64_t index) const override { return table_->locate(row(index)); }
+
+ private:
+  int64_t row(int64_t index) const {
+    check(index >= 0 && index < size(), "sample index ", index, " outside [0, ", size(),
+          ") of the dataset");
+    return rows_[static_cast<size_t>(index)];
+  }
+  std::unique_ptr<Dataset> table_;
+  std::vector<int64_t> rows_;
+  std::string name_;
+};
+
 OpenedPackSource open_arrow_source(const PackSource& source) {
   const detail::ParquetSourceSpec spec = detail::parse_parquet_source_spec(source.spec);
   Hash64 hash;
@@ -183,6 +211,17 @@ std::unique_ptr<Dataset> load_arrow_stream_dataset(ArrowArrayStream* stream,
   std::vector<std::unique_ptr<detail::TableFile>> files;
   files.push_back(std::make_unique<BatchesFile>(name, schema, std::move(batches)));
   return detail::make_table_dataset(std::move(files), options, "Arrow table");
+}
+
+std::unique_ptr<Dataset> select_rows(std::unique_ptr<Dataset> table, std::vector<int64_t> rows,
+                                     const std::string& name) {
+  check(!rows.empty(), name, ": its indices mapping selects no row");
+  const int64_t n = table->size();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    check(rows[i] >= 0 && rows[i] < n, name, ": indices mapping entry ", i, " is row ", rows[i],
+          ", outside the table's ", n, " rows");
+  }
+  return std::make_unique<SelectedRows>(std::move(table), std::move(rows), name);
 }
 
 void register_arrow_pack_source() {

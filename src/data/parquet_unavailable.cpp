@@ -33,6 +33,11 @@ std::unique_ptr<Dataset> load_arrow_stream_dataset(ArrowArrayStream* /*stream*/,
   return load_arrow_dataset({}, options);
 }
 
+std::unique_ptr<Dataset> select_rows(std::unique_ptr<Dataset> /*table*/,
+                                     std::vector<int64_t> /*rows*/, const std::string& /*name*/) {
+  return load_arrow_dataset({}, {});
+}
+
 // Nothing to register: a pack file of a Parquet source then says how to get Parquet support.
 void register_parquet_pack_source() {}
 void register_arrow_pack_source() {}

@@ -1,8 +1,8 @@
 """Parquet, Hugging Face datasets and Megatron-Bridge packed Parquet from Python.
 
 load_parquet_dataset and load_hf_dataset give the samples load_jsonl_dataset gives for the same
-rows (datasets.Dataset in memory, memory-mapped from its cache files, after column renames, as a
-save_to_disk folder, as a pyarrow Table); they work where other datasets do (make_global_batch);
+rows (datasets.Dataset in memory, memory-mapped from its cache files, after column renames, through
+an indices mapping, as a save_to_disk folder, as a pyarrow Table); they work where other datasets do (make_global_batch);
 pack files of `thdpack pack --parquet` / `--hf-dataset` open with PackedDataset.open; Bridge packed
 Parquet read back (bridge_packed=True) gives the samples packed, token for token; hostile tables
 raise InvalidArgument naming the row.
@@ -113,15 +113,32 @@ def test_hf_datasets_in_memory_on_disk_and_as_paths_give_the_jsonl_samples(tmp_p
         [r["input_ids"] for r in rows]
 
 
-def test_an_indices_mapping_is_refused_until_flattened(tmp_path):
-    rows = random_rows(3, n=20, mask=False)
+def test_an_indices_mapping_is_followed(tmp_path):
+    rows = random_rows(3, n=40, mask=False)
     ds = hf_dataset(rows)
-    shuffled = ds.shuffle(seed=0)
-    with pytest.raises(thdpack.InvalidArgument, match=r"flatten_indices\(\)"):
-        thdpack.load_hf_dataset(shuffled)
-    flat = thdpack.load_hf_dataset(shuffled.flatten_indices())
-    assert [flat.sample(i)["input_ids"].tolist() for i in range(len(flat))] == \
-        shuffled["input_ids"]
+    ds.save_to_disk(str(tmp_path / "hf"), num_shards=2)
+    on_disk = datasets.load_from_disk(str(tmp_path / "hf"))
+    for view in (ds.shuffle(seed=0), on_disk.shuffle(seed=1), ds.select([5, 3, 3, 39]),
+                 on_disk.filter(lambda r: len(r["input_ids"]) > 20),
+                 ds.train_test_split(test_size=0.25, seed=2)["test"]):
+        assert view._indices is not None
+        got = thdpack.load_hf_dataset(view)
+        assert len(got) == len(view)
+        assert [got.sample(i)["input_ids"].tolist() for i in range(len(got))] == view["input_ids"]
+        assert got.lengths(0, len(got)).tolist() == [len(r) for r in view["input_ids"]]
+        assert [got.sample(i)["id"] for i in range(len(got))] == list(range(len(got)))
+        flat = thdpack.load_hf_dataset(view.flatten_indices())
+        assert flat.lengths(0, len(flat)).tolist() == got.lengths(0, len(got)).tolist()
+    with pytest.raises(thdpack.InvalidArgument, match="no rows"):
+        thdpack.load_hf_dataset(ds.select([]))  # datasets makes an empty table of it
+    from thdpack import _parquet
+    table = ds.data.table
+    with pytest.raises(thdpack.InvalidArgument, match="t: its indices mapping selects no row"):
+        _parquet.load_arrow_stream_dataset(table.__arrow_c_stream__(), name="t",
+                                           rows=np.array([], np.int64))
+    with pytest.raises(thdpack.InvalidArgument, match="entry 1 is row 40, outside the table's 40"):
+        _parquet.load_arrow_stream_dataset(table.__arrow_c_stream__(), name="t",
+                                           rows=np.array([0, 40], np.int64))
     with pytest.raises(thdpack.InvalidArgument, match="takes a datasets.Dataset"):
         thdpack.load_hf_dataset(42)
 

@@ -38,6 +38,13 @@ std::unique_ptr<Dataset> load_arrow_stream_dataset(ArrowArrayStream* stream,
                                                    const ParquetOptions& options = {},
                                                    const std::string& name = "Arrow table");
 
+/// The samples rows[0], rows[1], ... of `table` as a dataset of their own (sample i is row
+/// rows[i], its id i): what a Hugging Face dataset's indices mapping (select, shuffle, filter)
+/// makes of its table. Rows may repeat. Throws InvalidArgument when `rows` is empty or a row is
+/// outside [0, table->size()), naming `name` and the position.
+std::unique_ptr<Dataset> select_rows(std::unique_ptr<Dataset> table, std::vector<int64_t> rows,
+                                     const std::string& name);
+
 /// The pack-source spec of Arrow files (PackSource{"arrow", spec}), as parquet_source_spec.
 std::string arrow_source_spec(const std::vector<std::string>& files, const ParquetOptions& options);
 
