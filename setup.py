@@ -108,8 +108,8 @@ class CMakeBuild(build_ext):
 
         built_package = build_dir / "python" / "thdpack"
         suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-        modules = sorted(built_package.glob("_thdpack*.so")) + sorted(
-            built_package.glob("_thdpack*.pyd"))
+        modules = sorted(built_package.glob("_thdpack.*.so")) + sorted(
+            built_package.glob("_thdpack.*.pyd"))
         if not modules:
             raise RuntimeError(f"CMake built no _thdpack module in {built_package}")
         if not modules[0].name.endswith(suffix):
@@ -118,6 +118,9 @@ class CMakeBuild(build_ext):
         check_cxx_runtime_is_shared(modules[0])
         package_dir.mkdir(parents=True, exist_ok=True)
         shutil.copy2(modules[0], self.get_ext_fullpath(ext.name))
+        # The Parquet and Arrow readers, where the build found pyarrow's C++ libraries.
+        for reader in built_package.glob("_thdpack_parquet*" + suffix):
+            shutil.copy2(reader, package_dir / reader.name)
         bin_dir = package_dir / "_bin"
         bin_dir.mkdir(exist_ok=True)
         shutil.copy2(build_dir / "bin" / "thdpack", bin_dir / "thdpack")

@@ -113,11 +113,32 @@ void bind_pack_files(py::module_& m) {
           "shapes `thdpack pack` was given (tail alignment, fixed cu_seqlens entries).");
 }
 
+// Pack files of Parquet and Arrow sources: their reader lives in thdpack._parquet (which needs
+// pyarrow), imported the first time such a pack file is opened.
+OpenedPackSource open_table_source(const PackSource& source) {
+  using Opener = OpenedPackSource (*)(const PackSource&);
+  Opener open = nullptr;
+  {
+    const py::gil_scoped_acquire gil;
+    try {
+      const py::object module = py::module_::import("thdpack._parquet");
+      open = reinterpret_cast<Opener>(
+          py::capsule(module.attr("_pack_source_opener")).get_pointer<void>());
+    } catch (py::error_already_set& e) {
+      fail("this pack file's source is ", source.kind == "parquet" ? "Parquet" : "Arrow files",
+           ", which thdpack reads with pyarrow's C++ libraries: ", e.what());
+    }
+  }
+  return open(source);
+}
+
 }  // namespace
 
 void bind_datasets(py::module_& m) {
   bind_indexed(m);
   bind_pack_files(m);
+  register_pack_source_kind("parquet", open_table_source);
+  register_pack_source_kind("arrow", open_table_source);
 }
 
 }  // namespace thdpack::python

@@ -37,12 +37,12 @@ PackSourceOpener detail::registered_pack_source_opener(const std::string& kind) 
     const std::lock_guard lock(registry_mutex());
     if (const auto it = registry().find(kind); it != registry().end()) return it->second;
   }
-  if (kind == "parquet") {
-    fail(
-        "this pack file's source is Parquet, which the thdpack command reads when built with "
-        "Parquet support (configure with -DTHDPACK_WITH_PARQUET=ON "
-        "-DTHDPACK_ARROW_PYTHON=PYTHON, a Python with pyarrow); a program linking only "
-        "thdpack::thdpack (the Python module, say) does not read it");
+  if (kind == "parquet" || kind == "arrow") {
+    fail("this pack file's source is ", kind == "parquet" ? "Parquet" : "Arrow files",
+         ", which the thdpack command reads when built with "
+         "Parquet support (configure with -DTHDPACK_WITH_PARQUET=ON "
+         "-DTHDPACK_ARROW_PYTHON=PYTHON, a Python with pyarrow); a program linking only "
+         "thdpack::thdpack does not read it (the Python module does where pyarrow imports)");
   }
   fail("unknown pack source kind '", kind, "'");
 }

@@ -25,6 +25,9 @@ const char* expected_text(ParquetColumnRole role) {
       return "a list of 0/1 values (list or large_list of integers, booleans or floats)";
     case ParquetColumnRole::kLabels:
       return "a list of integer labels (list or large_list of int8..int64 or uint8..uint64)";
+    case ParquetColumnRole::kStarts:
+      return "a list of integer sample starts (list or large_list of int8..int64 or "
+             "uint8..uint64)";
   }
   return "";
 }

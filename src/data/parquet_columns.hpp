@@ -19,6 +19,7 @@ enum class ParquetColumnRole {
   kTokens,    ///< integers in [0, 2^63)
   kLossMask,  ///< integers, booleans or floats, each 0 or 1
   kLabels,    ///< integers >= 0, or -100 (the ignore id)
+  kStarts,    ///< integers >= 0: where the samples of a packed row start
 };
 
 /// "list<int32>": the column's kind of list and value type, without field names or nullability,

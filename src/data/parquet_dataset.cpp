@@ -16,6 +16,7 @@
 
 #include "data/parquet_columns.hpp"
 #include "data/parquet_source.hpp"
+#include "data/table_dataset.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/core/hash64.hpp"
 #include "thdpack/data/input_file.hpp"
@@ -26,27 +27,6 @@ namespace {
 
 using detail::ParquetColumnRole;
 using detail::ParquetListColumn;
-
-// A column the dataset reads: tokens first, then the loss mask or the labels.
-struct ColumnChoice {
-  std::string name;
-  ParquetColumnRole role;
-};
-
-// One file of the dataset, open (and leased as an input in use) for the dataset's life.
-struct Shard {
-  std::unique_ptr<InputLease> lease;
-  std::unique_ptr<parquet::arrow::FileReader> reader;
-  std::vector<int> fields;               // per ColumnChoice, its field in the file
-  std::vector<int64_t> group_first_row;  // per row group, its first row in the file
-};
-
-// A non-empty row group, where its rows are in the dataset.
-struct Group {
-  size_t shard = 0;
-  int group = 0;
-  int64_t first_sample = 0;
-};
 
 // Arrow reports through Status and, from the Parquet layer, exceptions: both become one line.
 template <class F>
@@ -80,22 +60,78 @@ void hash_size_and_footer(const InputFile& file, Hash64& hash) {
   hash.update(bytes.data(), got);
 }
 
-Shard open_shard(const std::string& path, const std::vector<ColumnChoice>& columns) {
+// One Parquet file of a dataset, open (and leased as an input in use) for the dataset's life.
+class ParquetFile final : public detail::TableFile {
+ public:
+  explicit ParquetFile(const std::string& path)
+      : lease_(std::make_unique<InputLease>(path, "Parquet file")) {
+    const auto where = [&] { return path; };
+    // Arrow reads through its own descriptor, a duplicate of the one opened: the same file.
+    const int fd = ::dup(lease_->file().descriptor());
+    check(fd >= 0, path, ": cannot duplicate its descriptor");
+    auto file = arrow::io::ReadableFile::Open(fd);
+    if (!file.ok()) ::close(fd);
+    ok_or_fail(file.status(), where);
+    auto reader = arrow_call(
+        where, [&] { return parquet::arrow::OpenFile(*file, arrow::default_memory_pool()); });
+    ok_or_fail(reader.status(), [&] { return path + ": not a readable Parquet file"; });
+    reader_ = std::move(*reader);
+    ok_or_fail(arrow_call(where, [&] { return reader_->GetSchema(&schema_); }), where);
+  }
+
+  const InputFile& file() const { return lease_->file(); }
+  const std::string& path() const override { return lease_->file().path(); }
+  std::shared_ptr<arrow::Schema> schema() const override { return schema_; }
+  int num_groups() const override {
+    return reader_->parquet_reader()->metadata()->num_row_groups();
+  }
+  int64_t group_rows(int g) const override {
+    return reader_->parquet_reader()->metadata()->RowGroup(g)->num_rows();
+  }
+  std::shared_ptr<arrow::ChunkedArray> read(int g, int field) const override {
+    const auto where = [&] {
+      return message(path(), ": row group ", g, ": column \"", schema_->field(field)->name(), "\"");
+    };
+    std::shared_ptr<arrow::ChunkedArray> data;
+    ok_or_fail(arrow_call(where, [&] { return reader_->RowGroup(g)->Column(field)->Read(&data); }),
+               where);
+    return data;
+  }
+  const char* group_noun() const override { return "row group"; }
+
+ private:
+  std::unique_ptr<InputLease> lease_;
+  std::unique_ptr<parquet::arrow::FileReader> reader_;
+  std::shared_ptr<arrow::Schema> schema_;
+};
+
+// A column the dataset reads: tokens first, then the loss mask or the labels, then (Bridge's
+// packed rows) the sample starts.
+struct ColumnChoice {
+  std::string name;
+  ParquetColumnRole role;
+};
+
+// A file of the dataset with the fields of its columns and where its groups start.
+struct Shard {
+  std::unique_ptr<detail::TableFile> file;
+  std::vector<int> fields;               // per ColumnChoice, its field in the file
+  std::vector<int64_t> group_first_row;  // per group, its first row in the file
+};
+
+// A group with at least one sample, where its samples are in the dataset.
+struct Group {
+  size_t shard = 0;
+  int group = 0;
+  int64_t first_sample = 0;
+};
+
+Shard open_shard(std::unique_ptr<detail::TableFile> file,
+                 const std::vector<ColumnChoice>& columns) {
   Shard s;
-  s.lease = std::make_unique<InputLease>(path, "Parquet file");
-  const auto where = [&] { return path; };
-  // Arrow reads through its own descriptor, a duplicate of the one opened: the same file.
-  const int fd = ::dup(s.lease->file().descriptor());
-  check(fd >= 0, path, ": cannot duplicate its descriptor");
-  auto file = arrow::io::ReadableFile::Open(fd);
-  if (!file.ok()) ::close(fd);
-  ok_or_fail(file.status(), where);
-  auto reader = arrow_call(
-      where, [&] { return parquet::arrow::OpenFile(*file, arrow::default_memory_pool()); });
-  ok_or_fail(reader.status(), [&] { return path + ": not a readable Parquet file"; });
-  s.reader = std::move(*reader);
-  std::shared_ptr<arrow::Schema> schema;
-  ok_or_fail(arrow_call(where, [&] { return s.reader->GetSchema(&schema); }), where);
+  s.file = std::move(file);
+  const std::string& path = s.file->path();
+  const std::shared_ptr<arrow::Schema> schema = s.file->schema();
   for (const ColumnChoice& c : columns) {
     const int field = schema->GetFieldIndex(c.name);
     if (field < 0) {
@@ -106,18 +142,16 @@ Shard open_shard(const std::string& path, const std::vector<ColumnChoice>& colum
     detail::check_list_type(*schema->field(field)->type(), c.role, c.name, path);
     s.fields.push_back(field);
   }
-  const auto metadata = s.reader->parquet_reader()->metadata();
   int64_t row = 0;
-  for (int g = 0; g < metadata->num_row_groups(); ++g) {
+  for (int g = 0; g < s.file->num_groups(); ++g) {
     s.group_first_row.push_back(row);
-    row += metadata->RowGroup(g)->num_rows();
+    row += s.file->group_rows(g);
   }
   return s;
 }
 
 std::vector<std::string> column_types(const Shard& s) {
-  std::shared_ptr<arrow::Schema> schema;
-  ok_or_fail(s.reader->GetSchema(&schema), [] { return std::string("schema"); });
+  const std::shared_ptr<arrow::Schema> schema = s.file->schema();
   std::vector<std::string> out;
   for (const int field : s.fields)
     out.push_back(detail::list_type_text(*schema->field(field)->type()));
@@ -127,24 +161,17 @@ std::vector<std::string> column_types(const Shard& s) {
 std::vector<ParquetListColumn> read_group(const Shard& s, int g,
                                           const std::vector<ColumnChoice>& columns) {
   std::vector<ParquetListColumn> out;
-  const int64_t rows = s.reader->parquet_reader()->metadata()->RowGroup(g)->num_rows();
+  const int64_t rows = s.file->group_rows(g);
   for (size_t c = 0; c < columns.size(); ++c) {
-    const auto where = [&] {
-      return message(s.lease->file().path(), ": row group ", g, ": column \"", columns[c].name,
-                     "\"");
-    };
-    std::shared_ptr<arrow::ChunkedArray> data;
-    ok_or_fail(
-        arrow_call(where, [&] { return s.reader->RowGroup(g)->Column(s.fields[c])->Read(&data); }),
-        where);
-    check(data->length() == rows, where(), ": holds ", data->length(), " rows, its metadata says ",
-          rows);
+    std::shared_ptr<arrow::ChunkedArray> data = s.file->read(g, s.fields[c]);
+    check(data->length() == rows, s.file->path(), ": ", s.file->group_noun(), " ", g, ": column \"",
+          columns[c].name, "\" holds ", data->length(), " rows, its metadata says ", rows);
     out.emplace_back(std::move(data), columns[c].role, columns[c].name);
   }
   return out;
 }
 
-// Row `row` of a row group as sample `id`; the checks of a JSONL line.
+// Row `row` of a group as sample `id`; the checks of a JSONL line.
 Sample make_sample(const std::vector<ParquetListColumn>& data,
                    const std::vector<ColumnChoice>& columns, int64_t row, int64_t id,
                    bool labels_shifted, const std::function<std::string()>& where) {
@@ -155,7 +182,7 @@ Sample make_sample(const std::vector<ParquetListColumn>& data,
   if (s.input_ids.empty()) {
     fail(where(), ": \"", columns[0].name, "\" is empty: a sample needs at least one token");
   }
-  if (data.size() > 1) {
+  if (data.size() > 1 && columns[1].role != ParquetColumnRole::kStarts) {
     size_t got = 0;
     if (columns[1].role == ParquetColumnRole::kLossMask) {
       data[1].mask(row, s.loss_mask, where);
@@ -172,11 +199,50 @@ Sample make_sample(const std::vector<ParquetListColumn>& data,
   return s;
 }
 
-class ParquetDataset final : public Dataset {
+// Where the samples of a packed row start, checked: 0 first, increasing, inside the row.
+std::vector<int64_t> sample_starts(const std::vector<ParquetListColumn>& data,
+                                   const std::vector<ColumnChoice>& columns, int64_t row,
+                                   int64_t tokens, const std::function<std::string()>& where) {
+  std::vector<int64_t> starts;
+  data.back().integers(row, starts, where);
+  const std::string& name = columns.back().name;
+  if (starts.empty() || starts[0] != 0) {
+    fail(where(), ": \"", name, "\" must start with 0 (the row's first sample), got ",
+         starts.empty() ? std::string("an empty list") : std::to_string(starts[0]));
+  }
+  for (size_t k = 1; k < starts.size(); ++k) {
+    if (starts[k] <= starts[k - 1] || starts[k] >= tokens) {
+      fail(where(), ": \"", name, "\"[", k, "] = ", starts[k], " must be above \"", name, "\"[",
+           k - 1, "] = ", starts[k - 1], " and below the row's ", tokens, " tokens");
+    }
+  }
+  return starts;
+}
+
+// Sample k of a packed row: tokens [begin, end) and, from the positions' weights (position j's
+// weight says whether token j+1 is trained), the mask of its tokens.
+Sample cut_sample(const Sample& row, int64_t begin, int64_t end, int64_t id) {
+  Sample s;
+  s.id = id;
+  s.input_ids.assign(row.input_ids.begin() + begin, row.input_ids.begin() + end);
+  if (!row.loss_mask.empty()) {
+    s.loss_mask.assign(static_cast<size_t>(end - begin), 0.0f);
+    for (int64_t j = begin + 1; j < end; ++j) {
+      s.loss_mask[static_cast<size_t>(j - begin)] = row.loss_mask[static_cast<size_t>(j - 1)];
+    }
+  }
+  return s;
+}
+
+class TableDataset final : public Dataset {
  public:
-  ParquetDataset(const std::vector<std::string>& files, const ParquetOptions& options, Hash64* hash)
-      : options_(options) {
+  TableDataset(std::vector<std::unique_ptr<detail::TableFile>> files, const ParquetOptions& options,
+               std::string what)
+      : options_(options), what_(std::move(what)) {
+    const bool packed = options.layout == TableLayout::kBridgePacked;
     columns_.push_back({options.tokens_column, ParquetColumnRole::kTokens});
+    check(!packed || options.labels_column.empty(),
+          "Megatron-Bridge's packed rows have no labels column; give a loss-mask column");
     check(options.loss_mask_column.empty() || options.labels_column.empty(),
           "give either a loss-mask column or a labels column, not both");
     if (!options.loss_mask_column.empty()) {
@@ -185,16 +251,17 @@ class ParquetDataset final : public Dataset {
     if (!options.labels_column.empty()) {
       columns_.push_back({options.labels_column, ParquetColumnRole::kLabels});
     }
+    if (packed) columns_.push_back({options.seq_start_column, ParquetColumnRole::kStarts});
+    check(!files.empty(), "no ", what_, " given");
     std::vector<std::string> types;
-    for (const std::string& path : files) {
-      shards_.push_back(open_shard(path, columns_));
-      if (hash != nullptr) hash_size_and_footer(shards_.back().lease->file(), *hash);
+    for (auto& file : files) {
+      shards_.push_back(open_shard(std::move(file), columns_));
       check_same_types(types);
       scan(shards_.size() - 1);
     }
-    check(!lengths_.empty(), "the Parquet files (", files.front(),
-          files.size() > 1 ? message(" and ", files.size() - 1, " more") : "", ") hold no rows");
-    files_ = files;
+    check(!lengths_.empty(), "the ", what_, " (", shards_.front().file->path(),
+          shards_.size() > 1 ? message(" and ", shards_.size() - 1, " more") : "",
+          ") hold no rows");
   }
 
   int64_t size() const override { return static_cast<int64_t>(lengths_.size()); }
@@ -208,25 +275,41 @@ class ParquetDataset final : public Dataset {
     const Group& g = groups_[gi];
     const std::lock_guard lock(mutex_);
     const auto& data = cached(gi);
-    const int64_t row = index - g.first_sample;
-    return make_sample(data, columns_, row, index, options_.labels_shifted,
-                       [&] { return where(g, row); });
+    if (options_.layout == TableLayout::kRows) {
+      const int64_t row = index - g.first_sample;
+      return make_sample(data, columns_, row, index, options_.labels_shifted,
+                         [&] { return where(g, row); });
+    }
+    const Place& p = places_[static_cast<size_t>(index)];
+    const Sample row =
+        make_sample(data, columns_, p.row, index, false, [&] { return where(g, p.row); });
+    return cut_sample(row, p.start, p.start + length(index), index);
   }
   std::string describe() const override {
-    return message("parquet ", files_.front(),
-                   files_.size() > 1 ? message(" and ", files_.size() - 1, " more files") : "",
-                   " (", size(), " samples)");
+    return message(what_, " ", shards_.front().file->path(),
+                   shards_.size() > 1 ? message(" and ", shards_.size() - 1, " more") : "", " (",
+                   size(), " samples",
+                   options_.layout == TableLayout::kBridgePacked ? " in Megatron-Bridge packs" : "",
+                   ")");
   }
   std::string locate(int64_t index) const override {
     check_index(index);
     const Group& g = groups_[group_of(index)];
-    return where(g, index - g.first_sample);
+    if (options_.layout == TableLayout::kRows) return where(g, index - g.first_sample);
+    const Place& p = places_[static_cast<size_t>(index)];
+    return message(where(g, p.row), ", token ", p.start);
   }
 
  private:
+  // Where a sample of a packed row is: the row in its group and its first token.
+  struct Place {
+    int64_t row = 0;
+    int64_t start = 0;
+  };
+
   void check_index(int64_t index) const {
     check(index >= 0 && index < size(), "sample index ", index, " outside [0, ", size(),
-          ") of the Parquet dataset");
+          ") of the dataset");
   }
 
   // Every file's columns have the first file's types (list kind and value type).
@@ -237,23 +320,35 @@ class ParquetDataset final : public Dataset {
       return;
     }
     for (size_t c = 0; c < now.size(); ++c) {
-      check(now[c] == first[c], shards_.back().lease->file().path(), ": column \"",
-            columns_[c].name, "\" is ", now[c], " but it is ", first[c], " in ",
-            shards_.front().lease->file().path(), "; every file of a dataset needs the same types");
+      check(now[c] == first[c], shards_.back().file->path(), ": column \"", columns_[c].name,
+            "\" is ", now[c], " but it is ", first[c], " in ", shards_.front().file->path(),
+            "; every file of a dataset needs the same types");
     }
   }
 
-  // Reads shard s row group by row group: checks every row and keeps its length.
+  // Reads shard s group by group: checks every row and keeps its samples' lengths.
   void scan(size_t s) {
     const Shard& shard = shards_[s];
+    const bool packed = options_.layout == TableLayout::kBridgePacked;
     for (int g = 0; g < static_cast<int>(shard.group_first_row.size()); ++g) {
       const std::vector<ParquetListColumn> data = read_group(shard, g, columns_);
-      if (data[0].rows() == 0) continue;  // an empty row group is no error
+      if (data[0].rows() == 0) continue;  // an empty group is no error
       const Group group{s, g, size()};
       for (int64_t row = 0; row < data[0].rows(); ++row) {
-        const Sample x = make_sample(data, columns_, row, size(), options_.labels_shifted,
-                                     [&] { return where(group, row); });
-        lengths_.push_back(static_cast<int64_t>(x.input_ids.size()));
+        const auto where_row = [&] { return where(group, row); };
+        const Sample x =
+            make_sample(data, columns_, row, size(), options_.labels_shifted, where_row);
+        const auto n = static_cast<int64_t>(x.input_ids.size());
+        if (!packed) {
+          lengths_.push_back(n);
+          continue;
+        }
+        const std::vector<int64_t> starts = sample_starts(data, columns_, row, n, where_row);
+        for (size_t k = 0; k < starts.size(); ++k) {
+          const int64_t end = k + 1 < starts.size() ? starts[k + 1] : n;
+          lengths_.push_back(end - starts[k]);
+          places_.push_back({row, starts[k]});
+        }
       }
       groups_.push_back(group);
     }
@@ -261,7 +356,7 @@ class ParquetDataset final : public Dataset {
 
   std::string where(const Group& g, int64_t row) const {
     const Shard& s = shards_[g.shard];
-    return message(s.lease->file().path(), ": row group ", g.group, ", row ",
+    return message(s.file->path(), ": ", s.file->group_noun(), " ", g.group, ", row ",
                    s.group_first_row[static_cast<size_t>(g.group)] + row);
   }
 
@@ -272,7 +367,7 @@ class ParquetDataset final : public Dataset {
     return static_cast<size_t>(after - groups_.begin() - 1);
   }
 
-  // The last few row groups read, newest first: samples are mostly asked for in order.
+  // The last few groups read, newest first: samples are mostly asked for in order.
   const std::vector<ParquetListColumn>& cached(size_t gi) const {
     for (const auto& [key, data] : cache_) {
       if (key == gi) return data;
@@ -284,21 +379,33 @@ class ParquetDataset final : public Dataset {
 
   static constexpr size_t kCachedGroups = 2;
   ParquetOptions options_;
+  std::string what_;
   std::vector<ColumnChoice> columns_;
-  std::vector<std::string> files_;
   std::vector<Shard> shards_;
   std::vector<Group> groups_;
   std::vector<int64_t> lengths_;
+  std::vector<Place> places_;  // kBridgePacked: per sample
   mutable std::mutex mutex_;
   mutable std::deque<std::pair<size_t, std::vector<ParquetListColumn>>> cache_;
 };
+
+std::unique_ptr<Dataset> open_parquet_files(const std::vector<std::string>& paths,
+                                            const ParquetOptions& options, Hash64* hash) {
+  std::vector<std::unique_ptr<detail::TableFile>> files;
+  for (const std::string& path : paths) {
+    auto file = std::make_unique<ParquetFile>(path);
+    if (hash != nullptr) hash_size_and_footer(file->file(), *hash);
+    files.push_back(std::move(file));
+  }
+  return std::make_unique<TableDataset>(std::move(files), options, "Parquet files");
+}
 
 OpenedPackSource open_parquet_source(const PackSource& source) {
   const detail::ParquetSourceSpec spec = detail::parse_parquet_source_spec(source.spec);
   Hash64 hash;
   hash.update(source.kind.data(), source.kind.size());
   OpenedPackSource out;
-  out.dataset = std::make_unique<ParquetDataset>(spec.files, spec.options, &hash);
+  out.dataset = open_parquet_files(spec.files, spec.options, &hash);
   out.fingerprint = hash.digest();
   return out;
 }
@@ -311,7 +418,7 @@ bool parquet_supported() {
 
 std::unique_ptr<Dataset> load_parquet_dataset(const std::vector<std::string>& paths,
                                               const ParquetOptions& options) {
-  return std::make_unique<ParquetDataset>(expand_parquet_paths(paths), options, nullptr);
+  return open_parquet_files(expand_parquet_paths(paths), options, nullptr);
 }
 
 void register_parquet_pack_source() {
@@ -319,3 +426,13 @@ void register_parquet_pack_source() {
 }
 
 }  // namespace thdpack
+
+namespace thdpack::detail {
+
+std::unique_ptr<Dataset> make_table_dataset(std::vector<std::unique_ptr<TableFile>> files,
+                                            const ParquetOptions& options,
+                                            const std::string& what) {
+  return std::make_unique<TableDataset>(std::move(files), options, what);
+}
+
+}  // namespace thdpack::detail

@@ -2,6 +2,7 @@
 // the same interface, and every use says how to get a build that reads Parquet.
 
 #include "thdpack/core/errors.hpp"
+#include "thdpack/data/arrow_dataset.hpp"
 #include "thdpack/data/bridge_parquet.hpp"
 #include "thdpack/data/parquet_dataset.hpp"
 
@@ -18,8 +19,28 @@ std::unique_ptr<Dataset> load_parquet_dataset(const std::vector<std::string>& /*
       "-DTHDPACK_WITH_PARQUET=ON -DTHDPACK_ARROW_PYTHON=PYTHON (a Python with pyarrow)");
 }
 
+std::unique_ptr<Dataset> load_arrow_dataset(const std::vector<std::string>& /*paths*/,
+                                            const ParquetOptions& /*options*/) {
+  fail(
+      "this thdpack was built without Parquet and Arrow support, which reading Arrow files "
+      "needs; configure it with -DTHDPACK_WITH_PARQUET=ON -DTHDPACK_ARROW_PYTHON=PYTHON (a Python "
+      "with pyarrow)");
+}
+
+std::unique_ptr<Dataset> load_arrow_stream_dataset(ArrowArrayStream* /*stream*/,
+                                                   const ParquetOptions& options,
+                                                   const std::string& /*name*/) {
+  return load_arrow_dataset({}, options);
+}
+
+std::unique_ptr<Dataset> select_rows(std::unique_ptr<Dataset> /*table*/,
+                                     std::vector<int64_t> /*rows*/, const std::string& /*name*/) {
+  return load_arrow_dataset({}, {});
+}
+
 // Nothing to register: a pack file of a Parquet source then says how to get Parquet support.
 void register_parquet_pack_source() {}
+void register_arrow_pack_source() {}
 
 }  // namespace thdpack
 

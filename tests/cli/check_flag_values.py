@@ -35,7 +35,7 @@ BAD = {
 WORKLOAD = {"--workload": "text", "--dataset-config": "text", "--lengths": "text",
             "--jsonl": "text", "--data-path": "text", "--seq-length": "positive",
             "--parquet": "text", "--tokens-column": "text", "--loss-mask-column": "text",
-            "--labels-column": "text"}
+            "--labels-column": "text", "--hf-dataset": "text"}
 LAYOUT = {"--tp": "positive", "--cp": "positive", "--dp": "positive", "--pp": "positive",
           "--ep": "positive", "--vpp": "positive", "--vpp-group": "non_negative",
           "--order": "text"}

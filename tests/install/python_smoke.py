@@ -45,10 +45,29 @@ else:  # with torch present, the adapter must import (a module missing from the 
     import thdpack.torch  # noqa: F401
     torch_note = "thdpack.torch imports"
 
+# The Parquet and Arrow readers, where the build had them: the installed module finds pyarrow's
+# libraries (imported first) wherever the venv is.
+try:
+    import pyarrow
+except ImportError:
+    arrow_note = "pyarrow not installed"
+else:
+    if list(package_dir.glob("_thdpack_parquet*")):
+        rows = thdpack.load_hf_dataset(pyarrow.table({"input_ids": [[1, 2, 3], [4]]}))
+        assert rows.lengths(0, 2).tolist() == [3, 1]
+        arrow_note = "Arrow tables read"
+    else:
+        arrow_note = "built without Parquet support"
+
+# pyarrow is optional too: `import thdpack` must work where it cannot be imported.
+blocked = "import sys; sys.modules['pyarrow'] = None; import thdpack; print(thdpack.__version__)"
+out = subprocess.run([sys.executable, "-c", blocked], capture_output=True, text=True, check=True)
+assert out.stdout.strip() == expected_version, out
+
 # torch is optional: `import thdpack` must work where it cannot be imported.
 blocked = "import sys; sys.modules['torch'] = None; import thdpack; print(thdpack.__version__)"
 out = subprocess.run([sys.executable, "-c", blocked], capture_output=True, text=True, check=True)
 assert out.stdout.strip() == expected_version, out
 
 print(f"thdpack {thdpack.__version__} from {package_dir}: {plan.num_microbatches} micro-batches x "
-      f"dp {dp}, {packed_tokens} tokens packed; {torch_note}; imports without torch")
+      f"dp {dp}, {packed_tokens} tokens packed; {torch_note}; {arrow_note}; imports without torch")

@@ -11,6 +11,7 @@
 #include "flags/unknown_arguments.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/core/version.hpp"
+#include "thdpack/data/arrow_dataset.hpp"
 #include "thdpack/data/output_file.hpp"
 #include "thdpack/data/parquet_dataset.hpp"
 
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
   thdpack::clean_up_outputs_on_signals();
   // Pack files whose source is Parquet reopen it (a no-op in a build without Parquet support).
   thdpack::register_parquet_pack_source();
+  thdpack::register_arrow_pack_source();
   CLI::App app{"thdpack: packed-sequence (THD) data layer for distributed LLM training"};
   app.set_version_flag("--version", std::string("thdpack ") + thdpack::kVersion);
   app.require_subcommand(1);

@@ -13,7 +13,13 @@
 
 namespace thdpack {
 
-/// Options of the Parquet reader: which columns hold what.
+/// How the rows of a table hold samples.
+enum class TableLayout {
+  kRows,          ///< one sample per row
+  kBridgePacked,  ///< one pack per row, as Megatron-Bridge's packed Parquet (bridge_parquet.hpp)
+};
+
+/// Options of the Parquet (and Arrow) reader: which columns hold what.
 struct ParquetOptions {
   /// The token ids: list<integer> (any width, signed or unsigned; list or large_list).
   std::string tokens_column = "input_ids";
@@ -23,6 +29,14 @@ struct ParquetOptions {
   std::string labels_column;
   /// Treat the labels as already shifted (position j's target) instead of aligned with the tokens.
   bool labels_shifted = false;
+  /// kBridgePacked: each row is a pack of samples back to back, sample k starting at
+  /// `seq_start_column`[k] and ending where the next starts (the last at the row's end); the
+  /// loss-mask column then holds each position's weight (position j predicts token j+1, as
+  /// write_bridge_parquet writes it), turned back into a mask per token (a sample's first token is
+  /// never a target). A labels column is refused.
+  TableLayout layout = TableLayout::kRows;
+  /// kBridgePacked: the list<integer> column of sample starts.
+  std::string seq_start_column = "seq_start_id";
 };
 
 /// Whether this build reads Parquet (THDPACK_WITH_PARQUET found pyarrow's C++ libraries).
@@ -45,7 +59,9 @@ std::vector<std::string> expand_parquet_paths(const std::vector<std::string>& pa
 /// 0-based row) for: a damaged or truncated file, a missing column, a column that is not a list of
 /// the right kind (list<string>, float tokens), a null list or a null inside one, an empty list,
 /// a negative id or one past int64, both loss mask and labels given, lists of unequal length, and
-/// a column whose type differs between files; also when no file holds a row.
+/// a column whose type differs between files; also when no file holds a row. With
+/// TableLayout::kBridgePacked also for sample starts that do not begin at 0, do not increase, or
+/// reach past the row.
 std::unique_ptr<Dataset> load_parquet_dataset(const std::vector<std::string>& paths,
                                               const ParquetOptions& options = {});
 

@@ -6,6 +6,7 @@
 
 #include "flags/flag_values.hpp"
 #include "thdpack/core/errors.hpp"
+#include "thdpack/data/arrow_dataset.hpp"
 #include "thdpack/data/indexed_dataset.hpp"
 #include "thdpack/data/jsonl_dataset.hpp"
 #include "thdpack/data/mock_dataset.hpp"
@@ -38,19 +39,30 @@ void open_once(ResolvedWorkload& r, const PackSource& source, const JsonlOptions
 }
 
 // The files are listed once (folders and globs expanded) and recorded by absolute path, so a pack
-// file reopens exactly them.
-ResolvedWorkload resolve_parquet(const WorkloadFlags& f) {
+// file reopens exactly them. --parquet and --hf-dataset differ only in the files' format.
+ResolvedWorkload resolve_table(const WorkloadFlags& f) {
   ParquetOptions options;
   options.tokens_column = f.tokens_column;
   options.loss_mask_column = f.loss_mask_column;
   options.labels_column = f.labels_column;
-  if (!parquet_supported()) load_parquet_dataset(f.parquet_paths, options);  // says how to enable
-  const PackSource source{"parquet",
-                          parquet_source_spec(expand_parquet_paths(f.parquet_paths), options), 0};
+  if (f.bridge_packed) {
+    options.layout = TableLayout::kBridgePacked;
+    if (options.loss_mask_column.empty()) options.loss_mask_column = "loss_mask";
+  }
+  const bool parquet = !f.parquet_paths.empty();
+  if (!parquet_supported()) {  // says how to enable
+    if (parquet) load_parquet_dataset(f.parquet_paths, options);
+    load_arrow_dataset(f.hf_dataset_paths, options);
+  }
+  const PackSource source =
+      parquet ? PackSource{"parquet",
+                           parquet_source_spec(expand_parquet_paths(f.parquet_paths), options), 0}
+              : PackSource{"arrow",
+                           arrow_source_spec(expand_arrow_paths(f.hf_dataset_paths), options), 0};
   ResolvedWorkload r;
   open_once(r, source);
   r.source = source;
-  r.name = "parquet";
+  r.name = parquet ? "parquet" : "hf-dataset";
   r.description = r.dataset->describe();
   return r;
 }
@@ -105,7 +117,7 @@ ResolvedWorkload resolve_source(const WorkloadFlags& f) {
     r.description = r.dataset->describe();
     return r;
   }
-  if (!f.parquet_paths.empty()) return resolve_parquet(f);
+  if (!f.parquet_paths.empty() || !f.hf_dataset_paths.empty()) return resolve_table(f);
   if (f.seq_length > 0) {
     r.dataset = make_mock_dataset(default_mock_config(f.seq_length));
     r.source = {"mock", to_json(default_mock_config(f.seq_length)), 0};
@@ -152,6 +164,17 @@ void WorkloadFlags::add_to(CLI::App& command) {
       ->expected(1, -1)
       ->check(non_empty());
   command
+      .add_option("--hf-dataset", hf_dataset_paths,
+                  "a Hugging Face datasets folder (Dataset.save_to_disk: its Arrow files in "
+                  "state.json's order), Arrow IPC files or globs, read as one dataset; one row "
+                  "per sample; takes the column flags as --parquet does")
+      ->expected(1, -1)
+      ->check(non_empty());
+  command.add_flag("--bridge-packed", bridge_packed,
+                   "the --parquet or --hf-dataset rows are Megatron-Bridge packs (what pack "
+                   "--parquet-out writes: input_ids, loss_mask, seq_start_id): each row gives "
+                   "back its samples");
+  command
       .add_option("--tokens-column", tokens_column,
                   "Parquet column of token ids (list of integers; default input_ids)")
       ->check(non_empty());
@@ -179,14 +202,15 @@ void WorkloadFlags::add_to(CLI::App& command) {
 
 int WorkloadFlags::sources_given() const {
   return !workload.empty() + !dataset_config.empty() + !lengths_file.empty() + !jsonl_file.empty() +
-         !parquet_paths.empty() + !data_path.empty() + (seq_length > 0);
+         !parquet_paths.empty() + !hf_dataset_paths.empty() + !data_path.empty() + (seq_length > 0);
 }
 
 void require_source(const WorkloadFlags& flags, const std::string& command) {
   if (flags.sources_given() == 0) {
     throw InvalidArgument(
         command +
-        " needs data: --jsonl FILE, --parquet PATH, --data-path PREFIX, --lengths FILE or "
+        " needs data: --jsonl FILE, --parquet PATH, --hf-dataset DIR, --data-path PREFIX, "
+        "--lengths FILE or "
         "--dataset-config JSON, or --workload NAME for a built-in mock "
         "(thdpack list names them)");
   }
@@ -196,13 +220,14 @@ ResolvedWorkload resolve_workload(const WorkloadFlags& f) {
   if (f.sources_given() > 1) {
     throw InvalidArgument(
         "give one workload source: --workload, --dataset-config, --lengths, --jsonl, --parquet, "
-        "--data-path or --seq-length");
+        "--hf-dataset, --data-path or --seq-length");
   }
-  if (f.parquet_paths.empty() &&
-      (f.tokens_column != "input_ids" || !f.loss_mask_column.empty() || !f.labels_column.empty())) {
+  if (f.parquet_paths.empty() && f.hf_dataset_paths.empty() &&
+      (f.tokens_column != "input_ids" || !f.loss_mask_column.empty() || !f.labels_column.empty() ||
+       f.bridge_packed)) {
     throw InvalidArgument(
-        "--tokens-column, --loss-mask-column and --labels-column choose Parquet columns: give "
-        "--parquet PATH too");
+        "--tokens-column, --loss-mask-column, --labels-column and --bridge-packed choose "
+        "Parquet or Arrow columns: give --parquet PATH or --hf-dataset DIR too");
   }
   ResolvedWorkload r = resolve_source(f);
   r.source.size = r.dataset->size();

@@ -1,6 +1,6 @@
 #pragma once
-// The --workload / --dataset-config / --lengths / --jsonl / --parquet / --seq-length flags shared
-// by the subcommands that read a dataset, and what they resolve to.
+// The --workload / --dataset-config / --lengths / --jsonl / --parquet / --hf-dataset / --seq-length
+// flags shared by the subcommands that read a dataset, and what they resolve to.
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
@@ -21,7 +21,9 @@ struct WorkloadFlags {
   std::string dataset_config;  // inline JSON or a file holding it
   std::string lengths_file;
   std::string jsonl_file;
-  std::vector<std::string> parquet_paths;  // files, folders or globs: one dataset
+  std::vector<std::string> parquet_paths;     // files, folders or globs: one dataset
+  std::vector<std::string> hf_dataset_paths;  // save_to_disk folders, Arrow files or globs
+  bool bridge_packed = false;                 // rows are Megatron-Bridge packs
   std::string tokens_column = "input_ids";
   std::string loss_mask_column;
   std::string labels_column;
