@@ -169,8 +169,8 @@ std::vector<Sample> baseline_load_jsonl(const std::string& path, const JsonlOpti
       read_bounded_line(in, line, kMaxJsonlLineBytes, path + ":" + std::to_string(line_no + 1))) {
     ++line_no;
     if (blank(line)) continue;
-    samples.push_back(baseline_parse_jsonl_line(line, static_cast<int64_t>(samples.size()),
-                                                options, path + ":" + std::to_string(line_no)));
+    samples.push_back(baseline_parse_jsonl_line(line, static_cast<int64_t>(samples.size()), options,
+                                                path + ":" + std::to_string(line_no)));
   }
   check(!samples.empty(), "JSONL file '", path, "' holds no samples");
   return samples;

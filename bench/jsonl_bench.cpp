@@ -152,11 +152,11 @@ int main(int argc, char** argv) {
               "old MB/s", "new MB/s", "ratio");
   for (const FileSpec& spec : specs) {
     const std::string text = generate(spec, bytes);
-    const std::string path =
-        (std::filesystem::path(dir) / ("thdpack_jsonl_bench_" + std::to_string(spec.seed) +
-                                       ".jsonl"))
-            .string();
-    std::ofstream(path, std::ios::binary).write(text.data(), static_cast<std::streamsize>(text.size()));
+    const std::string path = (std::filesystem::path(dir) /
+                              ("thdpack_jsonl_bench_" + std::to_string(spec.seed) + ".jsonl"))
+                                 .string();
+    std::ofstream(path, std::ios::binary)
+        .write(text.data(), static_cast<std::streamsize>(text.size()));
     const double mb = static_cast<double>(text.size()) / 1e6;
     total_bytes += static_cast<double>(text.size());
     std::vector<double> old_rate, new_rate, old_wall, new_wall;

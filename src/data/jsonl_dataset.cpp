@@ -153,7 +153,9 @@ class LineParser {
   std::string where_;
 };
 
-bool blank(std::string_view line) { return line.find_first_not_of(" \t\r\n") == line.npos; }
+bool blank(std::string_view line) {
+  return line.find_first_not_of(" \t\r\n") == line.npos;
+}
 
 // The lines of a JSONL file, read through its descriptor in large blocks (not byte by byte) into
 // one buffer, each line followed there by kJsonlLinePadding readable bytes for simdjson. Lines and
@@ -170,8 +172,8 @@ class JsonlLines {
       const char* begin = buffer_.data() + begin_;
       const size_t have = end_ - begin_;
       const void* newline = have > 0 ? std::memchr(begin, '\n', have) : nullptr;
-      const size_t length = newline ? static_cast<size_t>(static_cast<const char*>(newline) - begin)
-                                    : have;
+      const size_t length =
+          newline ? static_cast<size_t>(static_cast<const char*>(newline) - begin) : have;
       check(length <= kMaxJsonlLineBytes, file_.path(), ":", line_no, ": line longer than ",
             kMaxJsonlLineBytes, " bytes (the limit)");
       if (newline != nullptr || (at_end_ && have > 0)) {

@@ -39,9 +39,8 @@ bool has_duplicate_keys(const element& value, std::vector<std::string_view>& key
   const size_t first = keys.size();
   for (const auto member : members) keys.push_back(member.key);
   std::sort(keys.begin() + static_cast<std::ptrdiff_t>(first), keys.end());
-  const bool twice =
-      std::adjacent_find(keys.begin() + static_cast<std::ptrdiff_t>(first), keys.end()) !=
-      keys.end();
+  const bool twice = std::adjacent_find(keys.begin() + static_cast<std::ptrdiff_t>(first),
+                                        keys.end()) != keys.end();
   keys.resize(first);
   if (twice) return true;
   for (const auto member : members) {
@@ -97,9 +96,13 @@ bool mask(const element& value, std::vector<float>& out) {
   return true;
 }
 
-constexpr uint64_t kBytes(uint8_t b) { return 0x0101010101010101ULL * b; }
+constexpr uint64_t kBytes(uint8_t b) {
+  return 0x0101010101010101ULL * b;
+}
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
 
 // The common shape of a line, read in one pass over its bytes: {"input_ids":[...]} with
 // "loss_mask" or "labels" or neither, keys written without escapes, integers of at most 18 digits
@@ -287,7 +290,7 @@ struct JsonlFastReader::Parser {
   std::vector<std::string_view> keys;  // scratch of has_duplicate_keys
   std::vector<int64_t> ids, labels;    // scratch of PlainLine, kept from line to line
   std::vector<float> mask;
-  std::vector<char> copy;              // a line and its padding, for Bytes::kCopy
+  std::vector<char> copy;  // a line and its padding, for Bytes::kCopy
 };
 
 JsonlFastReader::JsonlFastReader() : parser_(std::make_unique<Parser>()) {

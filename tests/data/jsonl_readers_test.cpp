@@ -91,9 +91,12 @@ class LineMaker {
       case 1:  // cut short
         return text.substr(0, at);
       case 2: {  // a key given twice, at the top or in an ignored key's objects
-        static const char* const kTwice[] = {
-            R"("input_ids":[1])", R"("meta":1,"meta":2)", R"("meta":{"a":1,"a":[2]})",
-            R"("labels":[5])", R"("meta":[{"b":{"c":1,"c":1}}])", R"("meta":{"a":1,"b":2})"};
+        static const char* const kTwice[] = {R"("input_ids":[1])",
+                                             R"("meta":1,"meta":2)",
+                                             R"("meta":{"a":1,"a":[2]})",
+                                             R"("labels":[5])",
+                                             R"("meta":[{"b":{"c":1,"c":1}}])",
+                                             R"("meta":{"a":1,"b":2})"};
         return with_field(text, any(kTwice));
       }
       case 3: {  // nesting just below, at and past the limit, in an ignored key
@@ -127,11 +130,10 @@ class LineMaker {
       }
       case 7: {  // an odd string in an ignored key: escapes, surrogates, invalid UTF-8
         static const char* const kStrings[] = {
-            R"("\u0000")",       R"("\ud800")",         R"("\udc00")",
-            R"("\ud83d\ude00")", "\"\xC0\xAF\"",        "\"\xED\xA0\x80\"",
-            "\"\xF4\x90\x80\x80\"", "\"\x80\"",         "\"\x7F\"",
-            "\"\x1F\"",          "\"\xE2\x82\xAC\"",    R"("\/\b\f\n\r\t\"")",
-            R"("\x")",           R"("\u12")",           R"("\ud800\u0041")"};
+            R"("\u0000")",  R"("\ud800")",      R"("\udc00")",          R"("\ud83d\ude00")",
+            "\"\xC0\xAF\"", "\"\xED\xA0\x80\"", "\"\xF4\x90\x80\x80\"", "\"\x80\"",
+            "\"\x7F\"",     "\"\x1F\"",         "\"\xE2\x82\xAC\"",     R"("\/\b\f\n\r\t\"")",
+            R"("\x")",      R"("\u12")",        R"("\ud800\u0041")"};
         return with_field(text, std::string("\"meta\":") + any(kStrings));
       }
       case 8: {  // whitespace, JSON's and not
@@ -139,9 +141,9 @@ class LineMaker {
         return text.insert(at, any(kSpaces));
       }
       default: {  // a known key escaped, or one near a known one
-        static const char* const kKeys[] = {R"("input\u005fids")", R"("Input_ids")",
-                                            R"("input_ids ")", R"("")", R"("loss_mask\u0000")",
-                                            R"("loss\u005fmask")"};
+        static const char* const kKeys[] = {R"("input\u005fids")",  R"("Input_ids")",
+                                            R"("input_ids ")",      R"("")",
+                                            R"("loss_mask\u0000")", R"("loss\u005fmask")"};
         const size_t key = text.find("\"input_ids\"");
         if (key == std::string::npos) return text;
         return text.replace(key, 11, any(kKeys));
