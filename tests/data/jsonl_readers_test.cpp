@@ -241,6 +241,39 @@ TEST(JsonlReaders, TheReaderTheOldReaderAndTheDocumentReaderAgreeOnEveryLine) {
   EXPECT_GT(errors, 9000);
 }
 
+// Lines far longer than simdjson's first buffers, through each path: the usual shape, an ignored
+// key (simdjson), and errors at their end (the strict reader), nesting past the limit included.
+TEST(JsonlReaders, LongLinesTakeEveryPathAlike) {
+  std::string ids;
+  for (int t = 0; t < 300000; ++t) ids += std::to_string(int64_t{t} * 7919 % 150000) + ",";
+  ids += "5";
+  std::string deep;
+  for (int i = 1; i < detail::kMaxJsonDepth; ++i) deep += "[";  // the limit, with the line's object
+  deep += std::string(static_cast<size_t>(detail::kMaxJsonDepth - 1), ']');
+  const std::vector<std::string> lines = {
+      "{\"input_ids\":[" + ids + "]}",
+      "{\"meta\":\"x\",\"input_ids\":[" + ids + "]}",
+      "{\"input_ids\":[" + ids + "],\"meta\":{\"a\":1,\"a\":2}}",
+      "{\"input_ids\":[" + ids + "],\"meta\":" + deep + "}",
+      "{\"input_ids\":[" + ids + "],\"meta\":[" + deep + "]}",
+      "{\"input_ids\":[" + ids + "],\"meta\":[1.5e400]}",
+      "{\"input_ids\":[" + ids + ",-3]}",
+      "{\"input_ids\":[" + ids + "]",
+  };
+  JsonlOptions options;
+  options.ignore_unknown_keys = true;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string& line = lines[i];
+    const std::string fast =
+        outcome([&] { return detail::parse_jsonl_line(line, 0, options, "long.jsonl:1"); });
+    const std::string old =
+        outcome([&] { return bench::baseline_parse_jsonl_line(line, 0, options, "long.jsonl:1"); });
+    EXPECT_EQ(fast, old) << "line " << i;
+    EXPECT_EQ(fast.rfind("sample", 0) == 0, i < 2 || i == 3)
+        << "line " << i << ": " << fast.substr(0, 200);
+  }
+}
+
 // Whole files: blank lines, CRLF, a last line without '\n', lines longer than the reader's 1 MiB
 // blocks, and now and then a hostile line; the same samples, or the same message.
 TEST(JsonlReaders, WholeFilesLoadAsTheOldReaderLoadedThem) {
