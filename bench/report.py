@@ -207,6 +207,22 @@ def pack_table(pack):
     return "\n".join(lines)
 
 
+def jsonl_table(jsonl):
+    lines = ["| file (seeded) | MB | reader before (nlohmann SAX) | reader now | ratio | wall clock, before / now |",
+             "|---|---|---|---|---|---|"]
+    for f in jsonl["files"]:
+        lines.append(f"| {f['file']} | {f['bytes'] / 1e6:.1f} | {f['old_median_mb_per_s']:.0f} MB/s | "
+                     f"{f['new_median_mb_per_s']:.0f} MB/s | {f['ratio']:.2f}x | "
+                     f"{f['old_median_wall_mb_per_s']:.0f} / {f['new_median_wall_mb_per_s']:.0f} MB/s |")
+    met = lambda ok: "met" if ok else "missed"
+    lines.append("")
+    lines.append(f"Worst file: {jsonl['worst_new_mb_per_s']:.0f} MB/s per core "
+                 f"(target >= 300, {met(jsonl['worst_new_mb_per_s'] >= 300)}), "
+                 f"{jsonl['worst_ratio']:.2f}x the reader before "
+                 f"(target >= 7x, {met(jsonl['worst_ratio'] >= 7)}).")
+    return "\n".join(lines)
+
+
 def moe_table(runs):
     lines = ["| ranks | tokens/rank (mean) | hidden | experts | k | dispatch bytes vs minimum | combine bytes vs minimum | padded: extra rows/rank mean / max, over group max | s per 1M pairs (unpadded / padded / raw alltoallv floor) |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -239,7 +255,7 @@ def reorder_table(runs):
 
 
 def render(speed, quality, pipeline=None, pack=None, moe=None, reorder=None, planner=None,
-           dynamic_cp=None):
+           dynamic_cp=None, jsonl=None):
     cpu = platform.processor() or platform.machine()
     return "\n\n".join([
         f"Measured by `bash scripts/bench.sh` ({cpu}, single thread except where a row says not; "
@@ -290,6 +306,15 @@ def render(speed, quality, pipeline=None, pack=None, moe=None, reorder=None, pla
         "lengths, capacity 32768, lengths read from the index; baselines implemented plainly in the "
         "benchmark):\n\n" + pack_table(pack)
     ] if pack else []) + ([
+        "**Reading JSONL** (`thdpack_jsonl_bench`: what `thdpack plan --jsonl` and `pack --jsonl` "
+        f"read first; {len(jsonl['files']) if jsonl else 0} files generated from fixed seeds, "
+        "SFT-like token ids with and without a loss mask or labels, compact or spaced as Python's "
+        "json.dumps writes them; the reader before (lines read byte by byte, nlohmann's SAX "
+        "parser) runs in the same process on the same files; MB/s per core are bytes over the "
+        "reading thread's CPU time, median of "
+        f"{jsonl['files'][0]['reps'] if jsonl else 0} reads each; the wall clock is shown too, on "
+        "a 2-core machine shared with other jobs):\n\n" + jsonl_table(jsonl)
+    ] if jsonl else []) + ([
         "**MoE dispatch and combine** (figure 10; `thdpack_moe_bench` under `mpirun --oversubscribe` "
         "on this machine; per-rank token counts drawn from 0.5x to 1.5x the mean as with THD "
         "micro-batches; the minimum is each token's hidden state once per other rank it visits, the "
@@ -316,6 +341,7 @@ def take_results_dir(args, folder):
     args.speed, args.quality = one("speed.json"), one("quality.json")
     args.planner, args.dynamic_cp, args.pack = (one("planner.json"), one("dynamic_cp.json"),
                                                 one("pack.json"))
+    args.jsonl = one("jsonl.json")
     args.pipeline = sorted(glob.glob(os.path.join(folder, "pipeline_*.json")))
     args.moe = sorted(glob.glob(os.path.join(folder, "moe_*.json")))
     args.reorder = sorted(glob.glob(os.path.join(folder, "reorder_*.json")))
@@ -343,7 +369,7 @@ def main():
     ap.add_argument("--results", metavar="DIR",
                     help="take every file from DIR under the names scripts/bench.sh gives them "
                          "(speed.json, quality.json, planner.json, dynamic_cp.json, pack.json, "
-                         "pipeline_*.json, moe_*.json, reorder_*.json)")
+                         "jsonl.json, pipeline_*.json, moe_*.json, reorder_*.json)")
     ap.add_argument("--speed")
     ap.add_argument("--quality")
     ap.add_argument("--pipeline", nargs="*", default=[])
@@ -352,6 +378,7 @@ def main():
     ap.add_argument("--reorder", nargs="*", default=[])
     ap.add_argument("--planner")
     ap.add_argument("--dynamic-cp")
+    ap.add_argument("--jsonl")
     ap.add_argument("--readme")
     ap.add_argument("--check", action="store_true",
                     help="with --readme: compare instead of writing; exit 1 on a difference")
@@ -390,7 +417,11 @@ def main():
     if args.dynamic_cp:
         with open(args.dynamic_cp) as f:
             dynamic_cp = json.load(f)
-    text = render(speed, quality, pipeline, pack, moe, reorder, planner, dynamic_cp)
+    jsonl = None
+    if args.jsonl:
+        with open(args.jsonl) as f:
+            jsonl = json.load(f)
+    text = render(speed, quality, pipeline, pack, moe, reorder, planner, dynamic_cp, jsonl)
     if args.readme:
         with open(args.readme) as f:
             readme = f.read()

@@ -4,7 +4,7 @@
 #   bash scripts/bench.sh            # setup + build, speed and quality benchmarks, README table
 #   bash scripts/bench.sh --quick    # fewer repetitions and cases (a smoke run; README untouched)
 #
-# Results land in bench/results/ (speed, quality, pack, pipeline_*, moe_*, reorder_* JSON).
+# Results land in bench/results/ (speed, quality, pack, jsonl, pipeline_*, moe_*, reorder_* JSON).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0
@@ -20,6 +20,7 @@ if [ "$quick" = 1 ]; then
   ./build/bin/thdpack_quality_bench --quick --out "$out/quality.json"
   ./build/bin/thdpack_planner_bench --quick --out "$out/planner.json"
   ./build/bin/thdpack_dynamic_cp_bench --quick --out "$out/dynamic_cp.json"
+  ./build/bin/thdpack_jsonl_bench --quick --out "$out/jsonl.json" --dir "$out"
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 8 \
     ./build/bin/thdpack_pipeline_bench --tp 2 --cp 2 --dp 2 --steps 2 --out "$out/pipeline.json" >/dev/null
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 8 \
@@ -27,7 +28,7 @@ if [ "$quick" = 1 ]; then
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 4 \
     ./build/bin/thdpack reorder --microbatches 4 --compute-ms 1 --json >"$out/reorder.json"
   /usr/bin/python3 bench/report.py --speed "$out/speed.json" --quality "$out/quality.json" \
-    --planner "$out/planner.json" --dynamic-cp "$out/dynamic_cp.json" \
+    --planner "$out/planner.json" --dynamic-cp "$out/dynamic_cp.json" --jsonl "$out/jsonl.json" \
     --pipeline "$out/pipeline.json" --moe "$out/moe.json" --reorder "$out/reorder.json" >/dev/null
   echo "[bench] quick run OK ($out)"
   exit 0
@@ -47,6 +48,8 @@ PYTHONPATH=build/python /usr/bin/python3 bench/python_packing_bench.py \
 # Offline packing from indexed datasets, 10k, 1M and 100M samples (the 100M index takes ~2 GB of
 # disk in the temporary directory and ~8 GB of memory while packing).
 ./build/bin/thdpack_pack_bench --huge --out bench/results/pack.json
+# Reading JSONL: four seeded ~31 MB files, the reader against the one it replaced, 7 reads each.
+./build/bin/thdpack_jsonl_bench --reps 7 --out bench/results/jsonl.json
 
 # Figure 8 under mpirun (oversubscribed on small machines): "ranks tp cp pp dp" per line.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -26,7 +26,7 @@ if [ "${1:-}" = "--tests" ]; then with_tests=1; fi
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  nlohmann-json3-dev libcli11-dev
+  nlohmann-json3-dev libsimdjson-dev libcli11-dev
   openmpi-bin libopenmpi-dev
   python3 python3-dev python3-numpy python3-pybind11 pybind11-dev python3-torch
   python3-mpi4py python3-pip python3-setuptools python3-wheel

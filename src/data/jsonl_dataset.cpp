@@ -1,10 +1,12 @@
+#include <algorithm>
+#include <cstring>
 #include <limits>
-#include <sstream>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
 #include "data/json_text.hpp"
-#include "data/jsonl_sax.hpp"
+#include "data/jsonl_fast.hpp"
 #include "data/readers.hpp"
 #include "thdpack/core/dataset.hpp"
 #include "thdpack/core/errors.hpp"
@@ -151,18 +153,73 @@ class LineParser {
   std::string where_;
 };
 
-bool blank(const std::string& line) {
-  return line.find_first_not_of(" \t\r\n") == std::string::npos;
+bool blank(std::string_view line) {
+  return line.find_first_not_of(" \t\r\n") == line.npos;
 }
+
+// The lines of a JSONL file, read through its descriptor in large blocks (not byte by byte) into
+// one buffer, each line followed there by kJsonlLinePadding readable bytes for simdjson. Lines and
+// limits as read_bounded_line's: split at '\n' (which is not part of the line), the last one with
+// or without it, none longer than kMaxJsonlLineBytes.
+class JsonlLines {
+ public:
+  explicit JsonlLines(const InputFile& file) : file_(file) {}
+
+  // The next line, valid until the next call; false at the end. `line_no` is the number the line
+  // will have (for the message about a line over the limit).
+  bool next(std::string_view& line, int64_t line_no) {
+    for (;;) {
+      const char* begin = buffer_.data() + begin_;
+      const size_t have = end_ - begin_;
+      const void* newline = have > 0 ? std::memchr(begin, '\n', have) : nullptr;
+      const size_t length =
+          newline ? static_cast<size_t>(static_cast<const char*>(newline) - begin) : have;
+      check(length <= kMaxJsonlLineBytes, file_.path(), ":", line_no, ": line longer than ",
+            kMaxJsonlLineBytes, " bytes (the limit)");
+      if (newline != nullptr || (at_end_ && have > 0)) {
+        line = std::string_view(begin, length);
+        begin_ += newline ? length + 1 : length;
+        return true;
+      }
+      if (at_end_) return false;
+      fill();
+    }
+  }
+
+ private:
+  static constexpr size_t kBlock = size_t{1} << 20;
+
+  // Moves the unread bytes to the front and reads the next block after them.
+  void fill() {
+    std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
+    end_ -= begin_;
+    begin_ = 0;
+    if (buffer_.size() < end_ + kBlock + detail::kJsonlLinePadding) {
+      buffer_.resize(std::max(2 * buffer_.size(), end_ + kBlock + detail::kJsonlLinePadding));
+    }
+    const size_t got = file_.read_at(offset_, buffer_.data() + end_, kBlock);
+    offset_ += static_cast<int64_t>(got);
+    end_ += got;
+    at_end_ = got == 0;
+  }
+
+  const InputFile& file_;
+  std::vector<char> buffer_;
+  size_t begin_ = 0, end_ = 0;  // the unread bytes in buffer_
+  int64_t offset_ = 0;          // of the byte after them in the file
+  bool at_end_ = false;
+};
 
 }  // namespace
 
 Sample detail::parse_jsonl_line(const std::string& line, int64_t id, const JsonlOptions& options,
                                 const std::string& where) {
-  const std::string_view text = skip_utf8_bom(line);
-  check_json_bytes_and_depth(text, where);
-  if (auto sample = parse_sample_events(text, id, options)) return std::move(*sample);
-  // Not a valid sample (or a shape the event reader leaves): the document reader says why.
+  thread_local JsonlFastReader fast;
+  Sample sample;
+  if (fast.read(skip_utf8_bom(line), JsonlFastReader::Bytes::kCopy, id, options, sample)) {
+    return sample;
+  }
+  // Not a valid sample (or a shape the fast reader leaves): the strict reader says why.
   return parse_jsonl_document(line, id, options, where);
 }
 
@@ -179,17 +236,22 @@ std::unique_ptr<Dataset> detail::load_jsonl(std::shared_ptr<const InputFile> fil
                                             const JsonlOptions& options) {
   const std::string path = file->path();
   auto lease = std::make_unique<InputLease>(std::move(file));
-  InputStream in(lease->file());
+  JsonlLines in(lease->file());
+  detail::JsonlFastReader fast;
   std::vector<Sample> samples;
   std::vector<int64_t> lines;
-  std::string line;
+  std::string_view line;
   int64_t line_no = 0;
-  while (
-      read_bounded_line(in, line, kMaxJsonlLineBytes, path + ":" + std::to_string(line_no + 1))) {
+  while (in.next(line, line_no + 1)) {
     ++line_no;
     if (blank(line)) continue;
-    samples.push_back(detail::parse_jsonl_line(line, static_cast<int64_t>(samples.size()), options,
-                                               path + ":" + std::to_string(line_no)));
+    const auto id = static_cast<int64_t>(samples.size());
+    Sample& sample = samples.emplace_back();
+    if (!fast.read(detail::skip_utf8_bom(line), detail::JsonlFastReader::Bytes::kPadded, id,
+                   options, sample)) {
+      sample = detail::parse_jsonl_document(std::string(line), id, options,
+                                            path + ":" + std::to_string(line_no));
+    }
     lines.push_back(line_no);
   }
   if (samples.empty()) throw InvalidArgument("JSONL file '" + path + "' holds no samples");

@@ -1,14 +1,20 @@
-#include "data/jsonl_sax.hpp"
+#include "jsonl_baseline.hpp"
 
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-namespace thdpack::detail {
+#include "data/json_text.hpp"
+#include "data/readers.hpp"
+#include "thdpack/core/errors.hpp"
+#include "thdpack/data/input_file.hpp"
+
+namespace thdpack::bench {
 namespace {
 
 using nlohmann::json;
@@ -117,8 +123,7 @@ class SampleEvents {
   std::vector<std::string> keys_;
 };
 
-}  // namespace
-
+// The line as a sample when the event reader takes it (its whole shape a valid sample).
 std::optional<Sample> parse_sample_events(std::string_view line, int64_t id,
                                           const JsonlOptions& options) {
   thread_local Sample scratch;
@@ -140,4 +145,35 @@ std::optional<Sample> parse_sample_events(std::string_view line, int64_t id,
   return sample;
 }
 
-}  // namespace thdpack::detail
+bool blank(const std::string& line) {
+  return line.find_first_not_of(" \t\r\n") == std::string::npos;
+}
+
+}  // namespace
+
+Sample baseline_parse_jsonl_line(const std::string& line, int64_t id, const JsonlOptions& options,
+                                 const std::string& where) {
+  const std::string_view text = detail::skip_utf8_bom(line);
+  detail::check_json_bytes_and_depth(text, where);
+  if (auto sample = parse_sample_events(text, id, options)) return std::move(*sample);
+  return detail::parse_jsonl_document(line, id, options, where);
+}
+
+std::vector<Sample> baseline_load_jsonl(const std::string& path, const JsonlOptions& options) {
+  const InputFile file(path, "JSONL file");
+  InputStream in(file);
+  std::vector<Sample> samples;
+  std::string line;
+  int64_t line_no = 0;
+  while (
+      read_bounded_line(in, line, kMaxJsonlLineBytes, path + ":" + std::to_string(line_no + 1))) {
+    ++line_no;
+    if (blank(line)) continue;
+    samples.push_back(baseline_parse_jsonl_line(line, static_cast<int64_t>(samples.size()), options,
+                                                path + ":" + std::to_string(line_no)));
+  }
+  check(!samples.empty(), "JSONL file '", path, "' holds no samples");
+  return samples;
+}
+
+}  // namespace thdpack::bench
