@@ -156,7 +156,8 @@ def main():
     if min(args.rows, args.seeds, args.reps) < 1 or args.large_samples < 0:
         parser.error("--rows, --seeds and --reps must be >= 1, --large-samples >= 0")
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as work:
-        result = {"pyarrow": pa.__version__, "files": compare_files(args, work)}
+        result = {"pyarrow": pa.__version__, "reps": args.reps,
+                  "files": compare_files(args, work)}
         if args.large_samples:
             result["large"] = large_run(args, work)
     if args.out:

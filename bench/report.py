@@ -223,6 +223,27 @@ def jsonl_table(jsonl):
     return "\n".join(lines)
 
 
+def parquet_table(parquet):
+    lines = ["| file (seeded) | decoded MB (file MB) | pyarrow read, 1 thread | thdpack pack | ratio | wall clock: pyarrow 1 thread / threads / thdpack | thdpack peak RSS |",
+             "|---|---|---|---|---|---|---|"]
+    for f in parquet["files"]:
+        lines.append(f"| seed {f['seed']}, {f['rows']:,} rows | {f['decoded_mb']:.0f} ({f['file_mb']:.0f}) | "
+                     f"{f['pyarrow_1_thread_mb_per_cpu_s']:.0f} MB/s | {f['thdpack_pack_mb_per_cpu_s']:.0f} MB/s | "
+                     f"{f['ratio']:.3f} | {f['pyarrow_1_thread_mb_per_wall_s']:.0f} / "
+                     f"{f['pyarrow_threads_mb_per_wall_s']:.0f} / {f['thdpack_pack_mb_per_wall_s']:.0f} MB/s | "
+                     f"{f['thdpack_peak_rss_mib']:.0f} MiB |")
+    worst = min(f["ratio"] for f in parquet["files"])
+    lines.append("")
+    lines.append(f"Worst file: thdpack pack at {worst:.3f} of pyarrow's read "
+                 f"(target >= 0.8, {'met' if worst >= 0.8 else 'missed'}).")
+    large = parquet.get("large")
+    if large:
+        lines.append(f"End to end, {large['samples']:,} samples ({large['tokens']:,} tokens, 1-15 "
+                     f"each, 10 shards) to a pack file: {large['seconds']:.1f} s wall, "
+                     f"{large['cpu_seconds']:.1f} s CPU, peak RSS {large['peak_rss_mib']:,.0f} MiB.")
+    return "\n".join(lines)
+
+
 def moe_table(runs):
     lines = ["| ranks | tokens/rank (mean) | hidden | experts | k | dispatch bytes vs minimum | combine bytes vs minimum | padded: extra rows/rank mean / max, over group max | s per 1M pairs (unpadded / padded / raw alltoallv floor) |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -255,7 +276,7 @@ def reorder_table(runs):
 
 
 def render(speed, quality, pipeline=None, pack=None, moe=None, reorder=None, planner=None,
-           dynamic_cp=None, jsonl=None):
+           dynamic_cp=None, jsonl=None, parquet=None):
     cpu = platform.processor() or platform.machine()
     return "\n\n".join([
         f"Measured by `bash scripts/bench.sh` ({cpu}, single thread except where a row says not; "
@@ -315,6 +336,14 @@ def render(speed, quality, pipeline=None, pack=None, moe=None, reorder=None, pla
         f"{jsonl['files'][0]['reps'] if jsonl else 0} reads each; the wall clock is shown too, on "
         "a 2-core machine shared with other jobs):\n\n" + jsonl_table(jsonl)
     ] if jsonl else []) + ([
+        "**Reading Parquet** (`bench/parquet_bench.py`: `thdpack pack --parquet FILE "
+        "--loss-mask-column loss_mask -C 8192 -o OUT` as a process, start to pack file written, "
+        "against pyarrow's `read_table` of the same two columns in one thread; seeded SFT-like "
+        "files, int32 `input_ids` and int8 `loss_mask`, row groups of 65,536 rows; MB/s of decoded "
+        "column bytes per CPU second (user + system), median of "
+        f"{parquet.get('reps', 3) if parquet else 0} runs each; wall clock beside, on a 2-core "
+        "machine shared with other jobs):\n\n" + parquet_table(parquet)
+    ] if parquet else []) + ([
         "**MoE dispatch and combine** (figure 10; `thdpack_moe_bench` under `mpirun --oversubscribe` "
         "on this machine; per-rank token counts drawn from 0.5x to 1.5x the mean as with THD "
         "micro-batches; the minimum is each token's hidden state once per other rank it visits, the "
@@ -341,7 +370,7 @@ def take_results_dir(args, folder):
     args.speed, args.quality = one("speed.json"), one("quality.json")
     args.planner, args.dynamic_cp, args.pack = (one("planner.json"), one("dynamic_cp.json"),
                                                 one("pack.json"))
-    args.jsonl = one("jsonl.json")
+    args.jsonl, args.parquet = one("jsonl.json"), one("parquet.json")
     args.pipeline = sorted(glob.glob(os.path.join(folder, "pipeline_*.json")))
     args.moe = sorted(glob.glob(os.path.join(folder, "moe_*.json")))
     args.reorder = sorted(glob.glob(os.path.join(folder, "reorder_*.json")))
@@ -369,7 +398,7 @@ def main():
     ap.add_argument("--results", metavar="DIR",
                     help="take every file from DIR under the names scripts/bench.sh gives them "
                          "(speed.json, quality.json, planner.json, dynamic_cp.json, pack.json, "
-                         "jsonl.json, pipeline_*.json, moe_*.json, reorder_*.json)")
+                         "jsonl.json, parquet.json, pipeline_*.json, moe_*.json, reorder_*.json)")
     ap.add_argument("--speed")
     ap.add_argument("--quality")
     ap.add_argument("--pipeline", nargs="*", default=[])
@@ -379,6 +408,7 @@ def main():
     ap.add_argument("--planner")
     ap.add_argument("--dynamic-cp")
     ap.add_argument("--jsonl")
+    ap.add_argument("--parquet")
     ap.add_argument("--readme")
     ap.add_argument("--check", action="store_true",
                     help="with --readme: compare instead of writing; exit 1 on a difference")
@@ -421,7 +451,12 @@ def main():
     if args.jsonl:
         with open(args.jsonl) as f:
             jsonl = json.load(f)
-    text = render(speed, quality, pipeline, pack, moe, reorder, planner, dynamic_cp, jsonl)
+    parquet = None
+    if args.parquet:
+        with open(args.parquet) as f:
+            parquet = json.load(f)
+    text = render(speed, quality, pipeline, pack, moe, reorder, planner, dynamic_cp, jsonl,
+                  parquet)
     if args.readme:
         with open(args.readme) as f:
             readme = f.read()

@@ -50,6 +50,10 @@ PYTHONPATH=build/python /usr/bin/python3 bench/python_packing_bench.py \
 ./build/bin/thdpack_pack_bench --huge --out bench/results/pack.json
 # Reading JSONL: four seeded ~31 MB files, the reader against the one it replaced, 7 reads each.
 ./build/bin/thdpack_jsonl_bench --reps 7 --out bench/results/jsonl.json
+# Reading Parquet: three seeded ~700 MB files against pyarrow, and 100M samples end to end (about
+# 5 GB of Parquet in the temporary directory and 5 GB of memory while packing).
+.venv/bin/python bench/parquet_bench.py --rows 400000 --seeds 3 --reps 3 \
+  --large-samples 100000000 --out bench/results/parquet.json
 
 # Figure 8 under mpirun (oversubscribed on small machines): "ranks tp cp pp dp" per line.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
