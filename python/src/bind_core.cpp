@@ -532,7 +532,10 @@ void bind_scheduling(py::module_& m) {
       py::arg("max_seqlen_per_dp_cp_rank"), py::arg("cp") = 1, py::arg("pp") = 1,
       py::arg("cost") = CostModel{}, py::arg("ids") = py::none(),
       py::arg("real_lengths") = py::none());
-  // For thdpack.rl, which deals whole groups itself: the schedulers' own pack splitter.
+}
+
+/// For thdpack.rl, which deals whole groups itself: the schedulers' own pack splitter.
+void bind_pack_splitting(py::module_& m) {
   m.def(
       "_split_item_packs_to",
       [](std::vector<std::vector<std::vector<int64_t>>> packs, int64_t target,
@@ -652,6 +655,7 @@ void bind_core(py::module_& m) {
   bind_mock_datasets(m);
   bind_global_batches(m);
   bind_scheduling(m);
+  bind_pack_splitting(m);
   bind_bin_packing(m);
 }
 

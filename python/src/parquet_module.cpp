@@ -57,6 +57,26 @@ ParquetOptions options_from(const std::string& tokens_column, const py::object& 
   return o;
 }
 
+// Binds `load` (a reader of files: load_parquet_dataset, load_arrow_dataset) as `name`, with the
+// column keywords every reader takes.
+template <class Load>
+void def_path_loader(py::module_& m, const char* name, Load load) {
+  m.def(
+      name,
+      [load](const py::object& paths, const std::string& tokens_column,
+             const py::object& loss_mask_column, const py::object& labels_column,
+             bool labels_shifted, bool bridge_packed) {
+        const auto p = paths_from_python(paths, "paths");
+        const ParquetOptions o = options_from(tokens_column, loss_mask_column, labels_column,
+                                              labels_shifted, bridge_packed);
+        py::gil_scoped_release release;
+        return std::shared_ptr<Dataset>(load(p, o));
+      },
+      py::arg("paths"), py::kw_only(), py::arg("tokens_column") = "input_ids",
+      py::arg("loss_mask_column") = py::none(), py::arg("labels_column") = py::none(),
+      py::arg("labels_shifted") = false, py::arg("bridge_packed") = false);
+}
+
 // The opener _thdpack calls for pack files of these kinds: this module's own registry knows them.
 OpenedPackSource open_source(const PackSource& source) {
   return open_pack_source_once(source);
@@ -73,34 +93,8 @@ PYBIND11_MODULE(_thdpack_parquet, m) {
   register_arrow_pack_source();
   py::module_::import("thdpack._thdpack");  // the Dataset type the readers return
 
-  m.def(
-      "load_parquet_dataset",
-      [](const py::object& paths, const std::string& tokens_column,
-         const py::object& loss_mask_column, const py::object& labels_column, bool labels_shifted,
-         bool bridge_packed) {
-        const auto p = paths_from_python(paths, "paths");
-        const ParquetOptions o = options_from(tokens_column, loss_mask_column, labels_column,
-                                              labels_shifted, bridge_packed);
-        py::gil_scoped_release release;
-        return std::shared_ptr<Dataset>(load_parquet_dataset(p, o));
-      },
-      py::arg("paths"), py::kw_only(), py::arg("tokens_column") = "input_ids",
-      py::arg("loss_mask_column") = py::none(), py::arg("labels_column") = py::none(),
-      py::arg("labels_shifted") = false, py::arg("bridge_packed") = false);
-  m.def(
-      "load_arrow_dataset",
-      [](const py::object& paths, const std::string& tokens_column,
-         const py::object& loss_mask_column, const py::object& labels_column, bool labels_shifted,
-         bool bridge_packed) {
-        const auto p = paths_from_python(paths, "paths");
-        const ParquetOptions o = options_from(tokens_column, loss_mask_column, labels_column,
-                                              labels_shifted, bridge_packed);
-        py::gil_scoped_release release;
-        return std::shared_ptr<Dataset>(load_arrow_dataset(p, o));
-      },
-      py::arg("paths"), py::kw_only(), py::arg("tokens_column") = "input_ids",
-      py::arg("loss_mask_column") = py::none(), py::arg("labels_column") = py::none(),
-      py::arg("labels_shifted") = false, py::arg("bridge_packed") = false);
+  def_path_loader(m, "load_parquet_dataset", &load_parquet_dataset);
+  def_path_loader(m, "load_arrow_dataset", &load_arrow_dataset);
   m.def(
       "load_arrow_stream_dataset",
       [](const py::capsule& stream, const std::string& name, const py::object& rows,

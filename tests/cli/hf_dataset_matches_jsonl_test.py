@@ -23,34 +23,17 @@ import json
 import os
 import random
 import shutil
-import struct
-import subprocess
 import sys
 
 import datasets
 import numpy as np
 import pyarrow as pa
 
+from table_source_checks import packs_of, random_samples, runner, without_source
+
 THDPACK, WORK = sys.argv[1], sys.argv[2]
+run = runner(THDPACK)
 datasets.disable_progress_bars()
-
-
-def run(args, ok=True):
-    result = subprocess.run([THDPACK] + args + ["--no-progress"], capture_output=True, text=True)
-    if ok:
-        assert result.returncode == 0, (args, result.stderr)
-    return result
-
-
-def random_samples(rng, n, with_mask):
-    samples = []
-    for _ in range(n):
-        length = rng.randint(1, 300 if rng.random() < 0.2 else 40)
-        sample = {"input_ids": [rng.randint(0, 65535) for _ in range(length)]}
-        if with_mask:
-            sample["loss_mask"] = [rng.randint(0, 1) for _ in range(length)]
-        samples.append(sample)
-    return samples
 
 
 def write_both(folder, samples):
@@ -69,35 +52,6 @@ def write_both(folder, samples):
     datasets.Dataset.from_dict(columns, features=features).save_to_disk(hf, num_shards=3)
     assert len(glob.glob(os.path.join(hf, "data-*.arrow"))) == 3
     return jsonl, hf
-
-
-def packs_of(path):
-    """A pack file's packs, without its source: capacity, divisor, size, offsets, sample ids."""
-    data = open(path, "rb").read()
-    assert data[:8] == b"THDPACKS"
-    at = 8
-    version, capacity, divisor = struct.unpack_from("<Qqq", data, at)
-    at += 24
-    for _ in range(2):  # kind, spec
-        (n,) = struct.unpack_from("<I", data, at)
-        at += 4 + n
-    size, _fingerprint, packs, items, _checksum = struct.unpack_from("<qQQQQ", data, at)
-    at += 40
-    offsets = struct.unpack_from("<%dq" % (packs + 1), data, at)
-    ids = struct.unpack_from("<%dq" % items, data, at + 8 * (packs + 1))
-    return version, capacity, divisor, size, offsets, ids
-
-
-def without_source(summary):
-    def strip(value):
-        if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items()
-                    if not k.startswith("workload") and not k.startswith("plan_ms")}
-        if isinstance(value, list):
-            return [strip(v) for v in value]
-        return value
-
-    return strip(json.loads(summary))
 
 
 def check_same(folder, jsonl, hf, seed):

@@ -230,19 +230,41 @@ struct ReportedStep {
   double dynamic_bound = 0;
 };
 
-void write_layout_report(const PlanFlags& f, const PlanSetup& s,
-                         const std::vector<DynamicCpSummaryRow>& rows, const ReportedStep& r) {
+// The page: with a layout comparison, that first, then the fixed-CP schedulers in detail.
+void write_report(const PlanFlags& f, const PlanSetup& s,
+                  const std::vector<DynamicCpSummaryRow>& rows, const ReportedStep& r) {
+  const GlobalBatch& batch = *r.batch;
+  if (!s.compares_layouts) {
+    write_plan_html_report(f.report,
+                           {s.info, s.summaries, f.report_step, batch, r.plans, s.fixed_cp});
+    return;
+  }
   std::vector<ReportedPlan> fixed_plans, dynamic_plans;
   for (const auto& p : r.plans) {
     (is_dynamic_cp_scheduler(p.scheduler) ? dynamic_plans : fixed_plans).push_back(p);
   }
-  const GlobalBatch& batch = *r.batch;
-  write_dynamic_cp_html_report(
-      f.report, {s.info, f.report_step, cost_description(s.info, f.dynamic_cp), rows, batch.ids,
-                 r.dynamic_lengths, batch.padded_lengths, r.dynamic_bound,
-                 fixed_cp_step_lower_bound(batch.padded_lengths, s.fixed_cp.dp, s.fixed_cp.cp,
-                                           s.dynamic_cp.cost),
-                 fixed_plans, dynamic_plans});
+  std::vector<SchedulerSummary> fixed_summaries;
+  for (const auto& summary : s.summaries) {
+    if (!is_dynamic_cp_scheduler(summary.name)) fixed_summaries.push_back(summary);
+  }
+  PlanRunInfo fixed_info = s.info;  // the fixed-CP plans' capacity, divisor and cost
+  fixed_info.capacity = s.fixed_cp.capacity();
+  fixed_info.divisor = s.info.fixed_cp_divisor;
+  fixed_info.cost = s.fixed_cp.cost;
+  const DynamicCpReportInput layouts{s.info,
+                                     f.report_step,
+                                     cost_description(s.info, f.dynamic_cp),
+                                     rows,
+                                     batch.ids,
+                                     r.dynamic_lengths,
+                                     batch.padded_lengths,
+                                     r.dynamic_bound,
+                                     fixed_cp_step_lower_bound(batch.padded_lengths, s.fixed_cp.dp,
+                                                               s.fixed_cp.cp, s.dynamic_cp.cost),
+                                     fixed_plans,
+                                     dynamic_plans};
+  write_plan_html_report(f.report, {fixed_info, fixed_summaries, f.report_step, batch, fixed_plans,
+                                    s.fixed_cp, &layouts});
 }
 
 int run_plan(const PlanFlags& f) {
@@ -290,12 +312,7 @@ int run_plan(const PlanFlags& f) {
   const std::vector<SchedulerSummary>& summaries = s.summaries;
   std::vector<DynamicCpSummaryRow> rows;
   if (s.compares_layouts) rows = layout_rows(summaries, s.fixed_cp.cp);
-  if (reported.batch && s.compares_layouts) {
-    write_layout_report(f, s, rows, reported);
-  } else if (reported.batch) {
-    write_plan_html_report(
-        f.report, {s.info, summaries, f.report_step, *reported.batch, reported.plans, s.fixed_cp});
-  }
+  if (reported.batch) write_report(f, s, rows, reported);
   outputs.commit_all();
   if (s.compares_layouts && f.json) {
     print_layout_json(std::cout, s.info, f.dynamic_cp,

@@ -57,7 +57,7 @@ std::string summary_html(const DynamicCpReportInput& in) {
     rows.push_back({r.name, r.cp, fixed(r.microbatches, 1), fixed(r.groups, 1), fixed(r.step, 4),
                     fixed(r.ratio, 4) + "x", fixed(r.vs_fastest, 3) + "x"});
   }
-  return "<section id=\"summary\"><h2>Every step: means per scheduler</h2>\n<p>vs bound: "
+  return "<section id=\"layouts\"><h2>Every step: means per scheduler</h2>\n<p>vs bound: "
          "against a lower bound of the row's own layout (fixed CP and dynamic CP pad and group "
          "samples differently); vs fastest: against the fastest row.</p>\n" +
          html_table(
@@ -193,7 +193,7 @@ std::string step_chart(const std::vector<SchedulerPicture>& pictures,
 
 }  // namespace
 
-void write_dynamic_cp_html_report(const std::string& path, const DynamicCpReportInput& in) {
+std::string layout_comparison_html(const DynamicCpReportInput& in) {
   const LengthOf dynamic_length = lengths_of(in.ids, in.padded_lengths);
   const LengthOf fixed_length = lengths_of(in.ids, in.fixed_cp_padded_lengths);
   std::vector<SchedulerPicture> pictures;
@@ -231,14 +231,7 @@ void write_dynamic_cp_html_report(const std::string& path, const DynamicCpReport
          << render_bar_chart(chart) << p.details;
   }
   body << "</section>\n";
-  write_html_page(path, "thdpack plan (dynamic CP): " + in.info.workload,
-                  {{"workload", in.info.workload},
-                   {"step", std::to_string(in.step)},
-                   {"dp", std::to_string(in.info.dp)},
-                   {"cp", std::to_string(in.info.cp)},
-                   {"ranks", std::to_string(in.info.dp * in.info.cp)},
-                   {"unit", "s"}},
-                  body.str());
+  return body.str();
 }
 
 }  // namespace thdpack::cli

@@ -1,14 +1,15 @@
 #pragma once
-// `thdpack plan --scheduler <dynamic CP> --report FILE.html`: fixed CP and dynamic CP side by side
-// on one self-contained page (html_page.hpp): the means over every step, the modeled step of each
-// scheduler on the reported step against the shared lower bound, then per rank how each plan
-// spends that step: fixed CP per DP replica (every rank of a replica runs its packs on cp ranks),
-// dynamic CP per dp·cp rank (each micro-batch the time of the CP group holding the rank, then idle
-// until the slowest group ends), with every micro-batch's CP groups (size, member ranks, samples,
-// tokens, time) in tables.
+// What `thdpack plan --report FILE.html` shows in front of the fixed-CP sections when the run
+// compares CP layouts (a dynamic-CP scheduler named; plan_html_report.hpp writes the page): the
+// means over every step, the modeled step of each scheduler on the reported step against its
+// layout's lower bound, then per rank how each plan spends that step: fixed CP per DP replica
+// (every rank of a replica runs its packs on cp ranks), dynamic CP per dp·cp rank (each
+// micro-batch the time of the CP group holding the rank, then idle until the slowest group ends),
+// with every micro-batch's CP groups (size, member ranks, samples, tokens, time) in tables.
 //
 // Every drawn number is also in data-* attributes (data-scheduler, data-replica, data-rank,
-// data-k, data-group-size, data-part, data-value) for tests to read back.
+// data-k, data-group-size, data-part, data-value; data-step-seconds on each scheduler's heading)
+// for tests to read back.
 
 #include <cstdint>
 #include <span>
@@ -49,7 +50,7 @@ struct DynamicCpReportInput {
   const std::vector<ReportedPlan>& dynamic;
 };
 
-/// Writes the page to `path`. Throws InvalidArgument when the file cannot be written.
-void write_dynamic_cp_html_report(const std::string& path, const DynamicCpReportInput& input);
+/// The sections (HTML) comparing the layouts.
+std::string layout_comparison_html(const DynamicCpReportInput& input);
 
 }  // namespace thdpack::cli

@@ -391,19 +391,36 @@ std::string padding_section(const PlanReportInput& in) {
          "</section>\n";
 }
 
+// After a layout comparison: what the fixed-CP sections below it draw, and under which cost.
+std::string fixed_cp_heading(const PlanReportInput& in) {
+  return "<section id=\"fixed-cp\"><h2>Fixed CP in detail</h2>\n<p>The fixed-CP schedulers' "
+         "plans as <code>thdpack plan</code> draws them without a dynamic-CP scheduler: under " +
+         html_escape(in.info.model.empty()
+                         ? std::string("the cost coefficients")
+                         : in.info.model + " training FLOPs at " + fixed(in.info.gpu_tflops, 0) +
+                               " TFLOP/s per GPU") +
+         ", without the CP cost model's ring communication and per-step overhead, so their "
+         "times are below the modeled steps above.</p></section>\n";
+}
+
 }  // namespace
 
 void write_plan_html_report(const std::string& path, const PlanReportInput& input) {
   const auto at = positions_of(input.batch);
-  write_html_page(path, "thdpack plan: " + input.info.workload,
-                  {{"workload", input.info.workload},
-                   {"step", std::to_string(input.step)},
-                   {"dp", std::to_string(input.info.dp)},
-                   {"cp", std::to_string(input.info.cp)},
-                   {"unit", units_of(input.info).name}},
-                  settings_html(input) + summary_html(input) + replica_section(input, at) +
-                      microbatch_section(input) + fill_section(input, at) + cp_section(input, at) +
-                      padding_section(input));
+  const DynamicCpReportInput* layouts = input.layouts;
+  DataAttributes body{{"workload", input.info.workload},
+                      {"step", std::to_string(input.step)},
+                      {"dp", std::to_string(input.info.dp)},
+                      {"cp", std::to_string(input.info.cp)},
+                      {"unit", units_of(input.info).name}};
+  if (layouts) body.push_back({"ranks", std::to_string(input.info.dp * input.info.cp)});
+  write_html_page(
+      path, (layouts ? "thdpack plan (dynamic CP): " : "thdpack plan: ") + input.info.workload,
+      body,
+      (layouts ? layout_comparison_html(*layouts) + fixed_cp_heading(input)
+               : settings_html(input)) +
+          summary_html(input) + replica_section(input, at) + microbatch_section(input) +
+          fill_section(input, at) + cp_section(input, at) + padding_section(input));
 }
 
 }  // namespace thdpack::cli

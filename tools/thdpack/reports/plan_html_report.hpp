@@ -1,6 +1,8 @@
 #pragma once
-// `thdpack plan --report FILE.html`: one self-contained HTML page (inline SVG and CSS, a few lines
-// of inline script, nothing fetched) that shows each scheduler's plan of one step as pictures:
+// `thdpack plan --report FILE.html`, with any scheduler: one self-contained HTML page (inline SVG
+// and CSS, a few lines of inline script, nothing fetched) that shows each fixed-CP scheduler's plan
+// of one step as pictures (after the layout comparison of dynamic_cp_html_report.hpp when the run
+// compares CP layouts):
 // modeled time per DP replica split into its micro-batches with the straggler marked, micro-batch
 // counts against the bound over every step, pack fill, CP work per rank and padding, each with the
 // numbers in a table and on hover.
@@ -13,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "reports/dynamic_cp_html_report.hpp"
 #include "reports/plan_report.hpp"
 #include "thdpack/schedule/global_batch.hpp"
 #include "thdpack/schedule/plan_stats.hpp"
@@ -20,7 +23,9 @@
 
 namespace thdpack::cli {
 
-/// What the report draws: the run, every step's summaries, and the plans of step `step`.
+/// What the report draws: the run, every step's summaries, and the plans of step `step`, of the
+/// fixed-CP schedulers (info, with the fixed-CP capacity and divisor; options, theirs); when the
+/// run compares CP layouts, `layouts` too, drawn first.
 struct PlanReportInput {
   const PlanRunInfo& info;
   const std::vector<SchedulerSummary>& summaries;
@@ -28,6 +33,7 @@ struct PlanReportInput {
   const GlobalBatch& batch;
   const std::vector<ReportedPlan>& plans;
   const ScheduleOptions& options;
+  const DynamicCpReportInput* layouts = nullptr;
 };
 
 /// Writes the page to `path`. Throws InvalidArgument when the file cannot be written.
