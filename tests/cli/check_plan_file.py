@@ -100,6 +100,10 @@ def main(path, expected, report=None):
         for name, value in shown.items():
             want = steps[at][name]
             assert abs(float(value) - want) <= 1e-6 * want, f"{name}: report {value}, plan file {want}"
+        # The same page as without a dynamic-CP scheduler: the fixed-CP plans in detail follow.
+        fixed_cp = [n for n in expected if not n.endswith("dynamic_cp")]
+        drawn = set(re.findall(r'<svg[^>]*id="replicas-([^"]+)"', page))
+        assert drawn == set(fixed_cp), f"fixed-CP replica charts {drawn}, expected {fixed_cp}"
     print(f"{path}: {len(doc['steps'])} steps x {len(expected)} schedulers OK")
 
 
