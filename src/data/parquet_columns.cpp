@@ -142,6 +142,34 @@ void ParquetListColumn::integers(int64_t row, std::vector<int64_t>& out,
   });
 }
 
+int64_t ParquetListColumn::checked_length(int64_t row,
+                                          const std::function<std::string()>& where) const {
+  const Span s = span(row, where);
+  bool bad = false;
+  const bool labels = role_ == ParquetColumnRole::kLabels;
+  visit_values(*s.values, s.begin, s.end, [&](size_t, auto v) {
+    using V = decltype(v);
+    if (role_ == ParquetColumnRole::kLossMask) {
+      bad |= !(v == 0 || v == 1);
+    } else if constexpr (std::is_unsigned_v<V> && sizeof(V) == 8) {
+      bad |= v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+    } else {
+      const auto x = static_cast<int64_t>(v);
+      bad |= x < 0 && !(labels && x == kIgnoreLabel);
+    }
+  });
+  if (bad) {  // the copying reader names the first bad value, as it does when reading
+    if (role_ == ParquetColumnRole::kLossMask) {
+      std::vector<float> values;
+      mask(row, values, where);
+    } else {
+      std::vector<int64_t> values;
+      integers(row, values, where);
+    }
+  }
+  return s.end - s.begin;
+}
+
 void ParquetListColumn::mask(int64_t row, std::vector<float>& out,
                              const std::function<std::string()>& where) const {
   const Span s = span(row, where);

@@ -43,6 +43,9 @@ class ParquetListColumn {
   void integers(int64_t row, std::vector<int64_t>& out,
                 const std::function<std::string()>& where) const;
   void mask(int64_t row, std::vector<float>& out, const std::function<std::string()>& where) const;
+  /// Row `row`'s length, after the checks integers() or mask() (by role) make, with the same
+  /// errors, but without copying the values out.
+  int64_t checked_length(int64_t row, const std::function<std::string()>& where) const;
 
  private:
   struct Span {

@@ -171,6 +171,28 @@ std::vector<ParquetListColumn> read_group(const Shard& s, int g,
   return out;
 }
 
+// Fails unless the token column's and the mask or labels column's lengths match.
+void check_same_length(int64_t tokens, int64_t other, const std::vector<ColumnChoice>& columns,
+                       const std::function<std::string()>& where) {
+  if (other != tokens) {  // where() is built only for the message
+    fail(where(), ": \"", columns[1].name, "\" has ", other, " entries but \"", columns[0].name,
+         "\" has ", tokens);
+  }
+}
+
+// Row `row`'s length, after the checks make_sample makes, without building the sample.
+int64_t checked_row_length(const std::vector<ParquetListColumn>& data,
+                           const std::vector<ColumnChoice>& columns, int64_t row,
+                           const std::function<std::string()>& where) {
+  const int64_t n = data[0].checked_length(row, where);
+  if (n == 0)
+    fail(where(), ": \"", columns[0].name, "\" is empty: a sample needs at least one token");
+  if (data.size() > 1 && columns[1].role != ParquetColumnRole::kStarts) {
+    check_same_length(n, data[1].checked_length(row, where), columns, where);
+  }
+  return n;
+}
+
 // Row `row` of a group as sample `id`; the checks of a JSONL line.
 Sample make_sample(const std::vector<ParquetListColumn>& data,
                    const std::vector<ColumnChoice>& columns, int64_t row, int64_t id,
@@ -191,10 +213,8 @@ Sample make_sample(const std::vector<ParquetListColumn>& data,
       data[1].integers(row, s.labels, where);
       got = s.labels.size();
     }
-    if (got != s.input_ids.size()) {  // where() is built only for the message
-      fail(where(), ": \"", columns[1].name, "\" has ", got, " entries but \"", columns[0].name,
-           "\" has ", s.input_ids.size());
-    }
+    check_same_length(static_cast<int64_t>(s.input_ids.size()), static_cast<int64_t>(got), columns,
+                      where);
   }
   return s;
 }
@@ -336,13 +356,13 @@ class TableDataset final : public Dataset {
       const Group group{s, g, size()};
       for (int64_t row = 0; row < data[0].rows(); ++row) {
         const auto where_row = [&] { return where(group, row); };
+        if (!packed) {
+          lengths_.push_back(checked_row_length(data, columns_, row, where_row));
+          continue;
+        }
         const Sample x =
             make_sample(data, columns_, row, size(), options_.labels_shifted, where_row);
         const auto n = static_cast<int64_t>(x.input_ids.size());
-        if (!packed) {
-          lengths_.push_back(n);
-          continue;
-        }
         const std::vector<int64_t> starts = sample_starts(data, columns_, row, n, where_row);
         for (size_t k = 0; k < starts.size(); ++k) {
           const int64_t end = k + 1 < starts.size() ? starts[k + 1] : n;
