@@ -176,13 +176,7 @@ class SelectedRows final : public Dataset {
 };
 
 OpenedPackSource open_arrow_source(const PackSource& source) {
-  const detail::ParquetSourceSpec spec = detail::parse_parquet_source_spec(source.spec);
-  Hash64 hash;
-  hash.update(source.kind.data(), source.kind.size());
-  OpenedPackSource out;
-  out.dataset = open_arrow_files(spec.files, spec.options, &hash);
-  out.fingerprint = hash.digest();
-  return out;
+  return detail::reopen_table_source(source, &open_arrow_files);
 }
 
 }  // namespace

@@ -421,13 +421,7 @@ std::unique_ptr<Dataset> open_parquet_files(const std::vector<std::string>& path
 }
 
 OpenedPackSource open_parquet_source(const PackSource& source) {
-  const detail::ParquetSourceSpec spec = detail::parse_parquet_source_spec(source.spec);
-  Hash64 hash;
-  hash.update(source.kind.data(), source.kind.size());
-  OpenedPackSource out;
-  out.dataset = open_parquet_files(spec.files, spec.options, &hash);
-  out.fingerprint = hash.digest();
-  return out;
+  return detail::reopen_table_source(source, &open_parquet_files);
 }
 
 }  // namespace

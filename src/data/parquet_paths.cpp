@@ -167,4 +167,14 @@ ParquetSourceSpec parse_parquet_source_spec(const std::string& spec) {
   }
 }
 
+OpenedPackSource reopen_table_source(const PackSource& source, OpenTableFiles open_files) {
+  const ParquetSourceSpec spec = parse_parquet_source_spec(source.spec);
+  Hash64 hash;
+  hash.update(source.kind.data(), source.kind.size());
+  OpenedPackSource out;
+  out.dataset = open_files(spec.files, spec.options, &hash);
+  out.fingerprint = hash.digest();
+  return out;
+}
+
 }  // namespace thdpack::detail
