@@ -36,6 +36,7 @@
 
 #include "thdpack/moe/moe_routing.hpp"
 
+#include "thdpack/comm/agreement.hpp"
 #include "thdpack/comm/communicator.hpp"
 #include "thdpack/comm/local_communicator.hpp"
 #include "thdpack/comm/process_groups.hpp"

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "thdpack/comm/agreement.hpp"
 #include "thdpack/core/errors.hpp"
 
 namespace thdpack {
@@ -39,16 +40,13 @@ void check_agreement(Communicator& ep, const Status& mine, const std::string& my
       at += sizes[r];
     }
   }
-  for (size_t r = 1; r < all.size(); ++r) {
-    for (auto [name, a, b] : {std::tuple{"k", all[0].k, all[r].k},
-                              std::tuple{"hidden size", all[0].hidden, all[r].hidden},
-                              std::tuple{"number of experts", all[0].experts, all[r].experts}}) {
-      if (a != b) {
-        fail("dispatch: EP ranks disagree on the ", name, ": rank 0 has ", a, ", rank ", r, " has ",
-             b);
-      }
-    }
+  std::vector<std::vector<AgreedValue>> shapes;
+  for (const Status& s : all) {
+    shapes.push_back({{"the k", std::to_string(s.k)},
+                      {"the hidden size", std::to_string(s.hidden)},
+                      {"the number of experts", std::to_string(s.experts)}});
   }
+  require_agreement(shapes, "dispatch: EP ");
 }
 
 // Bytes of one dispatched row's routing: k int64 local ids, then k float weights, padded to keep

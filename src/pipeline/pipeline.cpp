@@ -9,33 +9,25 @@
 #include "pipeline/planned_step.hpp"
 #include "pipeline/sample_exchange.hpp"
 #include "pipeline/segment_wire.hpp"
+#include "thdpack/comm/agreement.hpp"
 #include "thdpack/comm/process_groups.hpp"
 #include "thdpack/core/errors.hpp"
 
 namespace thdpack {
 namespace {
 
-// The first "key=value" that differs between two describe() texts.
-std::string first_difference(const std::string& a, const std::string& b) {
-  std::istringstream in_a(a), in_b(b);
-  std::string x, y;
-  while (in_a >> x) {
-    if (!(in_b >> y)) return x + " (missing on the other rank)";
-    if (x != y) return y + " instead of " + x;
-  }
-  return "a trailing option";
-}
-
 // Every rank must have been given the same options; a rank that was not would otherwise diverge
 // in its collectives and hang. Collective over `world` (it does not depend on the options).
-void check_same_options(Communicator& world, const std::string& mine) {
-  const std::vector<std::string> all = allgather_strings(world, mine);
-  for (size_t r = 1; r < all.size(); ++r) {
-    if (all[r] != all[0]) {
-      fail("ranks were given different options: rank ", r, " has ",
-           first_difference(all[0], all[r]), " (rank 0: ", all[0], ")");
-    }
+void check_same_options(Communicator& world, const std::string& described) {
+  std::vector<AgreedValue> mine;
+  std::istringstream fields(described);
+  for (std::string field; fields >> field;) {
+    const size_t eq = field.find('=');
+    mine.push_back({field.substr(0, eq), eq == std::string::npos ? "" : field.substr(eq + 1)});
   }
+  require_agreement(world, mine, "",
+                    " (PipelineOptions); every rank must be given the same options, or the ranks "
+                    "would enter different collectives");
 }
 
 // What dynamic CP does not support (static shapes, the sequence cap, contiguous CP).

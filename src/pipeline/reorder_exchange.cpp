@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 
+#include "thdpack/comm/agreement.hpp"
 #include "thdpack/core/errors.hpp"
 
 namespace thdpack {
@@ -300,23 +301,16 @@ namespace {
 // The ranks' window headers agree (schema, options, micro-batch count), or every rank throws the
 // same InvalidArgument naming the first rank that differs from rank 0.
 void check_headers_agree(const std::vector<WindowHeader>& headers) {
-  for (size_t r = 1; r < headers.size(); ++r) {
-    const WindowHeader& h = headers[r];
-    std::string what;
-    if (h.fingerprint != headers[0].fingerprint) {
-      what = "sample schema (field names, types or ranks)";
-    } else if (h.settings != headers[0].settings) {
-      what =
-          "reorder options (micro-batch size, module DP sizes, window, method, cost, "
-          "max_exchange_bytes)";
-    } else if (h.microbatches != headers[0].microbatches) {
-      what = "number of micro-batches in the window (" + std::to_string(headers[0].microbatches) +
-             " vs " + std::to_string(h.microbatches) + ")";
-    }
-    if (!what.empty()) {
-      thdpack::fail("reorder: DP ranks 0 and ", std::to_string(r), " disagree on the ", what);
-    }
+  std::vector<std::vector<AgreedValue>> all;
+  for (const WindowHeader& h : headers) {
+    all.push_back(
+        {{"the sample schema (field names, types or ranks; digest)", std::to_string(h.fingerprint)},
+         {"the reorder options (micro-batch size, module DP sizes, window, method, cost, "
+          "max_exchange_bytes; digest)",
+          std::to_string(h.settings)},
+         {"the number of micro-batches in the window", std::to_string(h.microbatches)}});
   }
+  require_agreement(all, "reorder: DP ");
 }
 
 }  // namespace

@@ -48,23 +48,26 @@ INSTANTIATE_TEST_SUITE_P(DynamicCp, PipelineLocal,
 
 TEST(PipelineLocalErrors, InconsistentOptionsFailOnEveryRank) {
   std::atomic<int> errors{0};
-  EXPECT_THROW(run_local(4,
-                         [&](Communicator& world) {
-                           PipelineCase c;
-                           c.dp = 4;
-                           PipelineOptions o = testing::options_of(c);
-                           if (world.rank() == 3) o.max_seqlen_per_dp_cp_rank = 256;
-                           try {
-                             Pipeline p(world, o);
-                           } catch (const InvalidArgument& e) {
-                             EXPECT_NE(std::string(e.what()).find("rank 3"), std::string::npos);
-                             EXPECT_NE(std::string(e.what()).find("max_seqlen_per_dp_cp_rank=256"),
-                                       std::string::npos);
-                             ++errors;
-                             throw;
-                           }
-                         }),
-               InvalidArgument);
+  EXPECT_THROW(
+      run_local(
+          4,
+          [&](Communicator& world) {
+            PipelineCase c;
+            c.dp = 4;
+            PipelineOptions o = testing::options_of(c);
+            if (world.rank() == 3) o.max_seqlen_per_dp_cp_rank = 256;
+            try {
+              Pipeline p(world, o);
+            } catch (const InvalidArgument& e) {
+              const std::string what = e.what();
+              EXPECT_NE(what.find("ranks disagree on max_seqlen_per_dp_cp_rank"), std::string::npos)
+                  << what;
+              EXPECT_NE(what.find("rank 3 has '256'"), std::string::npos) << what;
+              ++errors;
+              throw;
+            }
+          }),
+      InvalidArgument);
   EXPECT_EQ(errors.load(), 4);
 }
 

@@ -4,17 +4,12 @@
 #include <cstdio>
 #include <span>
 
+#include "thdpack/comm/agreement.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/core/hash64.hpp"
 
 namespace thdpack::cli {
 namespace {
-
-// A value as quoted in a message: long ones (inline mock configs) are cut.
-std::string excerpt(const std::string& value) {
-  constexpr size_t kMax = 80;
-  return "'" + (value.size() <= kMax ? value : value.substr(0, kMax) + "...") + "'";
-}
 
 // Lines "code error" then "name\tvalue" per option; names and values never hold '\n'.
 std::string encode(const RankSetup& setup) {
@@ -54,20 +49,14 @@ void agree_across_ranks(Communicator& world, const RankSetup& mine) {
     if (setups[r].code == 2) throw InvalidArgument(error);
     throw Error(error);
   }
-  const RankSetup& reference = setups[0];
-  for (size_t r = 1; r < setups.size(); ++r) {
-    const auto& theirs = setups[r].options;
-    for (size_t i = 0; i < std::max(theirs.size(), reference.options.size()); ++i) {
-      const AgreedOption none{"?", "(none)"};
-      const AgreedOption& a = i < reference.options.size() ? reference.options[i] : none;
-      const AgreedOption& b = i < theirs.size() ? theirs[i] : none;
-      if (a == b) continue;
-      fail("ranks disagree on ", a.first == "?" ? b.first : a.first, ": rank 0 has ",
-           excerpt(a.second), ", rank ", r, " has ", excerpt(b.second),
-           "; every rank must be given the same options and data, as they decide "
-           "which samples each step reads");
-    }
+  std::vector<std::vector<AgreedValue>> options;
+  for (const RankSetup& setup : setups) {
+    options.emplace_back();
+    for (const auto& [name, value] : setup.options) options.back().push_back({name, value});
   }
+  require_agreement(options, "",
+                    "; every rank must be given the same options and data, as they decide which "
+                    "samples each step reads");
 }
 
 std::string dataset_fingerprint(const Dataset& dataset, int64_t probes) {
