@@ -20,6 +20,7 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -115,6 +116,59 @@ bool same(const thdpack::Dataset& d, const std::vector<thdpack::Sample>& old) {
   return true;
 }
 
+// One seeded file written to `dir`, read `reps` times by each reader (alternating), and removed:
+// its figures as the result JSON holds them, or nothing when the readers return different samples.
+std::optional<nlohmann::json> measure_file(const FileSpec& spec, size_t bytes, int reps,
+                                           const std::string& dir) {
+  const std::string text = generate(spec, bytes);
+  const std::string path =
+      (std::filesystem::path(dir) / ("thdpack_jsonl_bench_" + std::to_string(spec.seed) + ".jsonl"))
+          .string();
+  std::ofstream(path, std::ios::binary)
+      .write(text.data(), static_cast<std::streamsize>(text.size()));
+  const double mb = static_cast<double>(text.size()) / 1e6;
+  std::vector<double> old_rate, new_rate, old_wall, new_wall;
+  const thdpack::JsonlOptions options;
+  for (int r = 0; r < reps; ++r) {
+    // Alternate which reader goes first, so neither always finds the warmer cache. What a read
+    // returns is freed after its timing.
+    for (int turn = 0; turn < 2; ++turn) {
+      if ((turn == 0) == (r % 2 == 0)) {
+        std::unique_ptr<thdpack::Dataset> dataset;
+        const Rate rate = timed(mb, [&] { dataset = thdpack::load_jsonl_dataset(path, options); });
+        new_rate.push_back(rate.cpu);
+        new_wall.push_back(rate.wall);
+        if (r == 0 && !same(*dataset, thdpack::bench::baseline_load_jsonl(path, options))) {
+          std::fprintf(stderr, "the readers disagree on %s\n", path.c_str());
+          return std::nullopt;
+        }
+      } else {
+        std::vector<thdpack::Sample> samples;
+        const Rate rate =
+            timed(mb, [&] { samples = thdpack::bench::baseline_load_jsonl(path, options); });
+        old_rate.push_back(rate.cpu);
+        old_wall.push_back(rate.wall);
+      }
+    }
+  }
+  std::filesystem::remove(path);
+  const double old_mbs = median(old_rate), new_mbs = median(new_rate);
+  const double ratio = new_mbs / old_mbs;
+  std::printf("%-50s %9.1f %12.1f %12.1f %6.2fx\n", spec.name.c_str(), mb, old_mbs, new_mbs, ratio);
+  return nlohmann::json{{"file", spec.name},
+                        {"bytes", text.size()},
+                        {"reps", reps},
+                        {"old_mb_per_s", old_rate},
+                        {"new_mb_per_s", new_rate},
+                        {"old_wall_mb_per_s", old_wall},
+                        {"new_wall_mb_per_s", new_wall},
+                        {"old_median_wall_mb_per_s", median(old_wall)},
+                        {"new_median_wall_mb_per_s", median(new_wall)},
+                        {"old_median_mb_per_s", old_mbs},
+                        {"new_median_mb_per_s", new_mbs},
+                        {"ratio", ratio}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -151,58 +205,12 @@ int main(int argc, char** argv) {
   std::printf("%-50s %9s %12s %12s %7s   (MB/s per core: bytes over CPU time)\n", "file", "MB",
               "old MB/s", "new MB/s", "ratio");
   for (const FileSpec& spec : specs) {
-    const std::string text = generate(spec, bytes);
-    const std::string path = (std::filesystem::path(dir) /
-                              ("thdpack_jsonl_bench_" + std::to_string(spec.seed) + ".jsonl"))
-                                 .string();
-    std::ofstream(path, std::ios::binary)
-        .write(text.data(), static_cast<std::streamsize>(text.size()));
-    const double mb = static_cast<double>(text.size()) / 1e6;
-    total_bytes += static_cast<double>(text.size());
-    std::vector<double> old_rate, new_rate, old_wall, new_wall;
-    const thdpack::JsonlOptions options;
-    for (int r = 0; r < reps; ++r) {
-      // Alternate which reader goes first, so neither always finds the warmer cache. What a read
-      // returns is freed after its timing.
-      for (int turn = 0; turn < 2; ++turn) {
-        if ((turn == 0) == (r % 2 == 0)) {
-          std::unique_ptr<thdpack::Dataset> dataset;
-          const Rate rate =
-              timed(mb, [&] { dataset = thdpack::load_jsonl_dataset(path, options); });
-          new_rate.push_back(rate.cpu);
-          new_wall.push_back(rate.wall);
-          if (r == 0 && !same(*dataset, thdpack::bench::baseline_load_jsonl(path, options))) {
-            std::fprintf(stderr, "the readers disagree on %s\n", path.c_str());
-            return 1;
-          }
-        } else {
-          std::vector<thdpack::Sample> samples;
-          const Rate rate =
-              timed(mb, [&] { samples = thdpack::bench::baseline_load_jsonl(path, options); });
-          old_rate.push_back(rate.cpu);
-          old_wall.push_back(rate.wall);
-        }
-      }
-    }
-    std::filesystem::remove(path);
-    const double old_mbs = median(old_rate), new_mbs = median(new_rate);
-    const double ratio = new_mbs / old_mbs;
-    worst_new = std::min(worst_new, new_mbs);
-    worst_ratio = std::min(worst_ratio, ratio);
-    std::printf("%-50s %9.1f %12.1f %12.1f %6.2fx\n", spec.name.c_str(), mb, old_mbs, new_mbs,
-                ratio);
-    files.push_back({{"file", spec.name},
-                     {"bytes", text.size()},
-                     {"reps", reps},
-                     {"old_mb_per_s", old_rate},
-                     {"new_mb_per_s", new_rate},
-                     {"old_wall_mb_per_s", old_wall},
-                     {"new_wall_mb_per_s", new_wall},
-                     {"old_median_wall_mb_per_s", median(old_wall)},
-                     {"new_median_wall_mb_per_s", median(new_wall)},
-                     {"old_median_mb_per_s", old_mbs},
-                     {"new_median_mb_per_s", new_mbs},
-                     {"ratio", ratio}});
+    const std::optional<nlohmann::json> file = measure_file(spec, bytes, reps, dir);
+    if (!file) return 1;
+    total_bytes += (*file)["bytes"].get<double>();
+    worst_new = std::min(worst_new, (*file)["new_median_mb_per_s"].get<double>());
+    worst_ratio = std::min(worst_ratio, (*file)["ratio"].get<double>());
+    files.push_back(*file);
   }
   std::printf("worst file: new %.1f MB/s, ratio %.2fx (%.0f MB in all)\n", worst_new, worst_ratio,
               total_bytes / 1e6);

@@ -93,9 +93,7 @@ class LineParser {
   }
 
  private:
-  [[noreturn]] void fail(const std::string& what) const {
-    throw InvalidArgument(where_ + ": " + what);
-  }
+  [[noreturn]] void fail(const std::string& what) const { thdpack::fail(where_, ": ", what); }
 
   // Integers >= min_value; `also_allowed` (if not 0) is one extra value below it (the ignore id).
   std::vector<int64_t> integers(const std::string& key, const json& value, int64_t min_value,
@@ -254,7 +252,7 @@ std::unique_ptr<Dataset> detail::load_jsonl(std::shared_ptr<const InputFile> fil
     }
     lines.push_back(line_no);
   }
-  if (samples.empty()) throw InvalidArgument("JSONL file '" + path + "' holds no samples");
+  if (samples.empty()) fail("JSONL file '", path, "' holds no samples");
   return std::make_unique<JsonlDataset>(path, std::move(samples), std::move(lines),
                                         std::move(lease));
 }

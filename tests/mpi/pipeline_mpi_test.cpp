@@ -54,7 +54,9 @@ TEST(PipelineMpiErrors, InconsistentOptionsFailOnEveryRankWithoutHanging) {
     Pipeline p(world, o);
     ADD_FAILURE() << "expected InvalidArgument";
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("scheduler=dp_balanced"), std::string::npos) << e.what();
+    const std::string want = "ranks disagree on scheduler: rank 0 has 'balanced', rank " +
+                             std::to_string(world.size() - 1) + " has 'dp_balanced'";
+    EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
   }
 }
 

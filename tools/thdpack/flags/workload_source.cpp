@@ -82,8 +82,7 @@ ResolvedWorkload resolve_source(const WorkloadFlags& f) {
     const bool inline_json = text.find('{') != std::string::npos;
     if (!inline_json) {
       if (!std::filesystem::exists(text)) {
-        throw InvalidArgument("--dataset-config: '" + text +
-                              "' is neither JSON nor a readable file");
+        fail("--dataset-config: '", text, "' is neither JSON nor a readable file");
       }
       const auto lease = std::make_shared<InputLease>(text, "--dataset-config file");
       r.inputs.push_back(lease);
@@ -207,12 +206,11 @@ int WorkloadFlags::sources_given() const {
 
 void require_source(const WorkloadFlags& flags, const std::string& command) {
   if (flags.sources_given() == 0) {
-    throw InvalidArgument(
-        command +
-        " needs data: --jsonl FILE, --parquet PATH, --hf-dataset DIR, --data-path PREFIX, "
-        "--lengths FILE or "
-        "--dataset-config JSON, or --workload NAME for a built-in mock "
-        "(thdpack list names them)");
+    fail(command,
+         " needs data: --jsonl FILE, --parquet PATH, --hf-dataset DIR, --data-path PREFIX, "
+         "--lengths FILE or "
+         "--dataset-config JSON, or --workload NAME for a built-in mock "
+         "(thdpack list names them)");
   }
 }
 
