@@ -44,7 +44,8 @@ std::vector<std::string> layout_comparison_schedulers();
 std::vector<DynamicCpSummaryRow> layout_rows(const std::vector<SchedulerSummary>& summaries,
                                              int cp);
 
-/// "llama3-8b at 400 TFLOP/s, ring link 50 GB/s, 20 us per ring step and layer".
+/// One line naming the CP cost model's inputs as the table and page print them: the model preset
+/// (or "direct coefficients"), --gpu-tflops, --cp-link-gbps and --cp-step-overhead-us.
 std::string cost_description(const PlanRunInfo& info, const DynamicCpFlags& flags);
 
 void print_layout_table(std::ostream& out, const PlanRunInfo& info, const DynamicCpFlags& flags,
