@@ -3,15 +3,18 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "core/excerpt.hpp"
 #include "thdpack/core/errors.hpp"
 
 namespace thdpack {
 namespace {
 
 // A value as quoted in a message: long ones (inline mock configs, option lists) are cut.
-std::string excerpt(const std::string& value) {
-  constexpr size_t kMax = 80;
-  return "'" + (value.size() <= kMax ? value : value.substr(0, kMax) + "...") + "'";
+std::string quoted(const std::string& value) {
+  std::string out = "'";
+  out += detail::excerpt(value);
+  out += '\'';
+  return out;
 }
 
 // "<size>:<text>" per name and value: any bytes survive the trip.
@@ -58,7 +61,7 @@ void require_agreement(const std::vector<std::vector<AgreedValue>>& all, const s
       const AgreedValue& b = i < theirs.size() ? theirs[i] : none;
       if (a == b) continue;
       fail(who, "ranks disagree on ", a.name.empty() ? b.name : a.name, ": rank 0 has ",
-           excerpt(a.value), ", rank ", r, " has ", excerpt(b.value), hint);
+           quoted(a.value), ", rank ", r, " has ", quoted(b.value), hint);
     }
   }
 }

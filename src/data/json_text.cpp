@@ -61,13 +61,6 @@ std::string_view skip_utf8_bom(std::string_view text) {
   return text;
 }
 
-std::string excerpt(std::string_view text) {
-  if (text.size() <= kExcerptChars) return std::string(text);
-  size_t cut = kExcerptChars;
-  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-  return std::string(text.substr(0, cut)) + "\xE2\x80\xA6";
-}
-
 std::string json_excerpt(const json& value) {
   // Values come from parse_json_strictly, so dump() recurses at most kMaxJsonDepth deep; replace
   // keeps invalid UTF-8 from throwing while the message is written.

@@ -11,12 +11,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/excerpt.hpp"  // excerpt(), which the readers' messages quote
+
 namespace thdpack::detail {
 
 /// Deepest nesting of arrays and objects a data file may use (the formats need 2).
 inline constexpr int kMaxJsonDepth = 256;
-/// Most characters of a value a message quotes.
-inline constexpr size_t kExcerptChars = 80;
 
 /// `text` without a leading UTF-8 byte order mark (EF BB BF).
 std::string_view skip_utf8_bom(std::string_view text);
@@ -33,9 +33,6 @@ void check_json_bytes_and_depth(std::string_view text, const std::string& where)
 /// shortened to an excerpt).
 nlohmann::json parse_json_strictly(std::string_view text, const std::string& where);
 
-/// At most kExcerptChars characters of `text` ("…" appended when cut; never half a UTF-8
-/// character).
-std::string excerpt(std::string_view text);
 /// excerpt() of `value` written as JSON.
 std::string json_excerpt(const nlohmann::json& value);
 

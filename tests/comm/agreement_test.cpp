@@ -57,7 +57,7 @@ TEST(Agreement, LongValuesAreCut) {
       [&] {
         require_agreement({{{"config", long_value}}, {{"config", "y"}}}, "");
       },
-      {std::string(80, 'x') + "...'"});
+      {std::string(80, 'x') + "\xE2\x80\xA6'"});
   EXPECT_EQ(message.find(std::string(81, 'x')), std::string::npos) << message;
 }
 

@@ -25,7 +25,7 @@ struct AgreedValue {
 /// `all[r]`: rank r's values, in rank order and in the same order on every rank. Throws
 /// InvalidArgument "<who>ranks disagree on NAME: rank 0 has 'A', rank R has 'B'<hint>" for the
 /// first rank R and value that differ from rank 0's (a value a rank lacks reads '(none)'); values
-/// over 80 characters are cut.
+/// over 80 bytes are cut, ending in "…".
 void require_agreement(const std::vector<std::vector<AgreedValue>>& all, const std::string& who,
                        const std::string& hint = "");
 
