@@ -63,8 +63,7 @@ class SampleCache {
       ids_.insert(ids_.end(), ids.begin(), ids.end());
     }
     std::sort(ids_.begin(), ids_.end());
-    samples_.reserve(ids_.size());
-    for (const int64_t id : ids_) samples_.push_back(dataset.sample(id));
+    samples_ = dataset.samples(ids_);
   }
   const Sample& at(int64_t id) const {
     const auto it = std::lower_bound(ids_.begin(), ids_.end(), id);

@@ -391,8 +391,7 @@ std::span<const int64_t> PackedDataset::pack(int64_t p) const {
 }
 
 PackedBatch PackedDataset::batch(int64_t p, const PackOptions& options) const {
-  std::vector<Sample> samples;
-  for (int64_t id : pack(p)) samples.push_back(dataset_->sample(id));
+  const std::vector<Sample> samples = dataset_->samples(pack(p));
   std::vector<SampleView> views;
   for (const Sample& s : samples) views.push_back(view_of(s));
   PackOptions o = options;

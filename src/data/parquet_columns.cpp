@@ -1,5 +1,7 @@
 #include "data/parquet_columns.hpp"
 
+#include <arrow/util/byte_size.h>
+
 #include <algorithm>
 #include <limits>
 #include <type_traits>
@@ -180,6 +182,10 @@ void ParquetListColumn::mask(int64_t row, std::vector<float>& out,
     }
     out[k] = v ? 1.0f : 0.0f;
   });
+}
+
+int64_t ParquetListColumn::bytes() const {
+  return arrow::util::TotalBufferSize(*data_);
 }
 
 }  // namespace thdpack::detail

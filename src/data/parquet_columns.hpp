@@ -38,6 +38,8 @@ class ParquetListColumn {
   ParquetListColumn(std::shared_ptr<arrow::ChunkedArray> data, ParquetColumnRole role,
                     std::string name);
   int64_t rows() const { return data_->length(); }
+  /// Bytes of memory the column's buffers hold.
+  int64_t bytes() const;
   /// Row `row`'s values, checked; `where` ("FILE: row group G, row R") starts every error: a null
   /// list, a null value, a value `role` does not allow.
   void integers(int64_t row, std::vector<int64_t>& out,

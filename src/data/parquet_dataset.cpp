@@ -10,10 +10,11 @@
 
 #include <algorithm>
 #include <cstring>
-#include <deque>
 #include <functional>
+#include <list>
 #include <mutex>
 
+#include "core/ordered_parallel.hpp"
 #include "data/parquet_columns.hpp"
 #include "data/parquet_source.hpp"
 #include "data/table_dataset.hpp"
@@ -27,6 +28,8 @@ namespace {
 
 using detail::ParquetColumnRole;
 using detail::ParquetListColumn;
+// The columns of one group (tokens, then the loss mask or labels, then the sample starts).
+using GroupColumns = std::vector<ParquetListColumn>;
 
 // Arrow reports through Status and, from the Parquet layer, exceptions: both become one line.
 template <class F>
@@ -61,6 +64,8 @@ void hash_size_and_footer(const InputFile& file, Hash64& hash) {
 }
 
 // One Parquet file of a dataset, open (and leased as an input in use) for the dataset's life.
+// read() may be called from several threads at once: each call borrows a reader of its own (all
+// share the file's descriptor, read with pread, and its parsed metadata).
 class ParquetFile final : public detail::TableFile {
  public:
   explicit ParquetFile(const std::string& path)
@@ -72,37 +77,76 @@ class ParquetFile final : public detail::TableFile {
     auto file = arrow::io::ReadableFile::Open(fd);
     if (!file.ok()) ::close(fd);
     ok_or_fail(file.status(), where);
+    source_ = *file;
     auto reader = arrow_call(
-        where, [&] { return parquet::arrow::OpenFile(*file, arrow::default_memory_pool()); });
+        where, [&] { return parquet::arrow::OpenFile(source_, arrow::default_memory_pool()); });
     ok_or_fail(reader.status(), [&] { return path + ": not a readable Parquet file"; });
-    reader_ = std::move(*reader);
-    ok_or_fail(arrow_call(where, [&] { return reader_->GetSchema(&schema_); }), where);
+    std::unique_ptr<parquet::arrow::FileReader> first = std::move(*reader);
+    metadata_ = first->parquet_reader()->metadata();
+    ok_or_fail(arrow_call(where, [&] { return first->GetSchema(&schema_); }), where);
+    idle_.push_back(std::move(first));
   }
 
   const InputFile& file() const { return lease_->file(); }
   const std::string& path() const override { return lease_->file().path(); }
   std::shared_ptr<arrow::Schema> schema() const override { return schema_; }
-  int num_groups() const override {
-    return reader_->parquet_reader()->metadata()->num_row_groups();
-  }
-  int64_t group_rows(int g) const override {
-    return reader_->parquet_reader()->metadata()->RowGroup(g)->num_rows();
-  }
+  int num_groups() const override { return metadata_->num_row_groups(); }
+  int64_t group_rows(int g) const override { return metadata_->RowGroup(g)->num_rows(); }
   std::shared_ptr<arrow::ChunkedArray> read(int g, int field) const override {
     const auto where = [&] {
       return message(path(), ": row group ", g, ": column \"", schema_->field(field)->name(), "\"");
     };
+    Borrowed reader(*this);
     std::shared_ptr<arrow::ChunkedArray> data;
-    ok_or_fail(arrow_call(where, [&] { return reader_->RowGroup(g)->Column(field)->Read(&data); }),
+    ok_or_fail(arrow_call(where, [&] { return reader->RowGroup(g)->Column(field)->Read(&data); }),
                where);
     return data;
   }
   const char* group_noun() const override { return "row group"; }
 
  private:
+  // A reader taken from the idle ones (or a new one) for one read, given back after it.
+  class Borrowed {
+   public:
+    explicit Borrowed(const ParquetFile& file) : file_(file) {
+      {
+        const std::lock_guard lock(file_.mutex_);
+        if (!file_.idle_.empty()) {
+          reader_ = std::move(file_.idle_.back());
+          file_.idle_.pop_back();
+          return;
+        }
+      }
+      auto made = arrow_call(
+          [&] { return file_.path(); },
+          [&] {
+            return parquet::arrow::FileReader::Make(
+                arrow::default_memory_pool(),
+                parquet::ParquetFileReader::Open(
+                    file_.source_, parquet::default_reader_properties(), file_.metadata_));
+          });
+      ok_or_fail(made.status(), [&] { return file_.path(); });
+      reader_ = std::move(*made);
+    }
+    ~Borrowed() {
+      const std::lock_guard lock(file_.mutex_);
+      file_.idle_.push_back(std::move(reader_));
+    }
+    Borrowed(const Borrowed&) = delete;
+    Borrowed& operator=(const Borrowed&) = delete;
+    parquet::arrow::FileReader* operator->() const { return reader_.get(); }
+
+   private:
+    const ParquetFile& file_;
+    std::unique_ptr<parquet::arrow::FileReader> reader_;
+  };
+
   std::unique_ptr<InputLease> lease_;
-  std::unique_ptr<parquet::arrow::FileReader> reader_;
+  std::shared_ptr<arrow::io::ReadableFile> source_;
+  std::shared_ptr<parquet::FileMetaData> metadata_;
   std::shared_ptr<arrow::Schema> schema_;
+  mutable std::mutex mutex_;
+  mutable std::vector<std::unique_ptr<parquet::arrow::FileReader>> idle_;
 };
 
 // A column the dataset reads: tokens first, then the loss mask or the labels, then (Bridge's
@@ -277,8 +321,8 @@ class TableDataset final : public Dataset {
     for (auto& file : files) {
       shards_.push_back(open_shard(std::move(file), columns_));
       check_same_types(types);
-      scan(shards_.size() - 1);
     }
+    scan_all();
     check(!lengths_.empty(), "the ", what_, " (", shards_.front().file->path(),
           shards_.size() > 1 ? message(" and ", shards_.size() - 1, " more") : "",
           ") hold no rows");
@@ -290,20 +334,33 @@ class TableDataset final : public Dataset {
     return lengths_[static_cast<size_t>(index)];
   }
   Sample sample(int64_t index) const override {
-    check_index(index);
-    const size_t gi = group_of(index);
-    const Group& g = groups_[gi];
-    const std::lock_guard lock(mutex_);
-    const auto& data = cached(gi);
-    if (options_.layout == TableLayout::kRows) {
-      const int64_t row = index - g.first_sample;
-      return make_sample(data, columns_, row, index, options_.labels_shifted,
-                         [&] { return where(g, row); });
+    return std::move(samples(std::span<const int64_t>(&index, 1)).front());
+  }
+  // The groups these samples are in are read side by side, each once (or taken from the cache).
+  std::vector<Sample> samples(std::span<const int64_t> indices) const override {
+    std::vector<std::pair<size_t, size_t>> by_group;  // (group, position in indices)
+    by_group.reserve(indices.size());
+    for (size_t k = 0; k < indices.size(); ++k) {
+      check_index(indices[k]);
+      by_group.emplace_back(group_of(indices[k]), k);
     }
-    const Place& p = places_[static_cast<size_t>(index)];
-    const Sample row =
-        make_sample(data, columns_, p.row, index, false, [&] { return where(g, p.row); });
-    return cut_sample(row, p.start, p.start + length(index), index);
+    std::sort(by_group.begin(), by_group.end());
+    std::vector<size_t> run_starts;
+    for (size_t k = 0; k < by_group.size(); ++k) {
+      if (k == 0 || by_group[k].first != by_group[k - 1].first) run_starts.push_back(k);
+    }
+    std::vector<Sample> out(indices.size());
+    detail::ordered_parallel_map<bool>(run_starts.size(), threads(), [&](size_t r) {
+      const size_t gi = by_group[run_starts[r]].first;
+      const size_t end = r + 1 < run_starts.size() ? run_starts[r + 1] : by_group.size();
+      const std::shared_ptr<const GroupColumns> data = group_columns(gi);
+      for (size_t k = run_starts[r]; k < end; ++k) {
+        const size_t at = by_group[k].second;
+        out[at] = sample_in(groups_[gi], *data, indices[at]);
+      }
+      return true;
+    });
+    return out;
   }
   std::string describe() const override {
     return message(what_, " ", shards_.front().file->path(),
@@ -346,32 +403,55 @@ class TableDataset final : public Dataset {
     }
   }
 
-  // Reads shard s group by group: checks every row and keeps its samples' lengths.
-  void scan(size_t s) {
-    const Shard& shard = shards_[s];
-    const bool packed = options_.layout == TableLayout::kBridgePacked;
-    for (int g = 0; g < static_cast<int>(shard.group_first_row.size()); ++g) {
-      const std::vector<ParquetListColumn> data = read_group(shard, g, columns_);
-      if (data[0].rows() == 0) continue;  // an empty group is no error
-      const Group group{s, g, size()};
-      for (int64_t row = 0; row < data[0].rows(); ++row) {
-        const auto where_row = [&] { return where(group, row); };
-        if (!packed) {
-          lengths_.push_back(checked_row_length(data, columns_, row, where_row));
-          continue;
-        }
-        const Sample x =
-            make_sample(data, columns_, row, size(), options_.labels_shifted, where_row);
-        const auto n = static_cast<int64_t>(x.input_ids.size());
-        const std::vector<int64_t> starts = sample_starts(data, columns_, row, n, where_row);
-        for (size_t k = 0; k < starts.size(); ++k) {
-          const int64_t end = k + 1 < starts.size() ? starts[k + 1] : n;
-          lengths_.push_back(end - starts[k]);
-          places_.push_back({row, starts[k]});
-        }
+  // What scanning one group found: its samples' lengths and, for packed rows, their places.
+  struct GroupScan {
+    std::vector<int64_t> lengths;
+    std::vector<Place> places;
+  };
+
+  // Reads every group of every shard (several at a time, each decoded once and dropped), checks
+  // every row and keeps its samples' lengths, in file and group order.
+  void scan_all() {
+    std::vector<Group> all;
+    for (size_t s = 0; s < shards_.size(); ++s) {
+      for (int g = 0; g < static_cast<int>(shards_[s].group_first_row.size()); ++g) {
+        all.push_back({s, g, 0});
       }
-      groups_.push_back(group);
     }
+    std::vector<GroupScan> scans = detail::ordered_parallel_map<GroupScan>(
+        all.size(), threads(), [&](size_t i) { return scan_group(all[i]); });
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (scans[i].lengths.empty()) continue;  // an empty group is no error
+      all[i].first_sample = size();
+      groups_.push_back(all[i]);
+      lengths_.insert(lengths_.end(), scans[i].lengths.begin(), scans[i].lengths.end());
+      places_.insert(places_.end(), scans[i].places.begin(), scans[i].places.end());
+      std::vector<int64_t>().swap(scans[i].lengths);
+      std::vector<Place>().swap(scans[i].places);
+    }
+  }
+
+  GroupScan scan_group(const Group& group) const {
+    GroupScan out;
+    const std::vector<ParquetListColumn> data =
+        read_group(shards_[group.shard], group.group, columns_);
+    const bool packed = options_.layout == TableLayout::kBridgePacked;
+    for (int64_t row = 0; row < data[0].rows(); ++row) {
+      const auto where_row = [&] { return where(group, row); };
+      if (!packed) {
+        out.lengths.push_back(checked_row_length(data, columns_, row, where_row));
+        continue;
+      }
+      const Sample x = make_sample(data, columns_, row, 0, false, where_row);
+      const auto n = static_cast<int64_t>(x.input_ids.size());
+      const std::vector<int64_t> starts = sample_starts(data, columns_, row, n, where_row);
+      for (size_t k = 0; k < starts.size(); ++k) {
+        const int64_t end = k + 1 < starts.size() ? starts[k + 1] : n;
+        out.lengths.push_back(end - starts[k]);
+        out.places.push_back({row, starts[k]});
+      }
+    }
+    return out;
   }
 
   std::string where(const Group& g, int64_t row) const {
@@ -387,26 +467,64 @@ class TableDataset final : public Dataset {
     return static_cast<size_t>(after - groups_.begin() - 1);
   }
 
-  // The last few groups read, newest first: samples are mostly asked for in order.
-  const std::vector<ParquetListColumn>& cached(size_t gi) const {
-    for (const auto& [key, data] : cache_) {
-      if (key == gi) return data;
+  // Sample `index` of group g, from the group's columns.
+  Sample sample_in(const Group& g, const GroupColumns& data, int64_t index) const {
+    if (options_.layout == TableLayout::kRows) {
+      const int64_t row = index - g.first_sample;
+      return make_sample(data, columns_, row, index, options_.labels_shifted,
+                         [&] { return where(g, row); });
     }
-    if (cache_.size() >= kCachedGroups) cache_.pop_back();
-    cache_.emplace_front(gi, read_group(shards_[groups_[gi].shard], groups_[gi].group, columns_));
-    return cache_.front().second;
+    const Place& p = places_[static_cast<size_t>(index)];
+    const Sample row =
+        make_sample(data, columns_, p.row, index, false, [&] { return where(g, p.row); });
+    return cut_sample(row, p.start, p.start + length(index), index);
   }
 
-  static constexpr size_t kCachedGroups = 2;
+  unsigned threads() const {
+    return options_.threads > 0 ? options_.threads : detail::reading_threads();
+  }
+
+  // Group gi's columns: from the cache, or read and kept there while the cache's groups fit in
+  // the options' cache_bytes (the least recently used go first; the newest stays whatever its
+  // size).
+  std::shared_ptr<const GroupColumns> group_columns(size_t gi) const {
+    {
+      const std::lock_guard lock(mutex_);
+      for (auto it = cache_.begin(); it != cache_.end(); ++it) {
+        if (it->group != gi) continue;
+        cache_.splice(cache_.begin(), cache_, it);
+        return cache_.front().columns;
+      }
+    }
+    auto columns = std::make_shared<const GroupColumns>(
+        read_group(shards_[groups_[gi].shard], groups_[gi].group, columns_));
+    int64_t bytes = 0;
+    for (const ParquetListColumn& c : *columns) bytes += c.bytes();
+    const std::lock_guard lock(mutex_);
+    cache_.push_front({gi, columns, bytes});
+    cached_bytes_ += bytes;
+    while (cache_.size() > 1 && cached_bytes_ > options_.cache_bytes) {
+      cached_bytes_ -= cache_.back().bytes;
+      cache_.pop_back();
+    }
+    return columns;
+  }
+
+  struct CachedGroup {
+    size_t group = 0;
+    std::shared_ptr<const GroupColumns> columns;
+    int64_t bytes = 0;
+  };
   ParquetOptions options_;
   std::string what_;
   std::vector<ColumnChoice> columns_;
   std::vector<Shard> shards_;
   std::vector<Group> groups_;
   std::vector<int64_t> lengths_;
-  std::vector<Place> places_;  // kBridgePacked: per sample
-  mutable std::mutex mutex_;
-  mutable std::deque<std::pair<size_t, std::vector<ParquetListColumn>>> cache_;
+  std::vector<Place> places_;             // kBridgePacked: per sample
+  mutable std::mutex mutex_;              // guards the cache
+  mutable std::list<CachedGroup> cache_;  // most recently used first
+  mutable int64_t cached_bytes_ = 0;
 };
 
 std::unique_ptr<Dataset> open_parquet_files(const std::vector<std::string>& paths,

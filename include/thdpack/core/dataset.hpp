@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,15 @@ class Dataset {
   virtual int64_t length(int64_t index) const = 0;
   /// The sample itself; its id equals `index`.
   virtual Sample sample(int64_t index) const = 0;
+  /// The samples `indices` (each in [0, size()), any order, repeats allowed), in the order given.
+  /// A source that reads its files in blocks (Parquet row groups) reads each block these need at
+  /// most once; this default asks sample() for each.
+  virtual std::vector<Sample> samples(std::span<const int64_t> indices) const {
+    std::vector<Sample> out;
+    out.reserve(indices.size());
+    for (const int64_t i : indices) out.push_back(sample(i));
+    return out;
+  }
   /// One line for logs: kind, source and size.
   virtual std::string describe() const = 0;
   /// Where sample `index` is in its files, for messages about it ("data.jsonl:284",

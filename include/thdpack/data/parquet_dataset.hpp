@@ -37,6 +37,13 @@ struct ParquetOptions {
   TableLayout layout = TableLayout::kRows;
   /// kBridgePacked: the list<integer> column of sample starts.
   std::string seq_start_column = "seq_start_id";
+  /// Threads that read and check the row groups when the dataset opens, each holding one decoded
+  /// row group at a time (0: the machine's hardware threads, at most 8). The dataset, its samples
+  /// and its errors do not depend on it: a value error is always the first in file order.
+  unsigned threads = 0;
+  /// Bytes of decoded row groups that sample() and samples() keep for the next calls (the least
+  /// recently used go first; the one just read stays whatever its size).
+  int64_t cache_bytes = int64_t{1} << 30;
 };
 
 /// Whether this build reads Parquet (THDPACK_WITH_PARQUET found pyarrow's C++ libraries).
@@ -51,8 +58,10 @@ std::vector<std::string> expand_parquet_paths(const std::vector<std::string>& pa
 
 /// Opens the Parquet files of `paths` (expand_parquet_paths) as one dataset: sample i is row i
 /// counting across the files in order (its id is that global row index). Loading reads the columns
-/// row group by row group (never a whole file at once), validates every value and keeps only the
-/// lengths; sample() reads its row group again (the last few are cached). A row becomes a sample
+/// row group by row group, several side by side (ParquetOptions::threads; never a whole file at
+/// once), validates every value and keeps only the lengths. sample() and samples() read the row
+/// groups they need again, side by side, each once per call, and keep what they read while it fits
+/// in ParquetOptions::cache_bytes. A row becomes a sample
 /// as a JSONL line does: at least one token, ids in [0, 2^63), loss mask 0/1, labels >= 0 or -100,
 /// each list as long as the tokens. Empty row groups and files without rows are fine. Throws
 /// InvalidArgument with one line naming the file (and, for a value, the row group and the file's

@@ -147,11 +147,29 @@ TEST(ParquetDataset, EveryTokenOfRandomShardsMatchesWhatWasWritten) {
     ParquetOptions options;
     if (side == Side::kLossMask) options.loss_mask_column = "mask";
     if (side == Side::kLabels) options.labels_column = "labels";
+    options.threads = 1 + static_cast<unsigned>(seed % 4);  // row groups read side by side
     const auto d = load_parquet_dataset({dir.path().string()}, options);
     ASSERT_EQ(d->size(), static_cast<int64_t>(e.tokens.size()));
     for (int64_t i = 0; i < d->size(); ++i) expect_sample(*d, i, e, side);
     // Out of order too: the row-group cache must not hand out another group's rows.
     for (int64_t i = d->size() - 1; i >= 0; i -= 3) expect_sample(*d, i, e, side);
+    // Many at once, shuffled with repeats, with a cache that keeps one row group or all of them.
+    options.cache_bytes = seed % 2 == 0 ? 1 : int64_t{1} << 30;
+    const auto again = load_parquet_dataset({dir.path().string()}, options);
+    std::vector<int64_t> picks;
+    for (int k = 0; k < 3 * d->size(); ++k)
+      picks.push_back(static_cast<int64_t>(rng() % d->size()));
+    for (int round = 0; round < 2; ++round) {
+      const std::vector<Sample> got = again->samples(picks);
+      ASSERT_EQ(got.size(), picks.size());
+      for (size_t k = 0; k < picks.size(); ++k) {
+        const Sample want = d->sample(picks[k]);
+        ASSERT_EQ(got[k].id, want.id);
+        ASSERT_EQ(got[k].input_ids, want.input_ids);
+        ASSERT_EQ(got[k].loss_mask, want.loss_mask);
+        ASSERT_EQ(got[k].labels, want.labels);
+      }
+    }
   }
 }
 
@@ -223,6 +241,32 @@ TEST(ParquetDataset, HostileValuesNameFileRowGroupAndRow) {
   ParquetOptions both = mask;
   both.labels_column = "labels";
   EXPECT_THROW(load_parquet_dataset({"x.parquet"}, both), InvalidArgument);
+}
+
+TEST(ParquetDataset, ReadingRowGroupsSideBySideReportsTheFirstBadRowInFileOrder) {
+  // Bad rows in several row groups of several files: whatever thread reads which group first,
+  // the error is the one a reader going row by row meets first.
+  TempDir dir;
+  const ListRow good{std::vector<double>{1, 2}};
+  for (int f = 0; f < 3; ++f) {
+    std::vector<ListRow> rows(40, good);
+    for (size_t r = 3; f > 0 && r < rows.size(); r += 4) {
+      rows[r] = {std::vector<double>{7, -1}};  // every row group of files 1 and 2
+    }
+    rows[37] = {std::vector<double>{}};  // row group 9 of every file
+    write_parquet(dir.file("part-" + std::to_string(f) + ".parquet"),
+                  {{"input_ids", list_array(rows, arrow::int32())}}, std::vector<int64_t>(10, 4));
+  }
+  for (unsigned threads = 1; threads <= 6; ++threads) {
+    for (int repeat = 0; repeat < 5; ++repeat) {
+      ParquetOptions options;
+      options.threads = threads;
+      const std::string m = expect_throw_with<InvalidArgument>(
+          [&] { load_parquet_dataset({dir.path().string()}, options); },
+          {"part-0.parquet: row group 9, row 37", "is empty"});
+      EXPECT_EQ(m.find("part-1"), std::string::npos) << m;
+    }
+  }
 }
 
 TEST(ParquetDataset, HostileSchemasAreRefusedNamingTheColumn) {
