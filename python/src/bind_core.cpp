@@ -331,6 +331,21 @@ void bind_mock_datasets(py::module_& m) {
       .def(
           "sample", [](const Dataset& d, int64_t i) { return sample_to_python(d.sample(i)); },
           py::arg("index"), "A dict of numpy arrays: id, input_ids, and loss_mask / labels.")
+      .def(
+          "samples",
+          [](const Dataset& d, const std::vector<int64_t>& indices) {
+            std::vector<Sample> read;
+            {
+              const py::gil_scoped_release unlocked;
+              read = d.samples(indices);
+            }
+            py::list out;
+            for (const Sample& s : read) out.append(sample_to_python(s));
+            return out;
+          },
+          py::arg("indices"),
+          "The samples `indices` (any order, repeats allowed) as sample() gives them, read "
+          "together: a Parquet or Arrow source reads each row group they need once.")
       .def("describe", &Dataset::describe)
       .def("__repr__", &Dataset::describe);
   m.def(

@@ -159,6 +159,14 @@ class SelectedRows final : public Dataset {
     s.id = index;
     return s;
   }
+  std::vector<Sample> samples(std::span<const int64_t> indices) const override {
+    std::vector<int64_t> rows;
+    rows.reserve(indices.size());
+    for (const int64_t index : indices) rows.push_back(row(index));
+    std::vector<Sample> out = table_->samples(rows);
+    for (size_t k = 0; k < out.size(); ++k) out[k].id = indices[k];
+    return out;
+  }
   std::string describe() const override {
     return message(name_, ": ", size(), " rows selected from ", table_->describe());
   }

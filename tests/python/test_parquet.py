@@ -127,6 +127,10 @@ def test_an_indices_mapping_is_followed(tmp_path):
         assert [got.sample(i)["input_ids"].tolist() for i in range(len(got))] == view["input_ids"]
         assert got.lengths(0, len(got)).tolist() == [len(r) for r in view["input_ids"]]
         assert [got.sample(i)["id"] for i in range(len(got))] == list(range(len(got)))
+        backwards = list(range(len(got)))[::-1] + [0, 0]
+        together = got.samples(backwards)
+        assert [s["input_ids"].tolist() for s in together] == [view["input_ids"][i] for i in backwards]
+        assert [s["id"] for s in together] == backwards
         flat = thdpack.load_hf_dataset(view.flatten_indices())
         assert flat.lengths(0, len(flat)).tolist() == got.lengths(0, len(got)).tolist()
     with pytest.raises(thdpack.InvalidArgument, match="no rows"):
