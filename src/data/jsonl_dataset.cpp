@@ -7,6 +7,7 @@
 
 #include "data/json_text.hpp"
 #include "data/jsonl_fast.hpp"
+#include "data/jsonl_index.hpp"
 #include "data/readers.hpp"
 #include "thdpack/core/dataset.hpp"
 #include "thdpack/core/errors.hpp"
@@ -20,13 +21,13 @@ using nlohmann::json;
 
 constexpr int64_t kIgnoreLabel = -100;  // Hugging Face / PyTorch ignore_index
 
-class JsonlDataset final : public Dataset {
+class JsonlDataset final : public detail::JsonlIndexedDataset {
  public:
-  JsonlDataset(std::string path, std::vector<Sample> samples, std::vector<int64_t> lines,
+  JsonlDataset(std::string path, std::vector<Sample> samples, detail::JsonlIndex index,
                std::unique_ptr<InputLease> lease)
       : path_(std::move(path)),
         samples_(std::move(samples)),
-        lines_(std::move(lines)),
+        index_(std::move(index)),
         lease_(std::move(lease)) {}
 
   int64_t size() const override { return static_cast<int64_t>(samples_.size()); }
@@ -39,8 +40,9 @@ class JsonlDataset final : public Dataset {
   }
   std::string locate(int64_t index) const override {
     at(index);
-    return path_ + ":" + std::to_string(lines_[static_cast<size_t>(index)]);
+    return path_ + ":" + std::to_string(index_.lines[static_cast<size_t>(index)]);
   }
+  const detail::JsonlIndex& jsonl_index() const override { return index_; }
 
  private:
   const Sample& at(int64_t index) const {
@@ -51,7 +53,7 @@ class JsonlDataset final : public Dataset {
 
   std::string path_;
   std::vector<Sample> samples_;
-  std::vector<int64_t> lines_;         // per sample, its line in the file (blank lines are skipped)
+  detail::JsonlIndex index_;           // where each sample's line is (blank lines are skipped)
   std::unique_ptr<InputLease> lease_;  // the file stays an input in use: nothing overwrites it
 };
 
@@ -163,9 +165,10 @@ class JsonlLines {
  public:
   explicit JsonlLines(const InputFile& file) : file_(file) {}
 
-  // The next line, valid until the next call; false at the end. `line_no` is the number the line
-  // will have (for the message about a line over the limit).
-  bool next(std::string_view& line, int64_t line_no) {
+  // The next line, valid until the next call, and the byte offset of its start in the file; false
+  // at the end. `line_no` is the number the line will have (for the message about a line over the
+  // limit).
+  bool next(std::string_view& line, int64_t& line_at, int64_t line_no) {
     for (;;) {
       const char* begin = buffer_.data() + begin_;
       const size_t have = end_ - begin_;
@@ -176,6 +179,7 @@ class JsonlLines {
             kMaxJsonlLineBytes, " bytes (the limit)");
       if (newline != nullptr || (at_end_ && have > 0)) {
         line = std::string_view(begin, length);
+        line_at = offset_ - static_cast<int64_t>(have);
         begin_ += newline ? length + 1 : length;
         return true;
       }
@@ -237,10 +241,12 @@ std::unique_ptr<Dataset> detail::load_jsonl(std::shared_ptr<const InputFile> fil
   JsonlLines in(lease->file());
   detail::JsonlFastReader fast;
   std::vector<Sample> samples;
-  std::vector<int64_t> lines;
+  detail::JsonlIndex index;
+  index.options = options;
   std::string_view line;
+  int64_t line_at = 0;
   int64_t line_no = 0;
-  while (in.next(line, line_no + 1)) {
+  while (in.next(line, line_at, line_no + 1)) {
     ++line_no;
     if (blank(line)) continue;
     const auto id = static_cast<int64_t>(samples.size());
@@ -250,10 +256,13 @@ std::unique_ptr<Dataset> detail::load_jsonl(std::shared_ptr<const InputFile> fil
       sample = detail::parse_jsonl_document(std::string(line), id, options,
                                             path + ":" + std::to_string(line_no));
     }
-    lines.push_back(line_no);
+    index.offsets.push_back(line_at);
+    index.bytes.push_back(static_cast<int64_t>(line.size()));
+    index.lines.push_back(line_no);
+    index.lengths.push_back(static_cast<int64_t>(sample.input_ids.size()));
   }
   if (samples.empty()) fail("JSONL file '", path, "' holds no samples");
-  return std::make_unique<JsonlDataset>(path, std::move(samples), std::move(lines),
+  return std::make_unique<JsonlDataset>(path, std::move(samples), std::move(index),
                                         std::move(lease));
 }
 

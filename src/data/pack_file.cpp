@@ -11,6 +11,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "data/jsonl_index.hpp"
 #include "data/pack_source_kinds.hpp"
 #include "data/readers.hpp"
 #include "thdpack/core/errors.hpp"
@@ -28,8 +29,19 @@ namespace {
 
 constexpr char kMagic[8] = {'T', 'H', 'D', 'P', 'A', 'C', 'K', 'S'};
 // Version 2 added the header checksum; version 3 the source fingerprint and the checksum of the
-// whole file at its end.
-constexpr uint64_t kVersion = 3;
+// whole file at its end; version 4 the options a JSONL source was read with and the index of its
+// lines. Versions 3 and 4 are read.
+constexpr uint64_t kVersion = 4;
+constexpr uint64_t kOldestVersion = 3;
+
+// The JSONL options as the file records them, one bit each.
+constexpr uint64_t kIgnoreUnknownKeys = 1;
+constexpr uint64_t kLabelsShifted = 2;
+constexpr uint64_t kJsonlOptionBits = kIgnoreUnknownKeys | kLabelsShifted;
+
+uint64_t jsonl_option_bits(const JsonlOptions& o) {
+  return (o.ignore_unknown_keys ? kIgnoreUnknownKeys : 0) | (o.labels_shifted ? kLabelsShifted : 0);
+}
 
 /// Adds a whole open file's bytes to `hash`, read in chunks.
 void hash_file(const InputFile& file, Hash64& hash) {
@@ -180,15 +192,9 @@ std::string entry_text(const std::string& path, size_t ids_at, size_t entry, int
                  ")");
 }
 
-}  // namespace
-
-void write_pack_file(const std::string& path, const Bins& packs, int64_t capacity, int64_t divisor,
-                     const PackSource& source) {
-  write_pack_file(path, packs, capacity, divisor, source, source_fingerprint(source));
-}
-
-void write_pack_file(const std::string& path, const Bins& packs, int64_t capacity, int64_t divisor,
-                     const PackSource& source, uint64_t fingerprint) {
+/// The pack file of `packs`; `index`: the JSONL source's index and options (nullptr: none).
+void write_file(const std::string& path, const Bins& packs, int64_t capacity, int64_t divisor,
+                const PackSource& source, uint64_t fingerprint, const detail::JsonlIndex* index) {
   // The format's contract: each sample of the source at most once (all of them unless packing
   // stopped at a limit); readers rely on it.
   for (int64_t id : packs.items) {
@@ -198,6 +204,10 @@ void write_pack_file(const std::string& path, const Bins& packs, int64_t capacit
   if (const int64_t i = repeated_entry(packs.items, source.size); i >= 0) {
     fail("write_pack_file: sample ", packs.items[static_cast<size_t>(i)],
          " is in more than one pack");
+  }
+  if (index != nullptr) {
+    check(index->size() == source.size, "write_pack_file: the JSONL dataset has ", index->size(),
+          " samples but the source says ", source.size);
   }
   Writer w(path);
   w.bytes(kMagic, sizeof(kMagic));
@@ -210,11 +220,47 @@ void write_pack_file(const std::string& path, const Bins& packs, int64_t capacit
   w.value(fingerprint);
   w.value(static_cast<uint64_t>(packs.count()));
   w.value(static_cast<uint64_t>(packs.items.size()));
+  w.value(index != nullptr ? jsonl_option_bits(index->options) : uint64_t{0});
+  w.value(static_cast<uint64_t>(index != nullptr ? index->size() : 0));
   w.value(w.checksum());  // of the header: a damaged size or count must not be trusted
   w.bytes(packs.offsets.data(), packs.offsets.size() * 8);
   w.bytes(packs.items.data(), packs.items.size() * 8);
+  if (index != nullptr) {
+    for (const std::vector<int64_t>* a :
+         {&index->offsets, &index->bytes, &index->lines, &index->lengths}) {
+      w.bytes(a->data(), a->size() * 8);
+    }
+  }
   w.value(w.checksum());  // of the whole file: one flipped bit must not move a pack
   w.commit();
+}
+
+}  // namespace
+
+void write_pack_file(const std::string& path, const Bins& packs, int64_t capacity, int64_t divisor,
+                     const PackSource& source) {
+  if (source.kind == "jsonl") {
+    const OpenedPackSource opened = open_pack_source_once(source);
+    write_pack_file(path, packs, capacity, divisor, source, opened.fingerprint, *opened.dataset);
+    return;
+  }
+  write_pack_file(path, packs, capacity, divisor, source, source_fingerprint(source));
+}
+
+void write_pack_file(const std::string& path, const Bins& packs, int64_t capacity, int64_t divisor,
+                     const PackSource& source, uint64_t fingerprint) {
+  write_file(path, packs, capacity, divisor, source, fingerprint, nullptr);
+}
+
+void write_pack_file(const std::string& path, const Bins& packs, int64_t capacity, int64_t divisor,
+                     const PackSource& source, uint64_t fingerprint, const Dataset& dataset) {
+  const detail::JsonlIndex* index = nullptr;
+  if (source.kind == "jsonl") {
+    index = detail::jsonl_index_of(dataset);
+    check(index != nullptr, "write_pack_file: the dataset of a jsonl source must be one that ",
+          "load_jsonl_dataset or open_pack_source_once read, not ", dataset.describe());
+  }
+  write_file(path, packs, capacity, divisor, source, fingerprint, index);
 }
 
 uint64_t source_fingerprint(const PackSource& source) {
@@ -283,6 +329,40 @@ void check_arrays(const detail::PackFileContents& d, Reader& r, const std::strin
   }
 }
 
+/// The lines of a JSONL index follow each other in the file (each starts past the '\n' after the
+/// one before), are not blank, not longer than a JSONL line may be and number upwards from 1, and
+/// every sample has a token; throws InvalidArgument naming the byte of the entry.
+void check_jsonl_index(const detail::JsonlIndex& index, const std::string& path, size_t at) {
+  const size_t n = index.offsets.size();
+  const auto entry_fail = [&](size_t array, size_t i, const std::string& what) {
+    fail(path, ": byte ", at + 8 * (array * n + i), ": JSONL index entry ", i, ": ", what);
+  };
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t offset = index.offsets[i], bytes = index.bytes[i];
+    const int64_t after = i == 0 ? 0 : index.offsets[i - 1] + index.bytes[i - 1] + 1;
+    if (offset < after) {
+      entry_fail(0, i,
+                 message("its line starts at byte ", offset, ", before byte ", after,
+                         " (the lines of the index follow each other)"));
+    }
+    if (bytes < 1 || bytes > static_cast<int64_t>(kMaxJsonlLineBytes) ||
+        offset > std::numeric_limits<int64_t>::max() - bytes - 1) {
+      entry_fail(
+          1, i,
+          message("its line of ", bytes, " bytes at byte ", offset,
+                  " is not one a JSONL file can hold (1 to ", kMaxJsonlLineBytes, " bytes)"));
+    }
+    if (index.lines[i] < 1 || (i > 0 && index.lines[i] <= index.lines[i - 1])) {
+      entry_fail(2, i,
+                 message("line number ", index.lines[i],
+                         " (the line numbers rise from 1 with the samples)"));
+    }
+    if (index.lengths[i] < 1) {
+      entry_fail(3, i, message("a sample of ", index.lengths[i], " tokens (at least 1)"));
+    }
+  }
+}
+
 }  // namespace
 
 detail::PackFileContents detail::parse_pack_file(std::span<const std::byte> bytes,
@@ -295,13 +375,15 @@ detail::PackFileContents detail::parse_pack_file(std::span<const std::byte> byte
     r.fail_at(0, "not a thdpack pack file (magic THDPACKS expected)");
   }
   const auto version = r.value<uint64_t>("the version");
-  if (version != kVersion) {
-    r.fail(message("unsupported pack file version ", version, " (this build reads ", kVersion,
-                   version < kVersion
-                       ? ", which adds a checksum of the whole file and a fingerprint of the source"
+  if (version < kOldestVersion || version > kVersion) {
+    r.fail(message("unsupported pack file version ", version, " (this build reads ", kOldestVersion,
+                   " and ", kVersion,
+                   version < kOldestVersion
+                       ? ", which add a checksum of the whole file and a fingerprint of the source"
                        : "",
                    "; pack the dataset again)"));
   }
+  d.version = version;
   d.capacity = r.value<int64_t>("the capacity");
   d.divisor = r.value<int64_t>("the divisor");
   if (d.capacity < 1 || d.divisor < 1) {
@@ -318,18 +400,47 @@ detail::PackFileContents detail::parse_pack_file(std::span<const std::byte> byte
   if (packs >= std::numeric_limits<uint64_t>::max() / 8) {
     r.fail_at(packs_at, message("pack count ", packs, " does not fit the file"));
   }
+  uint64_t options = 0, entries = 0;
+  size_t options_at = 0;
+  if (version >= 4) {
+    options_at = r.position();
+    options = r.value<uint64_t>("the JSONL options");
+    entries = r.value<uint64_t>("the JSONL index size");
+  }
   const uint64_t header_checksum = r.checksum();
   if (r.value<uint64_t>("the header checksum") != header_checksum) {
     r.fail("the header checksum does not match: the file is damaged");
   }
+  // Checked only once the header checksum says they are what was written.
+  if (d.source.kind == "jsonl") {
+    if ((options & ~kJsonlOptionBits) != 0) {
+      r.fail_at(options_at, message("unknown JSONL options ", options, " (this build knows ",
+                                    kJsonlOptionBits, ")"));
+    }
+    if (entries != 0 && entries != static_cast<uint64_t>(d.source.size)) {
+      r.fail_at(options_at + 8, message("the JSONL index has ", entries,
+                                        " entries; it has one per sample of the source (",
+                                        d.source.size, ") or none"));
+    }
+  } else if (options != 0 || entries != 0) {
+    r.fail_at(options_at,
+              message("JSONL options ", options, " and an index of ", entries,
+                      " entries for a source of kind ", d.source.kind, ", which has neither"));
+  }
+  d.jsonl_index.options.ignore_unknown_keys = (options & kIgnoreUnknownKeys) != 0;
+  d.jsonl_index.options.labels_shifted = (options & kLabelsShifted) != 0;
   // The whole file's checksum before any array is trusted: a flipped bit in an offset or a sample
   // index would otherwise move a pack boundary or swap a sample silently.
   const size_t body_at = r.position();
   const uint64_t arrays = (r.size() - body_at) / 8;
   if (r.size() < body_at + 8 || packs + 1 > arrays || ids > arrays - (packs + 1) ||
-      body_at + 8 * (packs + 1 + ids) + 8 != r.size()) {
-    r.fail_at(packs_at, message(packs, " packs and ", ids, " sample indices do not fit the file's ",
-                                r.size(), " bytes: the file is truncated or damaged"));
+      entries > (arrays - (packs + 1) - ids) / 4 ||
+      body_at + 8 * (packs + 1 + ids + 4 * entries) + 8 != r.size()) {
+    r.fail_at(
+        packs_at,
+        message(packs, " packs and ", ids, " sample indices",
+                entries > 0 ? message(" and ", entries, " JSONL index entries") : "",
+                " do not fit the file's ", r.size(), " bytes: the file is truncated or damaged"));
   }
   const size_t checksum_at = r.size() - 8;
   uint64_t stored = 0;
@@ -340,8 +451,40 @@ detail::PackFileContents detail::parse_pack_file(std::span<const std::byte> byte
   r.array(d.offsets, packs + 1, "the pack offsets");
   r.array(d.ids, ids, "the sample indices");
   check_arrays(d, r, path, body_at, packs_at);
+  const size_t index_at = r.position();
+  detail::JsonlIndex& index = d.jsonl_index;
+  r.array(index.offsets, entries, "the JSONL line offsets");
+  r.array(index.bytes, entries, "the JSONL line sizes");
+  r.array(index.lines, entries, "the JSONL line numbers");
+  r.array(index.lengths, entries, "the JSONL sample lengths");
+  check_jsonl_index(index, path, index_at);
   return d;
 }
+
+namespace {
+
+/// The source of a pack file, opened as it was read when packed: a JSONL source with its recorded
+/// options, and through its index when the file has one and is the file indexed (its fingerprint
+/// matches; a changed file is read whole, so that the message says what changed).
+OpenedPackSource open_recorded_source(const PackSource& source, detail::JsonlIndex&& index,
+                                      uint64_t recorded_fingerprint) {
+  if (source.kind != "jsonl") return open_pack_source_once(source);
+  if (index.size() == 0) return open_pack_source_once(source, index.options);
+  auto file = std::make_shared<const InputFile>(source.spec, "JSONL file");
+  Hash64 hash;
+  hash.update(source.kind.data(), source.kind.size());
+  hash_file(*file, hash);
+  OpenedPackSource out;
+  out.fingerprint = hash.digest();
+  if (out.fingerprint == recorded_fingerprint) {
+    out.dataset = detail::open_indexed_jsonl(std::move(file), std::move(index));
+  } else {
+    out.dataset = detail::load_jsonl(std::move(file), index.options);
+  }
+  return out;
+}
+
+}  // namespace
 
 std::unique_ptr<PackedDataset> PackedDataset::open(const std::string& path) {
   auto lease = std::make_unique<InputLease>(path, "pack file");
@@ -362,7 +505,8 @@ std::unique_ptr<PackedDataset> PackedDataset::open(const std::string& path) {
   };
   uint64_t now = 0;
   try {
-    OpenedPackSource opened = open_pack_source_once(d->source_);
+    OpenedPackSource opened =
+        open_recorded_source(d->source_, std::move(c.jsonl_index), c.fingerprint);
     d->dataset_ = std::move(opened.dataset);
     now = opened.fingerprint;
   } catch (const InvalidArgument& e) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "data/indexed_pair.hpp"
+#include "data/jsonl_index.hpp"
 #include "thdpack/core/dataset.hpp"
 #include "thdpack/data/indexed_dataset.hpp"
 #include "thdpack/data/input_file.hpp"
@@ -86,14 +87,17 @@ int64_t decode_tokens(const std::byte* data, TokenDType dtype, std::span<int64_t
 
 /// What a pack file holds, validated on its own (everything but its source): the checksums, the
 /// counts against the file size, offsets that rise, sample indices inside the source and none
-/// listed twice. Errors name `name` and the byte.
+/// listed twice, a JSONL index whose lines follow each other. Errors name `name` and the byte.
 struct PackFileContents {
+  uint64_t version = 0;
   int64_t capacity = 0;
   int64_t divisor = 1;
   PackSource source;
   uint64_t fingerprint = 0;
   std::vector<int64_t> offsets;
   std::vector<int64_t> ids;
+  /// A JSONL source's options (version 3: the defaults) and index (empty: none recorded).
+  JsonlIndex jsonl_index;
 };
 PackFileContents parse_pack_file(std::span<const std::byte> bytes, const std::string& name);
 

@@ -39,8 +39,11 @@ def packs_of(path):
     for _ in range(2):  # kind, spec
         (n,) = struct.unpack_from("<I", data, at)
         at += 4 + n
-    size, _fingerprint, packs, items, _checksum = struct.unpack_from("<qQQQQ", data, at)
-    at += 40
+    size, _fingerprint, packs, items = struct.unpack_from("<qQQQ", data, at)
+    at += 32
+    if version >= 4:
+        at += 16  # a JSONL source's options and the size of its index (after the sample ids)
+    at += 8  # the header checksum
     offsets = struct.unpack_from("<%dq" % (packs + 1), data, at)
     ids = struct.unpack_from("<%dq" % items, data, at + 8 * (packs + 1))
     return version, capacity, divisor, size, offsets, ids

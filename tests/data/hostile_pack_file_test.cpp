@@ -53,10 +53,13 @@ class HostilePackFile : public ::testing::Test {
     fingerprint_at_ = source_size_at_ + 8;
     pack_count_at_ = fingerprint_at_ + 8;
     sample_count_at_ = pack_count_at_ + 8;
-    checksum_at_ = sample_count_at_ + 8;
+    options_at_ = sample_count_at_ + 8;
+    entries_at_ = options_at_ + 8;
+    checksum_at_ = entries_at_ + 8;
     offsets_at_ = checksum_at_ + 8;
     ids_at_ = offsets_at_ + 3 * 8;
-    file_checksum_at_ = ids_at_ + 5 * 8;
+    index_at_ = ids_at_ + 5 * 8;
+    file_checksum_at_ = index_at_ + 4 * 5 * 8;
   }
   /// `bytes` with both checksums made right again: damage only the deeper checks can catch.
   static std::string forged(std::string bytes) { return testing::resealed_pack_file(bytes); }
@@ -69,7 +72,8 @@ class HostilePackFile : public ::testing::Test {
   std::string source_, path_, good_;
   Bins packs_;
   size_t source_size_at_ = 0, fingerprint_at_ = 0, pack_count_at_ = 0, sample_count_at_ = 0,
-         checksum_at_ = 0, offsets_at_ = 0, ids_at_ = 0, file_checksum_at_ = 0;
+         options_at_ = 0, entries_at_ = 0, checksum_at_ = 0, offsets_at_ = 0, ids_at_ = 0,
+         index_at_ = 0, file_checksum_at_ = 0;
 };
 
 TEST_F(HostilePackFile, TheGoodFileOpens) {
@@ -104,7 +108,8 @@ TEST_F(HostilePackFile, Truncated) {
                     {path_ + ": byte 32: the file ends inside the source kind"});
   expect_open_fails(good_.substr(0, ids_at_ + 12),
                     {path_ + ": byte " + std::to_string(pack_count_at_) +
-                     ": 2 packs and 5 sample indices do not fit the file's " +
+                     ": 2 packs and 5 sample indices and 5 JSONL index entries do not fit the "
+                     "file's " +
                      std::to_string(ids_at_ + 12) + " bytes: the file is truncated or damaged"});
   // Every truncation is caught, naming the file and a byte.
   for (size_t n = 0; n < good_.size(); ++n) {
@@ -113,8 +118,10 @@ TEST_F(HostilePackFile, Truncated) {
         expect_throw_with<InvalidArgument>([&] { PackedDataset::open(path_); }, {});
     EXPECT_NE(message.find(path_ + ": byte "), std::string::npos) << n << " bytes: " << message;
   }
-  expect_open_fails(good_ + "x", {path_ + ": byte " + std::to_string(pack_count_at_) +
-                                  ": 2 packs and 5 sample indices do not fit the file's"});
+  expect_open_fails(good_ + "x",
+                    {path_ + ": byte " + std::to_string(pack_count_at_) +
+                     ": 2 packs and 5 sample indices and 5 JSONL index entries do not fit the "
+                     "file's"});
 }
 
 TEST_F(HostilePackFile, CountsThatDoNotFit) {
@@ -127,10 +134,12 @@ TEST_F(HostilePackFile, CountsThatDoNotFit) {
   expect_open_fails(bad, {path_ + ": byte " + std::to_string(checksum_at_) +
                           ": the header checksum does not match: the file is damaged"});
   expect_open_fails(forged(bad), {path_ + ": byte " + std::to_string(pack_count_at_) +
-                                  ": 1000 packs and 5 sample indices do not fit the file's"});
+                                  ": 1000 packs and 5 sample indices and 5 JSONL index entries "
+                                  "do not fit the file's"});
   bad = good_;
   patch(bad, sample_count_at_, uint64_t{4});
-  expect_open_fails(forged(bad), {"2 packs and 4 sample indices do not fit the file's"});
+  expect_open_fails(forged(bad), {"2 packs and 4 sample indices and 5 JSONL index entries do not "
+                                  "fit the file's"});
   bad = good_;
   patch(bad, 32, uint32_t{0xffffffff});  // the kind's size
   expect_open_fails(bad, {path_ + ": byte 32: the file ends inside the source kind"});
@@ -178,14 +187,24 @@ TEST_F(HostilePackFile, SamplesListedTwiceOrNotAtAll) {
     expect_open_fails(bad, {path_ + ": byte " + std::to_string(checksum_at_) +
                             ": the header checksum does not match"});
   }
-  // Forged past the checksum: fewer source samples than the file lists ...
-  bad = good_;
+  // Forged past the checksum: the JSONL index has an entry per sample of the source ...
+  for (int64_t claimed : {int64_t{4}, int64_t{6}, kInt64Max}) {
+    bad = good_;
+    patch(bad, source_size_at_, claimed);
+    expect_open_fails(forged(bad), {path_ + ": byte " + std::to_string(entries_at_) +
+                                    ": the JSONL index has 5 entries; it has one per sample of "
+                                    "the source (" +
+                                    std::to_string(claimed) + ") or none"});
+  }
+  // ... and a file without one (version 3) lists fewer samples than the source has ...
+  const std::string old = testing::as_version_3(good_);
+  bad = old;
   patch(bad, source_size_at_, int64_t{4});
   expect_open_fails(forged(bad), {path_ + ": byte " + std::to_string(sample_count_at_) +
                                   ": the sample count 5 exceeds the source's 4 samples"});
   // ... or more than the source has (the jsonl source does not allocate by it).
   for (int64_t claimed : {int64_t{6}, int64_t{1} << 40, kInt64Max}) {
-    bad = good_;
+    bad = old;
     patch(bad, source_size_at_, claimed);
     expect_open_fails(forged(bad), {path_ + ": its source " + source_ +
                                     " now has 5 samples, not the " + std::to_string(claimed)});
@@ -217,7 +236,7 @@ TEST_F(HostilePackFile, BlendedSourceOfAnAbsurdSizeIsAnError) {
   ASSERT_EQ(PackedDataset::open(path_)->num_packs(), 2);
   const std::string good = read_bytes(path_);
   const size_t size_at = 32 + 4 + 7 + 4 + blend.size();
-  const size_t checksum_at = size_at + 32;
+  const size_t checksum_at = size_at + 48;
   for (int64_t claimed : {int64_t{1} << 60, kInt64Max}) {  // bad_alloc, length_error
     std::string bad = good;
     patch(bad, size_at, claimed);
@@ -373,13 +392,89 @@ TEST_F(HostilePackFile, ASourceRewrittenWithTheSameCountIsRefused) {
   EXPECT_EQ(refused, 90);
 }
 
+// The JSONL index of a version-4 file: damage is caught by the file's checksum; forged past it, an
+// index whose lines do not follow each other is refused when the file is read, and one that
+// disagrees with the source (it cannot while the fingerprint matches) when the line is read,
+// naming the source's file and line.
+TEST_F(HostilePackFile, DamagedJsonlIndex) {
+  // The source's lines: 21, 17, 19, 24 and 18 bytes at bytes 0, 22, 40, 60 and 85.
+  const auto entry_at = [&](size_t array, size_t sample) {
+    return index_at_ + 8 * (5 * array + sample);
+  };
+  std::string bad = good_;
+  patch(bad, entry_at(0, 1), int64_t{10});
+  expect_open_fails(bad, {path_ + ": byte " + std::to_string(file_checksum_at_) +
+                          ": the checksum of the file does not match: the file is damaged"});
+  expect_open_fails(forged(bad), {path_ + ": byte " + std::to_string(entry_at(0, 1)) +
+                                  ": JSONL index entry 1: its line starts at byte 10, before "
+                                  "byte 22 (the lines of the index follow each other)"});
+  bad = good_;
+  patch(bad, entry_at(1, 2), int64_t{0});
+  expect_open_fails(forged(bad), {path_ + ": byte " + std::to_string(entry_at(1, 2)) +
+                                  ": JSONL index entry 2: its line of 0 bytes at byte 40"});
+  bad = good_;
+  patch(bad, entry_at(2, 3), int64_t{3});
+  expect_open_fails(forged(bad), {path_ + ": byte " + std::to_string(entry_at(2, 3)) +
+                                  ": JSONL index entry 3: line number 3"});
+  bad = good_;
+  patch(bad, entry_at(3, 4), int64_t{0});
+  expect_open_fails(forged(bad), {path_ + ": byte " + std::to_string(entry_at(3, 4)) +
+                                  ": JSONL index entry 4: a sample of 0 tokens"});
+  bad = good_;
+  patch(bad, entries_at_, uint64_t{3});
+  expect_open_fails(bad, {path_ + ": byte " + std::to_string(checksum_at_) +
+                          ": the header checksum does not match"});
+  expect_open_fails(forged(bad), {path_ + ": byte " + std::to_string(entries_at_) +
+                                  ": the JSONL index has 3 entries; it has one per sample of the "
+                                  "source (5) or none"});
+  bad = good_;
+  patch(bad, options_at_, uint64_t{4});
+  expect_open_fails(forged(bad), {path_ + ": byte " + std::to_string(options_at_) +
+                                  ": unknown JSONL options 4 (this build knows 3)"});
+
+  // Well formed but not the source's lines. Past its end: refused on open.
+  bad = good_;
+  patch(bad, entry_at(0, 4), int64_t{1000});
+  expect_open_fails(forged(bad), {path_ + ": cannot open its jsonl source: " + source_ +
+                                  ":5: the line of sample 4 ends at byte 1018, past the end of "
+                                  "the file (104 bytes)"});
+  // A line that is not a sample, or another number of tokens: refused when the sample is read.
+  bad = good_;
+  patch(bad, entry_at(0, 2), int64_t{41});
+  patch(bad, entry_at(1, 2), int64_t{18});
+  patch(bad, entry_at(3, 3), int64_t{5});
+  write_bytes(path_, forged(bad));
+  {
+    const auto d = PackedDataset::open(path_);
+    EXPECT_EQ(d->dataset().length(3), 5);
+    expect_throw_with<InvalidArgument>([&] { d->dataset().sample(2); }, {source_ + ":3: "});
+    expect_throw_with<InvalidArgument>([&] { d->batch(1); }, {source_ + ":3: "});
+    expect_throw_with<InvalidArgument>(
+        [&] { d->dataset().sample(3); },
+        {source_ + ":4: sample 3 holds 4 tokens, not the 5 its index says"});
+    EXPECT_EQ(d->dataset().sample(4).input_ids, (std::vector<int64_t>{11}));
+  }
+
+  // Another source kind has neither options nor an index.
+  IndexedDatasetWriter writer(dir_.file("ds"), TokenDType::kInt32);
+  for (int i = 0; i < 5; ++i) writer.add_sequence(std::vector<int64_t>(2, i));
+  writer.finish();
+  write_pack_file(path_, packs_, 8, 1, {"indexed", dir_.file("ds"), 5});
+  bad = read_bytes(path_);
+  const size_t indexed_options_at = testing::pack_file_header_checksum_at(bad) - 16;
+  patch(bad, indexed_options_at, uint64_t{1});
+  expect_open_fails(forged(bad), {path_ + ": byte " + std::to_string(indexed_options_at) +
+                                  ": JSONL options 1 and an index of 0 entries for a source of "
+                                  "kind indexed, which has neither"});
+}
+
 TEST_F(HostilePackFile, AnOlderVersionSaysToPackAgain) {
   for (uint64_t version : {uint64_t{1}, uint64_t{2}}) {
     std::string old = good_;
     patch(old, 8, version);
     expect_open_fails(
         old, {path_ + ": byte 8: unsupported pack file version " + std::to_string(version) +
-              " (this build reads 3, which adds a checksum of the whole file and a "
+              " (this build reads 3 and 4, which add a checksum of the whole file and a "
               "fingerprint of the source; pack the dataset again)"});
   }
 }

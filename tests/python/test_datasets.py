@@ -1,6 +1,7 @@
 """Indexed datasets, offline packing and pack files from Python, checked against a Megatron-format
 file written here byte by byte (as Megatron-LM's _IndexWriter does)."""
 
+import json
 import struct
 import subprocess
 
@@ -85,6 +86,42 @@ def test_pack_file_round_trip_through_the_cli(tmp_path):
     assert sorted(seen) == list(range(400))
     direct = thdpack.pack_offline([len(s) for s in sequences], capacity=1024)
     assert len(direct["packs"]) == len(packed) >= direct["lower_bound_l2"]
+
+
+def test_pack_file_of_a_jsonl_source_through_the_cli(tmp_path):
+    # Masks, blank lines and a key the reader is told to ignore: the pack file records the options
+    # and where each line is, so reopening it gives the JSONL reader's samples.
+    rng = np.random.default_rng(2)
+    lines = []
+    for i in range(300):
+        ids = rng.integers(2, 1000, rng.integers(1, 200)).tolist()
+        lines.append(json.dumps({"input_ids": ids, "loss_mask": rng.integers(0, 2, len(ids)).tolist(),
+                                 "meta": {"row": i}}))
+        if i % 7 == 0:
+            lines.append("")
+    jsonl = tmp_path / "data.jsonl"
+    jsonl.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "data.thdpacks"
+    subprocess.run(["thdpack", "pack", "--jsonl", str(jsonl), "--jsonl-ignore-unknown-keys",
+                    "-C", "1024", "--divisor", "4", "-o", str(out)],
+                   check=True, capture_output=True, env={"PATH": _bin_path()})
+    assert struct.unpack_from("<Q", out.read_bytes(), 8)[0] == 4  # the version with the index
+    packed = thdpack.PackedDataset.open(str(out))
+    eager = thdpack.load_jsonl_dataset(str(jsonl), ignore_unknown_keys=True)
+    seen = []
+    for p in range(len(packed)):
+        ids = packed.pack(p).tolist()
+        seen += ids
+        batch = packed.batch(p)
+        expected = thdpack.pack([eager.sample(i) for i in ids], capacity=1024, divisor=4)
+        for field in ("tokens", "labels", "loss_mask", "position_ids", "padding_mask", "cu_seqlens",
+                      "sample_ids"):
+            assert np.array_equal(getattr(batch, field), getattr(expected, field)), field
+    assert sorted(seen) == list(range(300))
+    # The source changed since: refused, as the fingerprint says.
+    jsonl.write_text(jsonl.read_text().replace('"input_ids": [', '"input_ids": [1', 1))
+    with pytest.raises(thdpack.InvalidArgument, match="changed since it was packed"):
+        thdpack.PackedDataset.open(str(out))
 
 
 def _bin_path():

@@ -27,30 +27,48 @@ struct PackSource {
   int64_t size = 0;  ///< samples of the source (checked when reopening)
 };
 
-/// Writes a pack file (version 3): magic "THDPACKS", version, capacity, divisor, source, the
-/// source's content fingerprint (source_fingerprint), counts, an XXH64 checksum of that header,
-/// pack offsets, the sample indices of every pack and an XXH64 checksum of every byte before it.
-/// Each sample of the source appears at most once (all of them unless packing stopped early). The
-/// file is an OutputFile: refused when `path` is an input in use (the source itself, say), and it
-/// replaces what is at `path` only once complete. Throws InvalidArgument when an index is outside
-/// the source or repeated, or the file cannot be written. This form opens the source's files to
-/// fingerprint them (source_fingerprint); a caller that already read the source passes the
-/// fingerprint of what it read (below).
+/// Writes a pack file (version 4): magic "THDPACKS", version, capacity, divisor, source, the
+/// source's content fingerprint (source_fingerprint), counts, the options a JSONL source was read
+/// with and the size of its index (0 for other sources, and for a JSONL source written without
+/// one), an XXH64 checksum of that header, pack offsets, the sample indices of every pack, the
+/// JSONL index (for each sample of the source: the byte offset of its line in the JSONL file, the
+/// line's length in bytes without its '\n', its line number from 1, its token count) and an XXH64
+/// checksum of every byte before it. Each sample of the source appears at most once (all of them
+/// unless packing stopped early). The file is an OutputFile: refused when `path` is an input in use
+/// (the source itself, say), and it replaces what is at `path` only once complete. Throws
+/// InvalidArgument when an index is outside the source or repeated, or the file cannot be written.
+/// This form opens the source's files to fingerprint them (source_fingerprint); a JSONL source is
+/// read whole (open_pack_source_once, default JsonlOptions) for its index. A caller that already
+/// read the source passes the fingerprint of what it read and the dataset it read (below).
 void write_pack_file(const std::string& path, const Bins& packs, int64_t capacity, int64_t divisor,
                      const PackSource& source);
 /// write_pack_file recording `fingerprint` (OpenedPackSource::fingerprint of the source the packs
 /// were built from) instead of opening the source's files again to compute it: the fingerprint is
-/// of what was read, not of what is at the paths now.
+/// of what was read, not of what is at the paths now. A JSONL source gets no index (and the
+/// default JsonlOptions): opening the file reads the JSONL whole, as a version-3 file does.
 void write_pack_file(const std::string& path, const Bins& packs, int64_t capacity, int64_t divisor,
                      const PackSource& source, uint64_t fingerprint);
+/// write_pack_file recording `fingerprint` and, for a JSONL source, the index and options of
+/// `dataset`, the dataset the packs were built from (OpenedPackSource::dataset, or
+/// load_jsonl_dataset of the source): opening the file then reads no line of the JSONL until a
+/// sample is asked for. InvalidArgument when the source is JSONL and `dataset` is not a JSONL
+/// dataset so read, or has another size than the source. Other sources ignore `dataset`.
+void write_pack_file(const std::string& path, const Bins& packs, int64_t capacity, int64_t divisor,
+                     const PackSource& source, uint64_t fingerprint, const Dataset& dataset);
 
 /// A packed dataset: the pack file and its reopened source. Pack p is one THD row.
 class PackedDataset {
  public:
   /// Opens the pack file and its source; throws InvalidArgument naming the file (and the byte)
-  /// when the file is damaged (either checksum), of another version, or its source no longer
-  /// matches (another sample count or another content fingerprint). The pack file stays leased as
-  /// an input in use while the PackedDataset lives.
+  /// when the file is damaged (either checksum), of another version than 3 or 4, or its source no
+  /// longer matches (another sample count or another content fingerprint). The fingerprint is
+  /// always computed from the source's files. A JSONL source is read with the JsonlOptions the
+  /// file records (version 3: the defaults); when the file has its index (version 4, see
+  /// write_pack_file) and the fingerprint matches, no line is read on open: dataset() reads and
+  /// parses a sample's line when it is asked for (the same samples as load_jsonl_dataset gives;
+  /// a line that no longer reads as the index says is an InvalidArgument naming "file:line").
+  /// Without an index the JSONL is read whole. The pack file stays leased as an input in use
+  /// while the PackedDataset lives, and so does the JSONL file.
   static std::unique_ptr<PackedDataset> open(const std::string& path);
 
   int64_t num_packs() const { return static_cast<int64_t>(offsets_.size()) - 1; }

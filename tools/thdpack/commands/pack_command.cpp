@@ -363,7 +363,9 @@ int run_pack(const PackFlags& f) {
     const auto write_start = std::chrono::steady_clock::now();
     PackSource source = w.source;
     if (w.source_fingerprint) {
-      write_pack_file(f.out, result.packs, f.capacity, f.divisor, source, *w.source_fingerprint);
+      // The dataset read gives a JSONL source's index and options to the file.
+      write_pack_file(f.out, result.packs, f.capacity, f.divisor, source, *w.source_fingerprint,
+                      *w.dataset);
     } else {
       write_pack_file(f.out, result.packs, f.capacity, f.divisor, source);
     }
