@@ -98,7 +98,8 @@ ParquetListColumn::ParquetListColumn(std::shared_ptr<arrow::ChunkedArray> data,
 }
 
 ParquetListColumn::Span ParquetListColumn::span(int64_t row,
-                                                const std::function<std::string()>& where) const {
+                                                const std::function<std::string()>& where,
+                                                RowPart part) const {
   const auto after = std::upper_bound(chunk_starts_.begin(), chunk_starts_.end(), row);
   const auto c = static_cast<size_t>(after - chunk_starts_.begin() - 1);
   const arrow::Array& chunk = *data_->chunk(static_cast<int>(c));
@@ -112,10 +113,16 @@ ParquetListColumn::Span ParquetListColumn::span(int64_t row,
     const auto& list = static_cast<const arrow::LargeListArray&>(chunk);
     s = {list.values().get(), list.value_offset(r), list.value_offset(r) + list.value_length(r)};
   }
+  const int64_t length = s.end - s.begin;
+  const int64_t end = part.end < 0 ? length : part.end;
+  check<InternalError>(0 <= part.begin && part.begin <= end && end <= length, "values [",
+                       part.begin, ", ", end, ") of a row of ", length);
+  s = {s.values, s.begin + part.begin, s.begin + end, part.begin};
   if (s.values->null_count() > 0) {
     for (int64_t k = s.begin; k < s.end; ++k) {
       if (s.values->IsNull(k)) {
-        fail(where(), ": \"", name_, "\"[", k - s.begin, "] is null; lists may not hold nulls");
+        fail(where(), ": \"", name_, "\"[", s.first + k - s.begin,
+             "] is null; lists may not hold nulls");
       }
     }
   }
@@ -123,21 +130,22 @@ ParquetListColumn::Span ParquetListColumn::span(int64_t row,
 }
 
 void ParquetListColumn::integers(int64_t row, std::vector<int64_t>& out,
-                                 const std::function<std::string()>& where) const {
-  const Span s = span(row, where);
+                                 const std::function<std::string()>& where, RowPart part) const {
+  const Span s = span(row, where, part);
   out.resize(static_cast<size_t>(s.end - s.begin));
   const bool labels = role_ == ParquetColumnRole::kLabels;
   visit_values(*s.values, s.begin, s.end, [&](size_t k, auto v) {
     using V = decltype(v);
     if constexpr (std::is_unsigned_v<V> && sizeof(V) == 8) {
       if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        fail(where(), ": \"", name_, "\"[", k, "] = ", v,
+        fail(where(), ": \"", name_, "\"[", s.first + static_cast<int64_t>(k), "] = ", v,
              " is out of range (token ids must fit int64)");
       }
     }
     const auto x = static_cast<int64_t>(v);
     if (x < 0 && !(labels && x == kIgnoreLabel)) {
-      fail(where(), ": \"", name_, "\"[", k, "] = ", x, " is below the smallest allowed value 0",
+      fail(where(), ": \"", name_, "\"[", s.first + static_cast<int64_t>(k), "] = ", x,
+           " is below the smallest allowed value 0",
            labels ? " (the only other value allowed is -100, the ignore id)" : "");
     }
     out[k] = x;
@@ -173,12 +181,13 @@ int64_t ParquetListColumn::checked_length(int64_t row,
 }
 
 void ParquetListColumn::mask(int64_t row, std::vector<float>& out,
-                             const std::function<std::string()>& where) const {
-  const Span s = span(row, where);
+                             const std::function<std::string()>& where, RowPart part) const {
+  const Span s = span(row, where, part);
   out.resize(static_cast<size_t>(s.end - s.begin));
   visit_values(*s.values, s.begin, s.end, [&](size_t k, auto v) {
     if (!(v == 0 || v == 1)) {
-      fail(where(), ": \"", name_, "\"[", k, "] must be 0 or 1, got ", +v);
+      fail(where(), ": \"", name_, "\"[", s.first + static_cast<int64_t>(k),
+           "] must be 0 or 1, got ", +v);
     }
     out[k] = v ? 1.0f : 0.0f;
   });

@@ -31,6 +31,12 @@ std::string list_type_text(const arrow::DataType& type);
 void check_list_type(const arrow::DataType& type, ParquetColumnRole role, const std::string& name,
                      const std::string& where);
 
+/// Which values of a row: [begin, end), or from begin to the row's end when end is negative.
+struct RowPart {
+  int64_t begin = 0;
+  int64_t end = -1;
+};
+
 /// The rows of one column of a row group (a ChunkedArray of list or large_list whose type passed
 /// check_list_type).
 class ParquetListColumn {
@@ -40,11 +46,12 @@ class ParquetListColumn {
   int64_t rows() const { return data_->length(); }
   /// Bytes of memory the column's buffers hold.
   int64_t bytes() const;
-  /// Row `row`'s values, checked; `where` ("FILE: row group G, row R") starts every error: a null
-  /// list, a null value, a value `role` does not allow.
-  void integers(int64_t row, std::vector<int64_t>& out,
-                const std::function<std::string()>& where) const;
-  void mask(int64_t row, std::vector<float>& out, const std::function<std::string()>& where) const;
+  /// Row `row`'s values (`part` of them), checked; `where` ("FILE: row group G, row R") starts
+  /// every error: a null list, a null value, a value `role` does not allow.
+  void integers(int64_t row, std::vector<int64_t>& out, const std::function<std::string()>& where,
+                RowPart part = {}) const;
+  void mask(int64_t row, std::vector<float>& out, const std::function<std::string()>& where,
+            RowPart part = {}) const;
   /// Row `row`'s length, after the checks integers() or mask() (by role) make, with the same
   /// errors, but without copying the values out.
   int64_t checked_length(int64_t row, const std::function<std::string()>& where) const;
@@ -52,9 +59,10 @@ class ParquetListColumn {
  private:
   struct Span {
     const arrow::Array* values = nullptr;  ///< the list's child array
-    int64_t begin = 0, end = 0;            ///< the row's values in it
+    int64_t begin = 0, end = 0;            ///< the row's values (the part asked for) in it
+    int64_t first = 0;                     ///< the index in the row of the value at begin
   };
-  Span span(int64_t row, const std::function<std::string()>& where) const;
+  Span span(int64_t row, const std::function<std::string()>& where, RowPart part = {}) const;
 
   std::shared_ptr<arrow::ChunkedArray> data_;
   std::vector<int64_t> chunk_starts_;  ///< first row of each chunk

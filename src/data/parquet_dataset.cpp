@@ -283,17 +283,20 @@ std::vector<int64_t> sample_starts(const std::vector<ParquetListColumn>& data,
   return starts;
 }
 
-// Sample k of a packed row: tokens [begin, end) and, from the positions' weights (position j's
-// weight says whether token j+1 is trained), the mask of its tokens.
-Sample cut_sample(const Sample& row, int64_t begin, int64_t end, int64_t id) {
+// The sample of a packed row at tokens [begin, end), as sample `id`: those tokens and, from the
+// positions' weights (position j's weight says whether token j+1 is trained), the mask of its
+// tokens. Reads only that part of the row.
+Sample cut_sample(const GroupColumns& data, const std::vector<ColumnChoice>& columns, int64_t row,
+                  int64_t begin, int64_t end, int64_t id,
+                  const std::function<std::string()>& where) {
   Sample s;
   s.id = id;
-  s.input_ids.assign(row.input_ids.begin() + begin, row.input_ids.begin() + end);
-  if (!row.loss_mask.empty()) {
+  data[0].integers(row, s.input_ids, where, {begin, end});
+  if (columns[1].role == ParquetColumnRole::kLossMask) {
+    std::vector<float> weights;
+    data[1].mask(row, weights, where, {begin, end - 1});
     s.loss_mask.assign(static_cast<size_t>(end - begin), 0.0f);
-    for (int64_t j = begin + 1; j < end; ++j) {
-      s.loss_mask[static_cast<size_t>(j - begin)] = row.loss_mask[static_cast<size_t>(j - 1)];
-    }
+    std::copy(weights.begin(), weights.end(), s.loss_mask.begin() + 1);
   }
   return s;
 }
@@ -475,9 +478,8 @@ class TableDataset final : public Dataset {
                          [&] { return where(g, row); });
     }
     const Place& p = places_[static_cast<size_t>(index)];
-    const Sample row =
-        make_sample(data, columns_, p.row, index, false, [&] { return where(g, p.row); });
-    return cut_sample(row, p.start, p.start + length(index), index);
+    return cut_sample(data, columns_, p.row, p.start, p.start + length(index), index,
+                      [&] { return where(g, p.row); });
   }
 
   unsigned threads() const {
