@@ -4,7 +4,9 @@
 #include "thdpack/data/parquet_dataset.hpp"
 
 #include <arrow/io/file.h>
+#include <arrow/record_batch.h>
 #include <parquet/arrow/reader.h>
+#include <parquet/arrow/schema.h>
 #include <parquet/exception.h>
 #include <unistd.h>
 
@@ -78,8 +80,7 @@ class ParquetFile final : public detail::TableFile {
     if (!file.ok()) ::close(fd);
     ok_or_fail(file.status(), where);
     source_ = *file;
-    auto reader = arrow_call(
-        where, [&] { return parquet::arrow::OpenFile(source_, arrow::default_memory_pool()); });
+    auto reader = arrow_call(where, [&] { return make_reader(nullptr); });
     ok_or_fail(reader.status(), [&] { return path + ": not a readable Parquet file"; });
     std::unique_ptr<parquet::arrow::FileReader> first = std::move(*reader);
     metadata_ = first->parquet_reader()->metadata();
@@ -103,8 +104,45 @@ class ParquetFile final : public detail::TableFile {
     return data;
   }
   const char* group_noun() const override { return "row group"; }
+  void read_slices(int g, const std::vector<int>& fields,
+                   const std::function<void(int64_t, Slice)>& each) const override {
+    const auto where = [&] { return message(path(), ": row group ", g); };
+    Borrowed reader(*this);
+    auto leaves = reader->manifest().GetFieldIndices(fields);
+    ok_or_fail(leaves.status(), where);
+    auto batches = arrow_call(where, [&] { return reader->GetRecordBatchReader({g}, *leaves); });
+    ok_or_fail(batches.status(), where);
+    for (int64_t first = 0;;) {
+      std::shared_ptr<arrow::RecordBatch> batch;
+      ok_or_fail(arrow_call(where, [&] { return (*batches)->ReadNext(&batch); }), where);
+      if (batch == nullptr) return;
+      Slice columns;
+      for (const int field : fields) {
+        columns.push_back(std::make_shared<arrow::ChunkedArray>(
+            batch->GetColumnByName(schema_->field(field)->name())));
+      }
+      each(first, std::move(columns));
+      first += batch->num_rows();
+    }
+  }
 
  private:
+  // Rows a slice of read_slices holds: a few MiB of tokens, which the allocator reuses for the
+  // next slice rather than mapping fresh pages for a whole row group.
+  static constexpr int64_t kSliceRows = 8192;
+
+  // A reader of the file, sharing `metadata` (null: read the footer).
+  arrow::Result<std::unique_ptr<parquet::arrow::FileReader>> make_reader(
+      std::shared_ptr<parquet::FileMetaData> metadata) const {
+    parquet::ArrowReaderProperties properties;
+    properties.set_batch_size(kSliceRows);
+    return parquet::arrow::FileReader::Make(
+        arrow::default_memory_pool(),
+        parquet::ParquetFileReader::Open(source_, parquet::default_reader_properties(),
+                                         std::move(metadata)),
+        properties);
+  }
+
   // A reader taken from the idle ones (or a new one) for one read, given back after it.
   class Borrowed {
    public:
@@ -117,14 +155,8 @@ class ParquetFile final : public detail::TableFile {
           return;
         }
       }
-      auto made = arrow_call(
-          [&] { return file_.path(); },
-          [&] {
-            return parquet::arrow::FileReader::Make(
-                arrow::default_memory_pool(),
-                parquet::ParquetFileReader::Open(
-                    file_.source_, parquet::default_reader_properties(), file_.metadata_));
-          });
+      auto made = arrow_call([&] { return file_.path(); },
+                             [&] { return file_.make_reader(file_.metadata_); });
       ok_or_fail(made.status(), [&] { return file_.path(); });
       reader_ = std::move(*made);
     }
@@ -202,17 +234,23 @@ std::vector<std::string> column_types(const Shard& s) {
   return out;
 }
 
-std::vector<ParquetListColumn> read_group(const Shard& s, int g,
-                                          const std::vector<ColumnChoice>& columns) {
-  std::vector<ParquetListColumn> out;
-  const int64_t rows = s.file->group_rows(g);
+// The columns of `rows` rows of group g (a slice of it, or all of it), checked to hold that many.
+GroupColumns group_columns_of(const Shard& s, int g, detail::TableFile::Slice slice,
+                              const std::vector<ColumnChoice>& columns, int64_t rows) {
+  GroupColumns out;
   for (size_t c = 0; c < columns.size(); ++c) {
-    std::shared_ptr<arrow::ChunkedArray> data = s.file->read(g, s.fields[c]);
-    check(data->length() == rows, s.file->path(), ": ", s.file->group_noun(), " ", g, ": column \"",
-          columns[c].name, "\" holds ", data->length(), " rows, its metadata says ", rows);
-    out.emplace_back(std::move(data), columns[c].role, columns[c].name);
+    check(slice[c]->length() == rows, s.file->path(), ": ", s.file->group_noun(), " ", g,
+          ": column \"", columns[c].name, "\" holds ", slice[c]->length(),
+          " rows, its metadata says ", rows);
+    out.emplace_back(std::move(slice[c]), columns[c].role, columns[c].name);
   }
   return out;
+}
+
+GroupColumns read_group(const Shard& s, int g, const std::vector<ColumnChoice>& columns) {
+  detail::TableFile::Slice whole;
+  for (const int field : s.fields) whole.push_back(s.file->read(g, field));
+  return group_columns_of(s, g, std::move(whole), columns, s.file->group_rows(g));
 }
 
 // Fails unless the token column's and the mask or labels column's lengths match.
@@ -434,27 +472,47 @@ class TableDataset final : public Dataset {
     }
   }
 
+  // Checks the rows of a group slice by slice: their lengths and, for packed rows, their places.
   GroupScan scan_group(const Group& group) const {
     GroupScan out;
-    const std::vector<ParquetListColumn> data =
-        read_group(shards_[group.shard], group.group, columns_);
+    const Shard& shard = shards_[group.shard];
+    const int64_t rows = shard.file->group_rows(group.group);
+    int64_t seen = 0;
+    shard.file->read_slices(
+        group.group, shard.fields, [&](int64_t first, detail::TableFile::Slice slice) {
+          const int64_t n = slice.empty() ? 0 : slice[0]->length();
+          check(first == seen && seen + n <= rows, shard.file->path(), ": ",
+                shard.file->group_noun(), " ", group.group, " holds more rows than its metadata's ",
+                rows);
+          scan_rows(group, first,
+                    group_columns_of(shard, group.group, std::move(slice), columns_, n), out);
+          seen += n;
+        });
+    check(seen == rows, shard.file->path(), ": ", shard.file->group_noun(), " ", group.group,
+          " holds ", seen, " rows, its metadata says ", rows);
+    return out;
+  }
+
+  // Checks rows [first, first + n) of a group, given as `data`, adding to `out`.
+  void scan_rows(const Group& group, int64_t first, const GroupColumns& data,
+                 GroupScan& out) const {
     const bool packed = options_.layout == TableLayout::kBridgePacked;
-    for (int64_t row = 0; row < data[0].rows(); ++row) {
+    for (int64_t r = 0; r < data[0].rows(); ++r) {
+      const int64_t row = first + r;
       const auto where_row = [&] { return where(group, row); };
       if (!packed) {
-        out.lengths.push_back(checked_row_length(data, columns_, row, where_row));
+        out.lengths.push_back(checked_row_length(data, columns_, r, where_row));
         continue;
       }
-      const Sample x = make_sample(data, columns_, row, 0, false, where_row);
+      const Sample x = make_sample(data, columns_, r, 0, false, where_row);
       const auto n = static_cast<int64_t>(x.input_ids.size());
-      const std::vector<int64_t> starts = sample_starts(data, columns_, row, n, where_row);
+      const std::vector<int64_t> starts = sample_starts(data, columns_, r, n, where_row);
       for (size_t k = 0; k < starts.size(); ++k) {
         const int64_t end = k + 1 < starts.size() ? starts[k + 1] : n;
         out.lengths.push_back(end - starts[k]);
         out.places.push_back({row, starts[k]});
       }
     }
-    return out;
   }
 
   std::string where(const Group& g, int64_t row) const {

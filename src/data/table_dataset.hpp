@@ -8,6 +8,7 @@
 #include <arrow/type.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +33,19 @@ class TableFile {
   virtual std::shared_ptr<arrow::ChunkedArray> read(int g, int field) const = 0;
   /// What a group is called in messages: "row group", "record batch".
   virtual const char* group_noun() const = 0;
+
+  /// Some columns of some consecutive rows of a group, in the order asked for.
+  using Slice = std::vector<std::shared_ptr<arrow::ChunkedArray>>;
+  /// Columns `fields` of group `g` in slices of consecutive rows, each handed to `each` with its
+  /// first row in the group before the next slice is read, so that a reader going through the
+  /// rows once holds one slice at a time. Throws as read() does. This default hands over the
+  /// whole group as one slice.
+  virtual void read_slices(int g, const std::vector<int>& fields,
+                           const std::function<void(int64_t first_row, Slice)>& each) const {
+    Slice whole;
+    for (const int field : fields) whole.push_back(read(g, field));
+    each(0, std::move(whole));
+  }
 };
 
 /// The dataset of the rows of `files` in order (sample ids as load_parquet_dataset numbers them);
