@@ -461,6 +461,10 @@ class TableDataset final : public Dataset {
     }
     std::vector<GroupScan> scans = detail::ordered_parallel_map<GroupScan>(
         all.size(), threads(), [&](size_t i) { return scan_group(all[i]); });
+    size_t samples = 0;
+    for (const GroupScan& scan : scans) samples += scan.lengths.size();
+    lengths_.reserve(samples);
+    if (options_.layout == TableLayout::kBridgePacked) places_.reserve(samples);
     for (size_t i = 0; i < all.size(); ++i) {
       if (scans[i].lengths.empty()) continue;  // an empty group is no error
       all[i].first_sample = size();
