@@ -68,6 +68,38 @@ void visit_values(const arrow::Array& values, int64_t begin, int64_t end, Fn&& f
   }
 }
 
+// Whether values [begin, end) of a list column's child are all what `role` allows.
+bool values_allowed(const arrow::Array& values, int64_t begin, int64_t end,
+                    ParquetColumnRole role) {
+  bool bad = false;
+  visit_values(values, begin, end, [&](size_t, auto v) {
+    using V = decltype(v);
+    if (role == ParquetColumnRole::kLossMask) {
+      bad |= !(v == 0 || v == 1);
+    } else if constexpr (std::is_unsigned_v<V> && sizeof(V) == 8) {
+      bad |= v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+    } else {
+      const auto x = static_cast<int64_t>(v);
+      bad |= x < 0 && !(role == ParquetColumnRole::kLabels && x == kIgnoreLabel);
+    }
+  });
+  return !bad;
+}
+
+// Appends the lengths of the rows of `list` (a ListArray or LargeListArray) when no row is null
+// and no value is null or refused.
+template <class List>
+bool list_lengths_if_valid(const List& list, ParquetColumnRole role, std::vector<int64_t>& out) {
+  const int64_t rows = list.length();
+  if (rows == 0) return true;
+  if (list.null_count() > 0 || list.values()->null_count() > 0) return false;
+  if (!values_allowed(*list.values(), list.value_offset(0), list.value_offset(rows), role)) {
+    return false;
+  }
+  for (int64_t r = 0; r < rows; ++r) out.push_back(list.value_length(r));
+  return true;
+}
+
 }  // namespace
 
 std::string list_type_text(const arrow::DataType& type) {
@@ -155,20 +187,9 @@ void ParquetListColumn::integers(int64_t row, std::vector<int64_t>& out,
 int64_t ParquetListColumn::checked_length(int64_t row,
                                           const std::function<std::string()>& where) const {
   const Span s = span(row, where);
-  bool bad = false;
-  const bool labels = role_ == ParquetColumnRole::kLabels;
-  visit_values(*s.values, s.begin, s.end, [&](size_t, auto v) {
-    using V = decltype(v);
-    if (role_ == ParquetColumnRole::kLossMask) {
-      bad |= !(v == 0 || v == 1);
-    } else if constexpr (std::is_unsigned_v<V> && sizeof(V) == 8) {
-      bad |= v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
-    } else {
-      const auto x = static_cast<int64_t>(v);
-      bad |= x < 0 && !(labels && x == kIgnoreLabel);
-    }
-  });
-  if (bad) {  // the copying reader names the first bad value, as it does when reading
+  if (!values_allowed(
+          *s.values, s.begin, s.end,
+          role_)) {  // the copying reader names the first bad value, as it does when reading
     if (role_ == ParquetColumnRole::kLossMask) {
       std::vector<float> values;
       mask(row, values, where);
@@ -191,6 +212,21 @@ void ParquetListColumn::mask(int64_t row, std::vector<float>& out,
     }
     out[k] = v ? 1.0f : 0.0f;
   });
+}
+
+bool ParquetListColumn::lengths_if_valid(std::vector<int64_t>& out) const {
+  const size_t before = out.size();
+  for (const auto& chunk : data_->chunks()) {
+    const bool fine =
+        chunk->type_id() == arrow::Type::LIST
+            ? list_lengths_if_valid(static_cast<const arrow::ListArray&>(*chunk), role_, out)
+            : list_lengths_if_valid(static_cast<const arrow::LargeListArray&>(*chunk), role_, out);
+    if (!fine) {
+      out.resize(before);
+      return false;
+    }
+  }
+  return true;
 }
 
 int64_t ParquetListColumn::bytes() const {

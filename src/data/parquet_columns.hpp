@@ -55,6 +55,10 @@ class ParquetListColumn {
   /// Row `row`'s length, after the checks integers() or mask() (by role) make, with the same
   /// errors, but without copying the values out.
   int64_t checked_length(int64_t row, const std::function<std::string()>& where) const;
+  /// When every row passes those checks, appends every row's length to `out` and returns true;
+  /// otherwise returns false, leaving `out` as it was (checked_length then names the first error).
+  /// Checks the values of a whole chunk at once, without looking up rows one by one.
+  bool lengths_if_valid(std::vector<int64_t>& out) const;
 
  private:
   struct Span {
