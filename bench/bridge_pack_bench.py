@@ -217,7 +217,8 @@ def one_file(args, work, seed):
               "fill": tokens / (packs * P),
               "fill_own_rule": (tokens - args.rows) / (packs * P),
               "largest_pack_tokens": largest, "largest_pack_positions": largest_positions,
-              "reported_efficiency_pct": report["metadata"]["packing_efficiency"]}
+              "reported_efficiency_pct": report["metadata"]["packing_efficiency"],
+              "output_mb": os.path.getsize(bridge_out) / 1e6}
     bridge.update(compare(expected, (both, alone)))
     os.remove(bridge_out)
 
@@ -236,7 +237,8 @@ def one_file(args, work, seed):
             "wall_s_runs": [r[0] for r in runs], "stages_s": summary["seconds"],
             "packs": packs, "l1_bound": -(-tokens // P), "l2_bound": summary["lower_bound_l2"],
             "fill": tokens / (packs * P), "largest_pack_tokens": largest,
-            "largest_pack_positions": largest_positions, "shards": len(shards)}
+            "largest_pack_positions": largest_positions, "shards": len(shards),
+            "output_mb": sum(os.path.getsize(f) for f in shards) / 1e6}
     ours.update(compare(expected, (both, alone)))
     for r in runs:
         for f in os.listdir(r[4]):

@@ -246,17 +246,21 @@ def parquet_table(parquet):
 
 
 def bridge_pack_table(bridge):
-    lines = ["| file (seeded) | tokens | Bridge: wall (CPU) | Bridge stages: read / hist / strategy / fill / write | thdpack: wall (CPU) | Bridge / thdpack, wall (CPU) | packs (L1 bound), Bridge / thdpack | fill, Bridge / thdpack | peak RSS, Bridge / thdpack | samples missing or extra, Bridge / thdpack |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| file (seeded) | tokens | Bridge: wall (CPU) | Bridge stages: read / hist / strategy / fill / write | thdpack: wall (CPU) | thdpack stages: open / pack / write | Bridge / thdpack, wall (CPU) | packs (L1 bound), Bridge / thdpack | fill, Bridge (counting n - 1) / thdpack | largest pack, tokens, Bridge / thdpack | peak RSS, Bridge / thdpack | output MB, Bridge / thdpack | samples missing or extra, Bridge / thdpack |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for f in bridge["files"]:
         b, t = f["bridge"], f["thdpack"]
         stages = " / ".join(f"{b['stages_s'][k]:.1f}" for k in ("read", "hist", "strategy", "fill", "write"))
+        ours = " / ".join(f"{t['stages_s'][k]:.2f}" for k in ("open", "pack", "write"))
         lines.append(f"| seed {f['seed']}, {f['rows']:,} rows | {f['tokens']:,} | "
                      f"{b['wall_s']:.1f} s ({b['cpu_s']:.1f} s) | {stages} s | "
-                     f"{t['wall_s']:.2f} s ({t['cpu_s']:.2f} s) | {f['speedup']:.1f}x ({f['cpu_speedup']:.1f}x) | "
+                     f"{t['wall_s']:.2f} s ({t['cpu_s']:.2f} s) | {ours} s | "
+                     f"{f['speedup']:.1f}x ({f['cpu_speedup']:.1f}x) | "
                      f"{b['packs']:,} ({b['l1_bound']:,}) / {t['packs']:,} ({t['l1_bound']:,}) | "
-                     f"{b['fill']:.4f} / {t['fill']:.4f} | "
+                     f"{b['fill']:.4f} ({b['fill_own_rule']:.4f}) / {t['fill']:.4f} | "
+                     f"{b['largest_pack_tokens']:,} / {t['largest_pack_tokens']:,} | "
                      f"{b['peak_rss_mib']:,.0f} / {t['peak_rss_mib']:,.0f} MiB | "
+                     f"{b['output_mb']:.0f} / {t['output_mb']:.0f} | "
                      f"{b['samples_missing'] + b['samples_extra']} / {t['samples_missing'] + t['samples_extra']} |")
     lines.append("")
     summary = bridge["summary"]
@@ -381,7 +385,7 @@ def render(speed, quality, pipeline=None, pack=None, moe=None, reorder=None, pla
         f"{bridge_pack['reps'] if bridge_pack else 0} runs, Bridge one run per file; "
         "Bridge counts a sample of n tokens as n - 1 against the pack size, thdpack as n, so each "
         "side's packs are set against the L1 bound under its own rule, and fill is tokens / "
-        "(packs x pack size); both outputs read back and compared with the input sample by "
+        "(packs x pack size) (for Bridge also (tokens - samples) / (packs x pack size)); both outputs read back and compared with the input sample by "
         "sample (tokens and the loss mask shifted by one); on a 2-core machine shared with other "
         "jobs):\n\n" + bridge_pack_table(bridge_pack)
     ] if bridge_pack else []) + ([
