@@ -25,14 +25,16 @@ peak resident memory):
      pack_size, "first_fit_shuffle")`, the algorithm `prepare_gpt_sft_packed_data` defaults to and
      Bridge's SFT data builder keeps (its recipes set the pack size to the model's seq_length);
   4. fill: `fill_packing_strategy(assignments, sequences, pack_size, 0)` under the same seed;
-  5. write: 0.3.1 predates Bridge's Parquet writer (`write_packed_parquet`, newer releases), so
+  5. write: 0.3.1 predates Bridge's Parquet writer (`write_packed_parquet`, on its main branch), so
      this script writes, with its own few lines of pyarrow, the table that writer produces from
      the filled packs: `input_ids` and `seq_start_id` as list<int64> (pyarrow's type for Python
      integers), `loss_mask` as list<int8> from every value converted to int, one file, row
      groups of 500 rows.
 - thdpack: `thdpack pack --parquet IN --loss-mask-column loss_mask -C PACK --parquet-out DIR`
-  (int32 `input_ids` and `seq_start_id`, int8 `loss_mask`, row groups of 500), `--reps` runs, the
-  median taken. Bridge's side runs once per file: its packing is seeded, and its run is long.
+  (int32 `input_ids` and `seq_start_id`, int8 `loss_mask`, row groups of 500).
+
+Each side runs `--reps` times per file (Bridge's runs, then thdpack's); the median run is
+reported, with its stage times.
 
 The two count a pack's size differently. Bridge counts a sample of n tokens as n - 1 (the positions
 that have a next token to predict), so a pack of size P holds up to P + (its samples) tokens;
@@ -74,7 +76,8 @@ def bridge_packing_module():
     """megatron-bridge's packing_utils module, loaded from the installed package's files."""
     spec = importlib.util.find_spec("megatron.bridge")
     if spec is None or not spec.submodule_search_locations:
-        sys.exit("megatron-bridge is not installed: bash scripts/python_env.sh (python/constraints.txt)")
+        sys.exit("megatron-bridge is not installed: bash scripts/python_env.sh "
+                 "(python/constraints.txt pins it)")
     path = os.path.join(spec.submodule_search_locations[0], "data", "datasets", "packing_utils.py")
     module_spec = importlib.util.spec_from_file_location("bridge_packing_utils", path)
     module = importlib.util.module_from_spec(module_spec)
@@ -204,15 +207,19 @@ def one_file(args, work, seed):
            "file_mb": os.path.getsize(path) / 1e6}
     expected = input_samples(path)
 
-    bridge_out = os.path.join(work, "bridge.idx.parquet")
     env = dict(os.environ, TQDM_DISABLE="1")  # Bridge's fill step draws progress bars
-    stdout, cpu, wall, rss = timed([sys.executable, os.path.abspath(__file__), "--bridge-only",
-                                    path, bridge_out, "--pack-size", str(P), "--seed", str(seed)],
-                                   env)
-    report = json.loads(stdout.strip().splitlines()[-1])
+    runs = []
+    for rep in range(args.reps):
+        out = os.path.join(work, f"bridge-{rep}.idx.parquet")
+        stdout, cpu, wall, rss = timed([sys.executable, os.path.abspath(__file__), "--bridge-only",
+                                        path, out, "--pack-size", str(P), "--seed", str(seed)],
+                                       env)
+        runs.append((wall, cpu, rss, json.loads(stdout.strip().splitlines()[-1]), out))
+    wall, cpu, rss, report, bridge_out = sorted(runs, key=lambda r: r[0])[len(runs) // 2]
     both, alone, packs, largest, largest_positions = packed_samples([bridge_out])
-    assert packs == report["packs"]
-    bridge = {"wall_s": wall, "cpu_s": cpu, "peak_rss_mib": rss, "stages_s": report["stages"],
+    assert all(r[3]["packs"] == packs for r in runs)  # seeded: every run packs alike
+    bridge = {"wall_s": wall, "cpu_s": cpu, "peak_rss_mib": max(r[2] for r in runs),
+              "wall_s_runs": [r[0] for r in runs], "stages_s": report["stages"],
               "packs": packs, "l1_bound": -(-(tokens - args.rows) // P),
               "fill": tokens / (packs * P),
               "fill_own_rule": (tokens - args.rows) / (packs * P),
@@ -220,7 +227,8 @@ def one_file(args, work, seed):
               "reported_efficiency_pct": report["metadata"]["packing_efficiency"],
               "output_mb": os.path.getsize(bridge_out) / 1e6}
     bridge.update(compare(expected, (both, alone)))
-    os.remove(bridge_out)
+    for r in runs:
+        os.remove(r[4])
 
     runs = []
     for rep in range(args.reps):
@@ -254,13 +262,15 @@ def one_file(args, work, seed):
           f"{bridge['packs']} packs (L1 {bridge['l1_bound']} counting n - 1), fill "
           f"{bridge['fill']:.4f}, peak RSS {bridge['peak_rss_mib']:.0f} MiB, samples missing "
           f"{bridge['samples_missing']} extra {bridge['samples_extra']}\n"
-          f"  thdpack {ours['wall_s']:7.2f} s wall ({ours['cpu_s']:.2f} CPU s), {ours['packs']} packs "
+          f"  thdpack {ours['wall_s']:7.2f} s wall ({ours['cpu_s']:.2f} CPU s), "
+          f"{ours['packs']} packs "
           f"(L1 {ours['l1_bound']}), fill {ours['fill']:.4f}, peak RSS {ours['peak_rss_mib']:.0f} "
           f"MiB, samples missing {ours['samples_missing']} extra {ours['samples_extra']}\n"
           f"  Bridge / thdpack: {row['speedup']:.1f}x wall, {row['cpu_speedup']:.1f}x CPU",
           flush=True)
     if ours["samples_missing"] or ours["samples_extra"]:
-        sys.exit(f"seed {seed}: thdpack's packed Parquet does not hold the input's samples once each")
+        sys.exit(f"seed {seed}: thdpack's packed Parquet does not hold the input's samples "
+                 "once each")
     return row
 
 
@@ -273,7 +283,8 @@ def main():
     parser.add_argument("--thdpack", default=os.environ.get("THDPACK_CLI", "build/bin/thdpack"))
     parser.add_argument("--out")
     parser.add_argument("--bridge-only", nargs=2, metavar=("IN", "OUT"),
-                        help="only run Bridge's preparation of IN into OUT (what the benchmark times)")
+                        help="only run Bridge's preparation of IN into OUT (what the benchmark "
+                             "times)")
     parser.add_argument("--seed", type=int, default=0, help="with --bridge-only: numpy's seed")
     args = parser.parse_args()
     if args.pack_size < 8192:
