@@ -245,6 +245,32 @@ def parquet_table(parquet):
     return "\n".join(lines)
 
 
+def bridge_pack_table(bridge):
+    lines = ["| file (seeded) | tokens | Bridge: wall (CPU) | Bridge stages: read / hist / strategy / fill / write | thdpack: wall (CPU) | thdpack stages: open / pack / write | Bridge / thdpack, wall (CPU) | packs (L1 bound), Bridge / thdpack | fill, Bridge (counting n - 1) / thdpack | largest pack, tokens, Bridge / thdpack | peak RSS, Bridge / thdpack | output MB, Bridge / thdpack | samples missing or extra, Bridge / thdpack |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for f in bridge["files"]:
+        b, t = f["bridge"], f["thdpack"]
+        stages = " / ".join(f"{b['stages_s'][k]:.1f}" for k in ("read", "hist", "strategy", "fill", "write"))
+        ours = " / ".join(f"{t['stages_s'][k]:.2f}" for k in ("open", "pack", "write"))
+        lines.append(f"| seed {f['seed']}, {f['rows']:,} rows | {f['tokens']:,} | "
+                     f"{b['wall_s']:.1f} s ({b['cpu_s']:.1f} s) | {stages} s | "
+                     f"{t['wall_s']:.2f} s ({t['cpu_s']:.2f} s) | {ours} s | "
+                     f"{f['speedup']:.1f}x ({f['cpu_speedup']:.1f}x) | "
+                     f"{b['packs']:,} ({b['l1_bound']:,}) / {t['packs']:,} ({t['l1_bound']:,}) | "
+                     f"{b['fill']:.4f} ({b['fill_own_rule']:.4f}) / {t['fill']:.4f} | "
+                     f"{b['largest_pack_tokens']:,} / {t['largest_pack_tokens']:,} | "
+                     f"{b['peak_rss_mib']:,.0f} / {t['peak_rss_mib']:,.0f} MiB | "
+                     f"{b['output_mb']:.0f} / {t['output_mb']:.0f} | "
+                     f"{b['samples_missing'] + b['samples_extra']} / {t['samples_missing'] + t['samples_extra']} |")
+    lines.append("")
+    summary = bridge["summary"]
+    lines.append(f"thdpack against Bridge over {len(bridge['files'])} files: "
+                 f"{summary['median_speedup']:.1f}x faster by wall time at the median, "
+                 f"{summary['worst_speedup']:.1f}x at the worst "
+                 f"(CPU time: {summary['median_cpu_speedup']:.1f}x and {summary['worst_cpu_speedup']:.1f}x).")
+    return "\n".join(lines)
+
+
 def moe_table(runs):
     lines = ["| ranks | tokens/rank (mean) | hidden | experts | k | dispatch bytes vs minimum | combine bytes vs minimum | padded: extra rows/rank mean / max, over group max | s per 1M pairs (unpadded / padded / raw alltoallv floor) |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -277,7 +303,7 @@ def reorder_table(runs):
 
 
 def render(speed, quality, pipeline=None, pack=None, moe=None, reorder=None, planner=None,
-           dynamic_cp=None, jsonl=None, parquet=None):
+           dynamic_cp=None, jsonl=None, parquet=None, bridge_pack=None):
     cpu = platform.processor() or platform.machine()
     return "\n\n".join([
         f"Measured by `bash scripts/bench.sh` ({cpu}, single thread except where a row says not; "
@@ -346,6 +372,23 @@ def render(speed, quality, pipeline=None, pack=None, moe=None, reorder=None, pla
         f"{parquet.get('reps', 3) if parquet else 0} runs each, on a 2-core machine):\n\n"
         + parquet_table(parquet)
     ] if parquet else []) + ([
+        "**Parquet to packed Parquet, beside Megatron-Bridge** (`bench/bridge_pack_bench.py`: "
+        "`thdpack pack --parquet FILE --loss-mask-column loss_mask -C "
+        f"{bridge_pack['pack_size'] if bridge_pack else 0} --parquet-out DIR` against megatron-bridge "
+        f"{bridge_pack['megatron_bridge'] if bridge_pack else ''}'s `create_hist`, "
+        f"`create_packing_strategy` ({bridge_pack['algorithm'] if bridge_pack else ''}, Bridge's "
+        "default) and `fill_packing_strategy` on seeded SFT-like files from the same generator as "
+        "above, each side a process from the pre-tokenized file to packed Parquet in Bridge's "
+        "schema written "
+        "(Bridge's side reads the file into per-sample dicts with pyarrow and writes with pyarrow "
+        "what its `write_packed_parquet` writes, row groups of 500); median of "
+        f"{bridge_pack['reps'] if bridge_pack else 0} runs each; "
+        "Bridge counts a sample of n tokens as n - 1 against the pack size, thdpack as n, so each "
+        "side's packs are set against the L1 bound under its own rule, and fill is tokens / "
+        "(packs x pack size) (for Bridge also (tokens - samples) / (packs x pack size)); both outputs read back and compared with the input sample by "
+        "sample (tokens and the loss mask shifted by one); on a 2-core machine shared with other "
+        "jobs):\n\n" + bridge_pack_table(bridge_pack)
+    ] if bridge_pack else []) + ([
         "**MoE dispatch and combine** (figure 10; `thdpack_moe_bench` under `mpirun --oversubscribe` "
         "on this machine; per-rank token counts drawn from 0.5x to 1.5x the mean as with THD "
         "micro-batches; the minimum is each token's hidden state once per other rank it visits, the "
@@ -373,6 +416,7 @@ def take_results_dir(args, folder):
     args.planner, args.dynamic_cp, args.pack = (one("planner.json"), one("dynamic_cp.json"),
                                                 one("pack.json"))
     args.jsonl, args.parquet = one("jsonl.json"), one("parquet.json")
+    args.bridge_pack = one("bridge_pack.json")
     args.pipeline = sorted(glob.glob(os.path.join(folder, "pipeline_*.json")))
     args.moe = sorted(glob.glob(os.path.join(folder, "moe_*.json")))
     args.reorder = sorted(glob.glob(os.path.join(folder, "reorder_*.json")))
@@ -400,7 +444,7 @@ def main():
     ap.add_argument("--results", metavar="DIR",
                     help="take every file from DIR under the names scripts/bench.sh gives them "
                          "(speed.json, quality.json, planner.json, dynamic_cp.json, pack.json, "
-                         "jsonl.json, parquet.json, pipeline_*.json, moe_*.json, reorder_*.json)")
+                         "jsonl.json, parquet.json, bridge_pack.json, pipeline_*.json, moe_*.json, reorder_*.json)")
     ap.add_argument("--speed")
     ap.add_argument("--quality")
     ap.add_argument("--pipeline", nargs="*", default=[])
@@ -411,6 +455,7 @@ def main():
     ap.add_argument("--dynamic-cp")
     ap.add_argument("--jsonl")
     ap.add_argument("--parquet")
+    ap.add_argument("--bridge-pack")
     ap.add_argument("--readme")
     ap.add_argument("--check", action="store_true",
                     help="with --readme: compare instead of writing; exit 1 on a difference")
@@ -457,8 +502,12 @@ def main():
     if args.parquet:
         with open(args.parquet) as f:
             parquet = json.load(f)
+    bridge_pack = None
+    if args.bridge_pack:
+        with open(args.bridge_pack) as f:
+            bridge_pack = json.load(f)
     text = render(speed, quality, pipeline, pack, moe, reorder, planner, dynamic_cp, jsonl,
-                  parquet)
+                  parquet, bridge_pack)
     if args.readme:
         with open(args.readme) as f:
             readme = f.read()

@@ -4,7 +4,8 @@
 #   bash scripts/bench.sh            # setup + build, speed and quality benchmarks, README table
 #   bash scripts/bench.sh --quick    # fewer repetitions and cases (a smoke run; README untouched)
 #
-# Results land in bench/results/ (speed, quality, pack, jsonl, pipeline_*, moe_*, reorder_* JSON).
+# Results land in bench/results/ (speed, quality, pack, jsonl, parquet, bridge_pack, pipeline_*,
+# moe_*, reorder_* JSON).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0
@@ -54,6 +55,10 @@ PYTHONPATH=build/python /usr/bin/python3 bench/python_packing_bench.py \
 # 5 GB of Parquet in the temporary directory and 5 GB of memory while packing).
 .venv/bin/python bench/parquet_bench.py --rows 400000 --seeds 3 --reps 3 \
   --large-samples 100000000 --out bench/results/parquet.json
+# Parquet to packed Parquet beside Megatron-Bridge's preparation (python/constraints.txt pins it):
+# three seeded 100,000-row files, Bridge's Python steps once each, thdpack 3 times.
+.venv/bin/python bench/bridge_pack_bench.py --rows 100000 --seeds 3 --reps 3 \
+  --out bench/results/bridge_pack.json
 
 # Figure 8 under mpirun (oversubscribed on small machines): "ranks tp cp pp dp" per line.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

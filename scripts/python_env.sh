@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Creates .venv (Debian's /usr/bin/python3, the interpreter the extension is built for) with the
 # packages pinned in python/constraints.txt: torch from PyPI, transformers, trl, datasets, pyarrow,
-# torchdata, verl, mpi4py, numpy, pytest and what they need. The Python tests (CTest's
-# python_tests_*, the examples and the step benchmark's smoke run) use .venv/bin/python when it
-# exists, with the build's extension on PYTHONPATH (docs/install.md).
+# torchdata, verl, megatron-bridge, mpi4py, numpy, pytest and what they need. The Python tests
+# (CTest's python_tests_*, the examples and the step benchmark's smoke run) use .venv/bin/python
+# when it exists, with the build's extension on PYTHONPATH (docs/install.md).
 #
 #   bash scripts/python_env.sh          # create or bring up to date; quick when nothing changed
 #   VENV=/path/to/venv bash scripts/python_env.sh
@@ -38,6 +38,9 @@ fi
 "$VENV/bin/python" - <<'PY'
 import numpy, torch, transformers, trl, datasets, pyarrow, torchdata, mpi4py.MPI, pytest
 import verl.utils.seqlen_balancing
+import importlib.util, os  # megatron.bridge itself needs megatron-core: only its files are checked
+bridge = importlib.util.find_spec("megatron.bridge").submodule_search_locations[0]
+assert os.path.isfile(os.path.join(bridge, "data", "datasets", "packing_utils.py")), bridge
 assert int(numpy.__version__.split(".")[0]) < 2, "numpy 2 breaks the pybind11 2.10 extension"
 print(f"[python_env] torch {torch.__version__}, transformers {transformers.__version__}, "
       f"trl {trl.__version__}, numpy {numpy.__version__}")
