@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <future>
 #include <limits>
 #include <span>
 #include <vector>
@@ -82,6 +83,17 @@ class RowGroupBuilder {
       : ids_(pool(), std::make_shared<arrow::Int32Builder>()),
         mask_(pool(), std::make_shared<arrow::Int8Builder>()),
         starts_(pool(), std::make_shared<arrow::Int32Builder>()) {}
+
+  // Room for `packs` packs of `samples` samples and `tokens` tokens in all, so that appending
+  // grows no buffer.
+  void reserve(int64_t packs, int64_t samples, int64_t tokens) {
+    ok(ids_.Reserve(packs));
+    ok(mask_.Reserve(packs));
+    ok(starts_.Reserve(packs));
+    ok(ids_.value_builder()->Reserve(tokens));
+    ok(mask_.value_builder()->Reserve(tokens));
+    ok(starts_.value_builder()->Reserve(samples));
+  }
 
   // Appends one pack: its samples back to back, their loss weights and where each starts.
   void add_pack(const SampleCache& samples, const Dataset& dataset, std::span<const int64_t> ids) {
@@ -189,6 +201,20 @@ int64_t batch_end(const Dataset& dataset, const Bins& packs, int64_t first, int6
   return end;
 }
 
+// Packs [first, last) as one row group's table.
+std::shared_ptr<arrow::Table> build_row_group(const SampleCache& samples, const Dataset& dataset,
+                                              const Bins& packs, int64_t first, int64_t last) {
+  int64_t count = 0, tokens = 0;
+  for (int64_t q = first; q < last; ++q) {
+    for (const int64_t id : packs.bin(q)) tokens += dataset.length(id);
+    count += static_cast<int64_t>(packs.bin(q).size());
+  }
+  RowGroupBuilder group;
+  group.reserve(last - first, count, tokens);
+  for (int64_t q = first; q < last; ++q) group.add_pack(samples, dataset, packs.bin(q));
+  return group.finish();
+}
+
 void write_shard(const Dataset& dataset, const Bins& packs, int64_t first, int64_t last,
                  const std::string& path, const BridgeParquetOptions& options) {
   OutputFile file(path);
@@ -199,11 +225,17 @@ void write_shard(const Dataset& dataset, const Bins& packs, int64_t first, int64
   for (int64_t p = first; p < last;) {
     const int64_t loaded = batch_end(dataset, packs, p, last, options.packs_per_row_group);
     const SampleCache samples(dataset, packs, p, loaded);
+    // Row group k + 1 is built on another thread while the writer encodes row group k.
+    const auto build = [&](int64_t from) {
+      return std::async(std::launch::async, [&, from] {
+        return build_row_group(samples, dataset, packs, from,
+                               std::min(loaded, from + options.packs_per_row_group));
+      });
+    };
+    std::future<std::shared_ptr<arrow::Table>> next = build(p);
     for (; p < loaded; p += options.packs_per_row_group) {
-      const int64_t end = std::min(loaded, p + options.packs_per_row_group);
-      RowGroupBuilder group;
-      for (int64_t q = p; q < end; ++q) group.add_pack(samples, dataset, packs.bin(q));
-      const auto table = group.finish();
+      const std::shared_ptr<arrow::Table> table = next.get();
+      if (p + options.packs_per_row_group < loaded) next = build(p + options.packs_per_row_group);
       ok_or_fail((*writer)->WriteTable(*table, table->num_rows()), path);
     }
   }
