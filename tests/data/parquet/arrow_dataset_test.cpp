@@ -270,6 +270,40 @@ TEST(BridgePackedRows, PacksWrittenComeBackAsTheSamplesPacked) {
   }
 }
 
+TEST(BridgePackedRows, WhatTheFormatCannotHoldIsRefusedAndNoShardIsLeft) {
+  // Many row groups, the bad sample in a late one: the row group that meets it is built on
+  // another thread while the writer encodes the one before, and its error still comes out.
+  const auto refused = [](const std::vector<Sample>& samples, const std::string& needle) {
+    std::vector<int64_t> lengths;
+    for (const Sample& s : samples) lengths.push_back(static_cast<int64_t>(s.input_ids.size()));
+    OfflinePackOptions pack_options;
+    pack_options.capacity = 8;
+    const OfflinePacking packing = pack_offline(lengths, pack_options);
+    TempDir dir;
+    BridgeParquetOptions bridge;
+    bridge.packs_per_row_group = 2;
+    const FixedDataset source(samples);
+    expect_throw_with<InvalidArgument>(
+        [&] { write_bridge_parquet(source, packing.packs, dir.file("out"), bridge); }, {needle});
+    for (const auto& entry : std::filesystem::directory_iterator(dir.file("out"))) {
+      ADD_FAILURE() << "left behind: " << entry.path();
+    }
+  };
+  std::vector<Sample> samples;
+  for (int64_t i = 0; i < 40; ++i) {
+    Sample s;
+    s.id = i;
+    s.input_ids = {1, 2, 3, 4};
+    samples.push_back(s);
+  }
+  std::vector<Sample> wide = samples;
+  wide[37].input_ids[2] = int64_t{1} << 31;
+  refused(wide, "has token id 2147483648, past the int32 of Megatron-Bridge's input_ids");
+  std::vector<Sample> labelled = samples;
+  labelled[33].labels = {5, 6, 7, 8};  // position 0 trains on 6, not its next token 2
+  refused(labelled, "not its next token; Megatron-Bridge's packed Parquet has no labels column");
+}
+
 TEST(BridgePackedRows, BadSampleStartsNameFileAndRow) {
   TempDir dir;
   ParquetOptions options;
