@@ -53,7 +53,7 @@ PYTHONPATH=build/python /usr/bin/python3 bench/python_packing_bench.py \
 ./build/bin/thdpack_jsonl_bench --reps 7 --out bench/results/jsonl.json
 # Reading Parquet: three seeded ~700 MB files against pyarrow, and 100M samples end to end (about
 # 5 GB of Parquet in the temporary directory and 5 GB of memory while packing).
-.venv/bin/python bench/parquet_bench.py --rows 400000 --seeds 3 --reps 3 \
+.venv/bin/python bench/parquet_bench.py --rows 400000 --seeds 3 --reps 5 \
   --large-samples 100000000 --out bench/results/parquet.json
 # Parquet to packed Parquet beside Megatron-Bridge's preparation (python/constraints.txt pins it):
 # three seeded 100,000-row files, Bridge's Python steps once each, thdpack 3 times.
