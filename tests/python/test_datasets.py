@@ -139,3 +139,34 @@ def test_pack_offline_keeps_groups_together():
     where = {i: p for p, pack in enumerate(result["packs"]) for i in pack.tolist()}
     for a, b in [(0, 1), (2, 3), (4, 5), (6, 7)]:
         assert where[a] == where[b]
+
+
+def test_shifted_labels_read_the_same_through_the_cli_and_python(tmp_path):
+    # Megatron's convention (label j is position j's target): `--labels-shifted` and
+    # labels_shifted=True read the same samples, and the pack file remembers it when reopened.
+    rng = np.random.default_rng(5)
+    lines = []
+    for _ in range(120):
+        ids = rng.integers(2, 1000, rng.integers(2, 60)).tolist()
+        labels = [t if rng.random() < 0.6 else -100 for t in ids[1:]] + [-100]
+        lines.append(json.dumps({"input_ids": ids, "labels": labels}))
+    jsonl = tmp_path / "shifted.jsonl"
+    jsonl.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "shifted.thdpacks"
+    subprocess.run(["thdpack", "pack", "--jsonl", str(jsonl), "--labels-shifted", "-C", "256",
+                    "-o", str(out)], check=True, capture_output=True, env={"PATH": _bin_path()})
+    packed = thdpack.PackedDataset.open(str(out))
+    shifted = thdpack.load_jsonl_dataset(str(jsonl), labels_shifted=True)
+    aligned = thdpack.load_jsonl_dataset(str(jsonl))
+    differs = False
+    for p in range(len(packed)):
+        ids = packed.pack(p).tolist()
+        batch = packed.batch(p)
+        want = thdpack.pack([shifted.sample(i) for i in ids], capacity=256)
+        other = thdpack.pack([aligned.sample(i) for i in ids], capacity=256)
+        assert np.array_equal(batch.labels, want.labels)
+        differs |= not np.array_equal(batch.labels, other.labels)
+    assert differs  # the flag changed what training sees
+    result = subprocess.run(["thdpack", "plan", "--workload", "sft-8k", "--labels-shifted"],
+                            capture_output=True, text=True, env={"PATH": _bin_path()})
+    assert result.returncode != 0 and "--labels-shifted says how labels are stored" in result.stderr

@@ -125,3 +125,40 @@ def test_every_long_running_command_takes_the_common_flags(command):
         pytest.skip(f"built without MPI: no `thdpack {command}`")
     missing = sorted(COMMON_FLAGS - cli_flags(command))
     assert not missing, f"thdpack {command} has no {missing}"
+
+
+# The options of reading a data source: every keyword of the Python readers is a flag of each CLI
+# command that reads data, and every such flag is a keyword of a reader.
+READERS = {
+    "load_jsonl_dataset": lambda: thdpack.load_jsonl_dataset.__doc__.splitlines()[0],
+    "load_parquet_dataset": lambda: str(inspect.signature(thdpack.load_parquet_dataset)),
+    "load_hf_dataset": lambda: str(inspect.signature(thdpack.load_hf_dataset)),
+}
+# Keywords whose flag is not the keyword with dashes: the JSONL-only one says so.
+FLAG_OF_KEYWORD = {"ignore_unknown_keys": "--jsonl-ignore-unknown-keys"}
+READING_FLAG = re.compile(r"--(?:[a-z-]+-column|jsonl-ignore-unknown-keys|labels-shifted|"
+                          r"bridge-packed)\b")
+
+
+def reader_keywords():
+    """{keyword: reader} of the readers' keyword-only options."""
+    out = {}
+    for reader, signature in READERS.items():
+        options = signature().split("*,", 1)[1]
+        for name in re.findall(r"(\w+)\s*:", options):
+            out[name] = reader
+    return out
+
+
+@pytest.mark.parametrize("command", ["plan", "pack", "convert", "run"])
+def test_every_reading_keyword_is_a_flag_and_back(command):
+    text = subprocess.run([THDPACK, command, "--help"], capture_output=True, text=True,
+                          check=True).stdout
+    flags = set(READING_FLAG.findall(text))
+    keywords = reader_keywords()
+    assert {"tokens_column", "labels_shifted", "bridge_packed", "ignore_unknown_keys"} <= set(keywords)
+    wanted = {FLAG_OF_KEYWORD.get(k, "--" + k.replace("_", "-")): k for k in keywords}
+    for flag, keyword in wanted.items():
+        assert flag in flags, f"thdpack {command} has no {flag} for {keywords[keyword]}'s {keyword}"
+    for flag in flags:
+        assert flag in wanted, f"thdpack {command}'s {flag} is no keyword of a Python reader"

@@ -195,6 +195,23 @@ def test_pack_files_of_parquet_and_arrow_sources_open(tmp_path):
             assert np.array_equal(a.cu_seqlens, b.cu_seqlens)
 
 
+def test_shifted_labels_columns_pack_as_python_reads_them(tmp_path):
+    # --labels-shifted with --labels-column, as labels_shifted=True: recorded in the pack file.
+    rng = np.random.default_rng(8)
+    ids = [rng.integers(2, 900, rng.integers(2, 40)).tolist() for _ in range(80)]
+    labels = [[t if rng.random() < 0.5 else -100 for t in x[1:]] + [-100] for x in ids]
+    pq.write_table(pa.table({"input_ids": ids, "labels": labels}), tmp_path / "s.parquet",
+                   row_group_size=9)
+    cli("pack", "--parquet", tmp_path / "s.parquet", "--labels-column", "labels",
+        "--labels-shifted", "-C", "128", "-o", tmp_path / "s.packs")
+    packed = thdpack.PackedDataset.open(tmp_path / "s.packs")
+    python = thdpack.load_parquet_dataset(tmp_path / "s.parquet", labels_column="labels",
+                                          labels_shifted=True)
+    for p in range(len(packed)):
+        want = thdpack.pack(python.samples(packed.pack(p).tolist()), capacity=128)
+        assert np.array_equal(packed.batch(p).labels, want.labels)
+
+
 def test_bridge_packed_parquet_reads_back_the_samples_packed(tmp_path):
     rows = random_rows(5)
     jsonl = write_jsonl(tmp_path / "d.jsonl", rows)

@@ -218,6 +218,15 @@ class FixedDataset final : public Dataset {
   std::vector<Sample> samples_;
 };
 
+// The packs of `samples` at `capacity` tokens (best-fit decreasing).
+Bins packs_of(const std::vector<Sample>& samples, int64_t capacity) {
+  std::vector<int64_t> lengths;
+  for (const Sample& s : samples) lengths.push_back(static_cast<int64_t>(s.input_ids.size()));
+  OfflinePackOptions options;
+  options.capacity = capacity;
+  return pack_offline(lengths, options).packs;
+}
+
 TEST(BridgePackedRows, PacksWrittenComeBackAsTheSamplesPacked) {
   for (uint64_t seed = 1; seed <= 6; ++seed) {
     std::mt19937_64 rng(seed);
@@ -234,16 +243,12 @@ TEST(BridgePackedRows, PacksWrittenComeBackAsTheSamplesPacked) {
       samples.push_back(s);
     }
     const FixedDataset source(samples);
-    std::vector<int64_t> lengths;
-    for (const Sample& s : samples) lengths.push_back(static_cast<int64_t>(s.input_ids.size()));
-    OfflinePackOptions pack_options;
-    pack_options.capacity = 64;
-    const OfflinePacking packing = pack_offline(lengths, pack_options);
+    const Bins packs = packs_of(samples, 64);
     TempDir dir;
     BridgeParquetOptions bridge;
     bridge.packs_per_shard = 7;
     bridge.packs_per_row_group = 3;
-    write_bridge_parquet(source, packing.packs, dir.file("out"), bridge);
+    write_bridge_parquet(source, packs, dir.file("out"), bridge);
 
     ParquetOptions options;
     options.layout = TableLayout::kBridgePacked;
@@ -251,8 +256,8 @@ TEST(BridgePackedRows, PacksWrittenComeBackAsTheSamplesPacked) {
     const auto back = load_parquet_dataset({dir.file("out")}, options);
     // Row p holds pack p's samples in order: sample ids of the read-back dataset run through them.
     int64_t i = 0;
-    for (int64_t p = 0; p < packing.packs.count(); ++p) {
-      for (const int64_t id : packing.packs.bin(p)) {
+    for (int64_t p = 0; p < packs.count(); ++p) {
+      for (const int64_t id : packs.bin(p)) {
         const Sample& want = samples[static_cast<size_t>(id)];
         const Sample got = back->sample(i);
         ASSERT_EQ(got.input_ids, want.input_ids) << "seed " << seed << " sample " << i;
@@ -274,17 +279,13 @@ TEST(BridgePackedRows, WhatTheFormatCannotHoldIsRefusedAndNoShardIsLeft) {
   // Many row groups, the bad sample in a late one: the row group that meets it is built on
   // another thread while the writer encodes the one before, and its error still comes out.
   const auto refused = [](const std::vector<Sample>& samples, const std::string& needle) {
-    std::vector<int64_t> lengths;
-    for (const Sample& s : samples) lengths.push_back(static_cast<int64_t>(s.input_ids.size()));
-    OfflinePackOptions pack_options;
-    pack_options.capacity = 8;
-    const OfflinePacking packing = pack_offline(lengths, pack_options);
+    const Bins packs = packs_of(samples, 8);
     TempDir dir;
     BridgeParquetOptions bridge;
     bridge.packs_per_row_group = 2;
     const FixedDataset source(samples);
     expect_throw_with<InvalidArgument>(
-        [&] { write_bridge_parquet(source, packing.packs, dir.file("out"), bridge); }, {needle});
+        [&] { write_bridge_parquet(source, packs, dir.file("out"), bridge); }, {needle});
     for (const auto& entry : std::filesystem::directory_iterator(dir.file("out"))) {
       ADD_FAILURE() << "left behind: " << entry.path();
     }

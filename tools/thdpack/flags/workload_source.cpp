@@ -45,6 +45,7 @@ ResolvedWorkload resolve_table(const WorkloadFlags& f) {
   options.tokens_column = f.tokens_column;
   options.loss_mask_column = f.loss_mask_column;
   options.labels_column = f.labels_column;
+  options.labels_shifted = f.labels_shifted;
   if (f.bridge_packed) {
     options.layout = TableLayout::kBridgePacked;
     if (options.loss_mask_column.empty()) options.loss_mask_column = "loss_mask";
@@ -110,6 +111,7 @@ ResolvedWorkload resolve_source(const WorkloadFlags& f) {
   if (!f.jsonl_file.empty()) {
     JsonlOptions options;
     options.ignore_unknown_keys = f.jsonl_ignore_unknown_keys;
+    options.labels_shifted = f.labels_shifted;
     open_once(r, {"jsonl", f.jsonl_file, 0}, options);
     r.source = {"jsonl", std::filesystem::absolute(f.jsonl_file).string(), 0};
     r.name = "jsonl";
@@ -197,6 +199,10 @@ void WorkloadFlags::add_to(CLI::App& command) {
       ->check(positive_integer());
   command.add_flag("--jsonl-ignore-unknown-keys", jsonl_ignore_unknown_keys,
                    "skip JSONL keys other than input_ids, loss_mask, labels");
+  command.add_flag("--labels-shifted", labels_shifted,
+                   "the labels (JSONL \"labels\", or --labels-column) are already shifted: label j "
+                   "is position j's target, as Megatron's SFT datasets store them (default: "
+                   "aligned with the tokens, as Hugging Face datasets store them)");
 }
 
 int WorkloadFlags::sources_given() const {
@@ -219,6 +225,11 @@ ResolvedWorkload resolve_workload(const WorkloadFlags& f) {
     throw InvalidArgument(
         "give one workload source: --workload, --dataset-config, --lengths, --jsonl, --parquet, "
         "--hf-dataset, --data-path or --seq-length");
+  }
+  if (f.labels_shifted && f.jsonl_file.empty() && f.labels_column.empty()) {
+    throw InvalidArgument(
+        "--labels-shifted says how labels are stored: give --jsonl FILE, or --labels-column "
+        "with --parquet PATH or --hf-dataset DIR");
   }
   if (f.parquet_paths.empty() && f.hf_dataset_paths.empty() &&
       (f.tokens_column != "input_ids" || !f.loss_mask_column.empty() || !f.labels_column.empty() ||

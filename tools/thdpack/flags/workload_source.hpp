@@ -30,6 +30,7 @@ struct WorkloadFlags {
   std::string data_path;  // Megatron indexed dataset prefix, or "w1 prefix1 w2 prefix2 ..."
   int64_t seq_length = 0;
   bool jsonl_ignore_unknown_keys = false;
+  bool labels_shifted = false;  // JSONL "labels" or --labels-column hold each position's target
 
   /// Registers the flags on `command`.
   void add_to(CLI::App& command);
