@@ -391,14 +391,26 @@ class TableDataset final : public Dataset {
       if (k == 0 || by_group[k].first != by_group[k - 1].first) run_starts.push_back(k);
     }
     std::vector<Sample> out(indices.size());
-    detail::ordered_parallel_map<bool>(run_starts.size(), threads(), [&](size_t r) {
+    const auto fill = [&](size_t r, const GroupColumns& data) {
       const size_t gi = by_group[run_starts[r]].first;
       const size_t end = r + 1 < run_starts.size() ? run_starts[r + 1] : by_group.size();
-      const std::shared_ptr<const GroupColumns> data = group_columns(gi);
       for (size_t k = run_starts[r]; k < end; ++k) {
         const size_t at = by_group[k].second;
-        out[at] = sample_in(groups_[gi], *data, indices[at]);
+        out[at] = sample_in(groups_[gi], data, indices[at]);
       }
+    };
+    // Groups in the cache are read here; only the others are decoded, side by side.
+    std::vector<size_t> missing;
+    for (size_t r = 0; r < run_starts.size(); ++r) {
+      const std::shared_ptr<const GroupColumns> data = cached(by_group[run_starts[r]].first);
+      if (data != nullptr) {
+        fill(r, *data);
+      } else {
+        missing.push_back(r);
+      }
+    }
+    detail::ordered_parallel_map<bool>(missing.size(), threads(), [&](size_t m) {
+      fill(missing[m], *decode_and_keep(by_group[run_starts[missing[m]]].first));
       return true;
     });
     return out;
@@ -562,23 +574,28 @@ class TableDataset final : public Dataset {
     return options_.threads > 0 ? options_.threads : detail::reading_threads();
   }
 
-  // Group gi's columns: from the cache, or read and kept there while the cache's groups fit in
-  // the options' cache_bytes (the least recently used go first; the newest stays whatever its
-  // size).
-  std::shared_ptr<const GroupColumns> group_columns(size_t gi) const {
-    {
-      const std::lock_guard lock(mutex_);
-      for (auto it = cache_.begin(); it != cache_.end(); ++it) {
-        if (it->group != gi) continue;
-        cache_.splice(cache_.begin(), cache_, it);
-        return cache_.front().columns;
-      }
+  // Group gi's columns if the cache holds them (then the most recently used), else null.
+  std::shared_ptr<const GroupColumns> cached(size_t gi) const {
+    const std::lock_guard lock(mutex_);
+    for (auto it = cache_.begin(); it != cache_.end(); ++it) {
+      if (it->group != gi) continue;
+      cache_.splice(cache_.begin(), cache_, it);
+      return cache_.front().columns;
     }
+    return nullptr;
+  }
+
+  // Group gi's columns, read, and kept in the cache while its groups fit in the options'
+  // cache_bytes (the least recently used go first; the newest stays whatever its size).
+  std::shared_ptr<const GroupColumns> decode_and_keep(size_t gi) const {
     auto columns = std::make_shared<const GroupColumns>(
         read_group(shards_[groups_[gi].shard], groups_[gi].group, columns_));
     int64_t bytes = 0;
     for (const ParquetListColumn& c : *columns) bytes += c.bytes();
     const std::lock_guard lock(mutex_);
+    for (const CachedGroup& c : cache_) {
+      if (c.group == gi) return columns;  // another call read it meanwhile
+    }
     cache_.push_front({gi, columns, bytes});
     cached_bytes_ += bytes;
     while (cache_.size() > 1 && cached_bytes_ > options_.cache_bytes) {
