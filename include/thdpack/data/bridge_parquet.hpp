@@ -24,13 +24,16 @@ struct BridgeParquetOptions {
 /// Writes pack p of `packs` (sample indices of `dataset`) as row p, across the files
 /// `folder`/shard-00000.idx.parquet, shard-00001.idx.parquet, ... (created with the folder if
 /// missing), and returns their paths. Each file is an OutputFile: complete before it replaces
-/// anything, and handed to the DeferredCommits scope of the caller if there is one. Samples are
-/// read in index order, about 16 million tokens of packs at a time. A sample's loss mask and
+/// anything, and handed to the DeferredCommits scope of the caller if there is one. The source
+/// is read once, in index order, many samples at a time (Dataset::samples), into a temporary
+/// unnamed file in `folder` holding every pack's tokens and weights in pack order (5 bytes a
+/// token, its space reserved before any is written, mapped, gone when the call returns); the rows
+/// are cut out of it without a copy. A sample's loss mask and
 /// labels become the row's loss_mask as pack_samples makes them (the last position of each sample
 /// 0). Throws InvalidArgument when `folder` already holds a *.parquet file (Megatron-Bridge would
-/// read it as part of the dataset), a token id does not fit int32, a pack holds more than 2^31 - 1
-/// tokens, or a sample's labels train on something other than its next token (the format has no
-/// labels column).
+/// read it as part of the dataset), a token id does not fit int32, a pack (or a row group's packs)
+/// holds more than 2^31 - 1 tokens, a sample's labels train on something other than its next token
+/// (the format has no labels column), or the temporary file cannot be made (no room for it).
 std::vector<std::string> write_bridge_parquet(const Dataset& dataset, const Bins& packs,
                                               const std::string& folder,
                                               const BridgeParquetOptions& options = {});
