@@ -249,6 +249,9 @@ TEST(BridgePackedRows, PacksWrittenComeBackAsTheSamplesPacked) {
     bridge.packs_per_shard = 7;
     bridge.packs_per_row_group = 3;
     write_bridge_parquet(source, packs, dir.file("out"), bridge);
+    for (const auto& entry : std::filesystem::directory_iterator(dir.file("out"))) {
+      EXPECT_TRUE(entry.path().filename().string().starts_with("shard-")) << entry.path();
+    }
 
     ParquetOptions options;
     options.layout = TableLayout::kBridgePacked;
