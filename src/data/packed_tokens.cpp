@@ -4,11 +4,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <limits>
 
+#include "core/ordered_parallel.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/packing/packed_batch.hpp"
 
@@ -16,7 +18,7 @@ namespace thdpack::detail {
 namespace {
 
 // Tokens whose samples are read with one Dataset::samples call (about 12 bytes each in memory).
-constexpr int64_t kTokensReadAtOnce = int64_t{4} << 20;
+constexpr int64_t kTokensReadAtOnce = int64_t{1} << 20;
 
 // An unnamed file in `folder` (O_TMPFILE), or where the file system lacks that, a named one
 // removed at once: either way nothing is left behind, whatever ends the process.
@@ -44,6 +46,20 @@ PackedTokens::PackedTokens(const Dataset& dataset, const Bins& packs, const std:
     pack_starts_.push_back(at);
   }
   map(folder, pack_starts_.back());
+  // The source in consecutive parts read side by side, each in batches in index order: the
+  // error a caller sees is the one of the lowest sample index, as one pass would meet it.
+  const int64_t size = dataset.size();
+  const int64_t parts = std::min<int64_t>(reading_threads(), std::max<int64_t>(size, 1));
+  ordered_parallel_map<bool>(static_cast<size_t>(parts), static_cast<unsigned>(parts),
+                             [&](size_t part) {
+                               const auto k = static_cast<int64_t>(part);
+                               fill(dataset, place_of, size * k / parts, size * (k + 1) / parts);
+                               return true;
+                             });
+}
+
+void PackedTokens::fill(const Dataset& dataset, const std::vector<int64_t>& place_of, int64_t first,
+                        int64_t last) {
   std::vector<int64_t> batch;
   int64_t batch_tokens = 0;
   const auto read_batch = [&] {
@@ -62,7 +78,7 @@ PackedTokens::PackedTokens(const Dataset& dataset, const Bins& packs, const std:
     batch.clear();
     batch_tokens = 0;
   };
-  for (int64_t i = 0; i < dataset.size(); ++i) {
+  for (int64_t i = first; i < last; ++i) {
     if (place_of[static_cast<size_t>(i)] < 0) continue;  // in no pack
     batch.push_back(i);
     batch_tokens += dataset.length(i);

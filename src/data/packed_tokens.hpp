@@ -16,7 +16,8 @@ namespace thdpack::detail {
 class PackedTokens {
  public:
   /// Reads the samples of `packs` from `dataset` (Dataset::samples, many at a time, in index
-  /// order, so a source that reads in blocks decodes each block about once) into an unnamed
+  /// order in a few consecutive parts read side by side, so a source that reads in blocks
+  /// decodes each block about once; the error of the lowest sample index) into an unnamed
   /// temporary file in `folder` (5 bytes a token, space reserved up front, gone when this is),
   /// mapped. A sample's weights are its positions' loss weights as pack_samples makes them
   /// (position j's weight says whether token j+1 is trained; its last position 0). Throws
@@ -35,6 +36,9 @@ class PackedTokens {
 
  private:
   void map(const std::string& folder, int64_t tokens);
+  // Places the samples [first, last) of `dataset` that are in a pack (place_of[i] >= 0).
+  void fill(const Dataset& dataset, const std::vector<int64_t>& place_of, int64_t first,
+            int64_t last);
   // Writes sample s, positions [from, ...) of `row` (pack_samples of its batch), at token `at`.
   void place(const Sample& s, const PackedBatch& row, int64_t from, int64_t at,
              const Dataset& dataset);
