@@ -87,29 +87,27 @@ void PackedTokens::fill(const Dataset& dataset, const std::vector<int64_t>& plac
   if (!batch.empty()) read_batch();
 }
 
-PackedTokens::~PackedTokens() {
-  if (mapping_ != nullptr) ::munmap(mapping_, mapped_bytes_);
-  if (fd_ >= 0) ::close(fd_);
+PackedTokens::Mapping::~Mapping() {
+  if (data != nullptr) ::munmap(data, bytes);
+  if (fd >= 0) ::close(fd);
 }
 
 void PackedTokens::map(const std::string& folder, int64_t tokens) {
   if (tokens == 0) return;
   const auto bytes = static_cast<size_t>(tokens) * (sizeof(int32_t) + sizeof(int8_t));
-  fd_ = unnamed_file(folder);
-  check(fd_ >= 0, "cannot make a temporary file in '", folder, "' for the packs' ", tokens,
+  file_.fd = unnamed_file(folder);
+  check(file_.fd >= 0, "cannot make a temporary file in '", folder, "' for the packs' ", tokens,
         " tokens: ", std::strerror(errno));
   // Reserved now, so that a full file system is this message, not a fault while writing the map.
-  const int reserved = ::posix_fallocate(fd_, 0, static_cast<off_t>(bytes));
+  const int reserved = ::posix_fallocate(file_.fd, 0, static_cast<off_t>(bytes));
   check(reserved == 0, "cannot reserve ", bytes, " bytes in '", folder,
         "' for a temporary copy of the packs' tokens (5 bytes a token): ", std::strerror(reserved));
-  mapping_ = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
-  if (mapping_ == MAP_FAILED) {
-    mapping_ = nullptr;
-    fail("cannot map the temporary copy of the packs' tokens in '", folder,
-         "': ", std::strerror(errno));
-  }
-  mapped_bytes_ = bytes;
-  tokens_ = static_cast<int32_t*>(mapping_);
+  void* data = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, file_.fd, 0);
+  check(data != MAP_FAILED, "cannot map the temporary copy of the packs' tokens in '", folder,
+        "': ", std::strerror(errno));
+  file_.data = data;
+  file_.bytes = bytes;
+  tokens_ = static_cast<int32_t*>(data);
   weights_ = reinterpret_cast<int8_t*>(tokens_ + tokens);
 }
 

@@ -25,9 +25,6 @@ class PackedTokens {
   /// on something other than its next token (the format has no labels column), and naming the
   /// folder when the file cannot be made (no room on its file system, say).
   PackedTokens(const Dataset& dataset, const Bins& packs, const std::string& folder);
-  ~PackedTokens();
-  PackedTokens(const PackedTokens&) = delete;
-  PackedTokens& operator=(const PackedTokens&) = delete;
 
   /// The first token of pack p in [0, packs.count()]; pack p ends where pack p + 1 starts.
   int64_t pack_start(int64_t p) const { return pack_starts_[static_cast<size_t>(p)]; }
@@ -43,10 +40,19 @@ class PackedTokens {
   void place(const Sample& s, const PackedBatch& row, int64_t from, int64_t at,
              const Dataset& dataset);
 
+  // The temporary file and its mapping, released however the constructor ends.
+  struct Mapping {
+    int fd = -1;
+    void* data = nullptr;
+    size_t bytes = 0;
+    Mapping() = default;
+    Mapping(const Mapping&) = delete;
+    Mapping& operator=(const Mapping&) = delete;
+    ~Mapping();
+  };
+
   std::vector<int64_t> pack_starts_;
-  int fd_ = -1;
-  void* mapping_ = nullptr;
-  size_t mapped_bytes_ = 0;
+  Mapping file_;
   int32_t* tokens_ = nullptr;
   int8_t* weights_ = nullptr;
 };

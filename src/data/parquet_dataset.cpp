@@ -80,8 +80,9 @@ class ParquetFile final : public detail::TableFile {
     if (!file.ok()) ::close(fd);
     ok_or_fail(file.status(), where);
     source_ = *file;
-    auto reader = arrow_call(where, [&] { return make_reader(nullptr); });
-    ok_or_fail(reader.status(), [&] { return path + ": not a readable Parquet file"; });
+    const auto unreadable = [&] { return path + ": not a readable Parquet file"; };
+    auto reader = arrow_call(unreadable, [&] { return make_reader(nullptr); });
+    ok_or_fail(reader.status(), unreadable);
     std::unique_ptr<parquet::arrow::FileReader> first = std::move(*reader);
     metadata_ = first->parquet_reader()->metadata();
     ok_or_fail(arrow_call(where, [&] { return first->GetSchema(&schema_); }), where);

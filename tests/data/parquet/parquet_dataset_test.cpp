@@ -298,13 +298,15 @@ TEST(ParquetDataset, DamagedFilesAreRefusedNamingThem) {
     std::ofstream(path, std::ios::binary | std::ios::trunc) << content;
   };
   rewrite(bytes.substr(0, size / 2));  // truncated
-  expect_throw_with<InvalidArgument>([&] { load_parquet_dataset({path}); }, {path});
+  expect_throw_with<InvalidArgument>([&] { load_parquet_dataset({path}); },
+                                     {path + ": not a readable Parquet file: "});
   std::string footer = bytes;
   for (size_t k = size - 40; k < size - 8; ++k) footer[k] = static_cast<char>(0xff);
   rewrite(footer);
   expect_throw_with<InvalidArgument>([&] { load_parquet_dataset({path}); }, {path});
   rewrite("");
-  expect_throw_with<InvalidArgument>([&] { load_parquet_dataset({path}); }, {path});
+  expect_throw_with<InvalidArgument>([&] { load_parquet_dataset({path}); },
+                                     {path + ": not a readable Parquet file: "});
   // Damaged pages: whatever Arrow makes of them, never a crash, never a silent wrong value.
   for (size_t k = 4; k + 8 < size; k += 7) {
     std::string page = bytes;
