@@ -287,8 +287,14 @@ TEST(BridgePackedRows, WhatTheFormatCannotHoldIsRefusedAndNoShardIsLeft) {
     BridgeParquetOptions bridge;
     bridge.packs_per_row_group = 2;
     const FixedDataset source(samples);
+    const auto open_files = [] {
+      return std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                           std::filesystem::directory_iterator());
+    };
+    const auto before = open_files();
     expect_throw_with<InvalidArgument>(
         [&] { write_bridge_parquet(source, packs, dir.file("out"), bridge); }, {needle});
+    EXPECT_EQ(open_files(), before) << "a descriptor was left open";
     for (const auto& entry : std::filesystem::directory_iterator(dir.file("out"))) {
       ADD_FAILURE() << "left behind: " << entry.path();
     }
