@@ -11,14 +11,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
-#include <span>
 #include <vector>
 
 #include "data/packed_tokens.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/bridge_parquet.hpp"
 #include "thdpack/data/output_file.hpp"
-#include "thdpack/packing/packed_batch.hpp"
 
 namespace thdpack {
 namespace {
