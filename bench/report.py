@@ -368,7 +368,8 @@ def render(speed, quality, pipeline=None, pack=None, moe=None, reorder=None, pla
         "against pyarrow's `read_table` of the same two columns with use_threads=False; seeded SFT-like "
         "files, int32 `input_ids` and int8 `loss_mask`, row groups of 65,536 rows; MB/s of decoded "
         "column bytes per second of wall time and of CPU time (user + system, all threads; "
-        "pyarrow's reader uses helper threads even with use_threads=False), median of "
+        "pyarrow's reader uses helper threads even with use_threads=False, and thdpack reads "
+        "row groups on as many threads as the machine has, at most 8), median of "
         f"{parquet.get('reps', 3) if parquet else 0} runs each, on a 2-core machine):\n\n"
         + parquet_table(parquet)
     ] if parquet else []) + ([
