@@ -13,6 +13,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/ordered_parallel.hpp"
 #include "data/packed_tokens.hpp"
 #include "thdpack/core/errors.hpp"
 #include "thdpack/data/bridge_parquet.hpp"
@@ -129,21 +130,20 @@ std::string shard_name(const std::string& folder, int64_t shard) {
   return (fs::path(folder) / name).string();
 }
 
+// Encodes packs [first, last) as the Parquet content of `file` (committed by the caller).
 void write_shard(const detail::PackedTokens& packed, const Dataset& dataset, const Bins& packs,
-                 int64_t first, int64_t last, const std::string& path,
+                 int64_t first, int64_t last, OutputFile& file,
                  const BridgeParquetOptions& options) {
-  OutputFile file(path);
   auto stream = std::make_shared<OutputFileStream>(file);
   auto writer =
       parquet::arrow::FileWriter::Open(*row_schema(), arrow::default_memory_pool(), stream);
-  ok_or_fail(writer.status(), path);
+  ok_or_fail(writer.status(), file.path());
   for (int64_t p = first; p < last; p += options.packs_per_row_group) {
     const auto table =
         row_group(packed, packs, dataset, p, std::min(last, p + options.packs_per_row_group));
-    ok_or_fail((*writer)->WriteTable(*table, table->num_rows()), path);
+    ok_or_fail((*writer)->WriteTable(*table, table->num_rows()), file.path());
   }
-  ok_or_fail((*writer)->Close(), path);
-  file.commit();
+  ok_or_fail((*writer)->Close(), file.path());
 }
 
 }  // namespace
@@ -155,12 +155,27 @@ std::vector<std::string> write_bridge_parquet(const Dataset& dataset, const Bins
         "packs per shard and per row group must be >= 1");
   require_no_parquet_in(folder);
   const detail::PackedTokens packed(dataset, packs, folder);
+  const int64_t shards =
+      std::max<int64_t>(1, (packs.count() + options.packs_per_shard - 1) / options.packs_per_shard);
+  // A few shards at a time are encoded side by side, then committed in order on this thread
+  // (where the caller's DeferredCommits scope lives).
+  const unsigned threads = detail::reading_threads();
   std::vector<std::string> paths;
-  for (int64_t first = 0; first < packs.count() || paths.empty();
-       first += options.packs_per_shard) {
-    paths.push_back(shard_name(folder, static_cast<int64_t>(paths.size())));
-    write_shard(packed, dataset, packs, first,
-                std::min(packs.count(), first + options.packs_per_shard), paths.back(), options);
+  for (int64_t wave = 0; wave < shards; wave += threads) {
+    const int64_t count = std::min<int64_t>(threads, shards - wave);
+    std::vector<OutputFile> files;
+    files.reserve(static_cast<size_t>(count));
+    for (int64_t k = 0; k < count; ++k) {
+      paths.push_back(shard_name(folder, wave + k));
+      files.emplace_back(paths.back());
+    }
+    detail::ordered_parallel_map<bool>(static_cast<size_t>(count), threads, [&](size_t k) {
+      const int64_t first = (wave + static_cast<int64_t>(k)) * options.packs_per_shard;
+      write_shard(packed, dataset, packs, first,
+                  std::min(packs.count(), first + options.packs_per_shard), files[k], options);
+      return true;
+    });
+    for (OutputFile& file : files) file.commit();
   }
   return paths;
 }
