@@ -522,8 +522,8 @@ class TableDataset final : public Dataset {
         out.lengths.push_back(checked_row_length(data, columns_, r, where_row));
         continue;
       }
-      const Sample x = make_sample(data, columns_, r, 0, false, where_row);
-      const auto n = static_cast<int64_t>(x.input_ids.size());
+      // The checks of make_sample, without copying the row out.
+      const int64_t n = checked_row_length(data, columns_, r, where_row);
       const std::vector<int64_t> starts = sample_starts(data, columns_, r, n, where_row);
       for (size_t k = 0; k < starts.size(); ++k) {
         const int64_t end = k + 1 < starts.size() ? starts[k + 1] : n;
